@@ -1,0 +1,227 @@
+// The backward engine. No recursion anywhere: graph discovery and execution both use explicit
+// stacks/queues, so a chain of 100,000 nodes runs in constant native stack.
+#include "brisk/autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+
+#include "brisk/autograd/grad_mode.h"
+#include "brisk/autograd/node.h"
+#include "brisk/kernels/elementwise.h"
+#include "brisk/kernels/factory.h"
+
+namespace brisk::autograd {
+
+namespace {
+
+struct PassState {
+  std::vector<std::function<void()>> callbacks;
+};
+thread_local PassState* tl_pass = nullptr;
+
+struct ByLatest {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+void accumulate_into_leaf(Node& acc, const Tensor& g) {
+  std::shared_ptr<TensorImpl> leaf_impl = acc.leaf.lock();
+  if (!leaf_impl) return;  // the leaf is gone: nobody can read its gradient
+  Tensor leaf(leaf_impl);
+  AutogradMeta* m = meta(leaf, true);
+  if (!m->grad.defined()) {
+    // Own the gradient: a fresh contiguous buffer counted as a gradient.
+    MemoryCategoryGuard cat(MemoryCategory::Gradients);
+    Tensor buf = empty(leaf.sizes(), leaf.dtype(), leaf.device());
+    kernels::copy_(buf, g);
+    m->grad = buf;
+  } else {
+    kernels::add_(m->grad, g);
+  }
+  for (auto& hook : m->hooks) hook(m->grad);
+}
+
+// Runs the graph. `capture` (for autograd::grad) maps nodes whose input gradient is wanted
+// to the slot in `captured`; those nodes are not executed past capture.
+void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
+                  const std::unordered_map<const Node*, size_t>* capture, std::vector<Tensor>* captured) {
+  // 1. Count how many edges point at each reachable node.
+  std::unordered_map<Node*, int> deps;
+  {
+    std::vector<Node*> stack;
+    std::unordered_map<Node*, bool> seen;
+    for (const Edge& e : roots)
+      if (e.valid() && !seen[e.node.get()]) {
+        seen[e.node.get()] = true;
+        stack.push_back(e.node.get());
+      }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      if (capture && capture->count(n)) continue;
+      for (const Edge& e : n->next) {
+        if (!e.valid()) continue;
+        ++deps[e.node.get()];
+        if (!seen[e.node.get()]) {
+          seen[e.node.get()] = true;
+          stack.push_back(e.node.get());
+        }
+      }
+    }
+  }
+
+  // 2. Seed the input buffers with the root gradients.
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  auto add_to_buffer = [&](Node* n, uint32_t slot, const Tensor& g) {
+    auto& buf = buffers[n];
+    if (buf.empty()) buf.resize(n->outputs.size());
+    if (!buf[slot].defined()) {
+      buf[slot] = g;
+    } else {
+      buf[slot] = kernels::binary(kernels::BinaryOp::Add, buf[slot], g);
+    }
+  };
+  std::priority_queue<Node*, std::vector<Node*>, ByLatest> ready;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (!roots[i].valid()) continue;
+    add_to_buffer(roots[i].node.get(), roots[i].input_nr, root_grads[i]);
+  }
+  for (const Edge& e : roots)
+    if (e.valid() && deps[e.node.get()] == 0) {
+      deps[e.node.get()] = -1;  // queued
+      ready.push(e.node.get());
+    }
+
+  // 3. Execute in reverse creation order as nodes become ready.
+  NoGradGuard no_grad;
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    std::vector<Tensor> grads = std::move(buffers[n]);
+    buffers.erase(n);
+    grads.resize(n->outputs.size());
+    if (capture) {
+      auto it = capture->find(n);
+      if (it != capture->end()) {
+        (*captured)[it->second] = grads[0];
+        continue;
+      }
+    }
+    if (n->is_accumulator) {
+      if (grads[0].defined()) accumulate_into_leaf(*n, grads[0]);
+      continue;
+    }
+    BRISK_CHECK(!n->released, "backward: trying to backward through the graph a second time (node ", n->name,
+                "); its saved tensors were freed. Pass retain_graph=true to the first backward call");
+    for (auto& [nr, weak] : n->retained) {
+      std::shared_ptr<TensorImpl> impl = weak.lock();
+      if (!impl || !grads[nr].defined()) continue;
+      AutogradMeta* m = meta(Tensor(impl), true);
+      m->grad = m->grad.defined() ? kernels::binary(kernels::BinaryOp::Add, m->grad, grads[nr])
+                                  : kernels::cast(grads[nr], grads[nr].dtype());
+    }
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!grads[i].defined()) {
+        const OutputMeta& om = n->outputs[i];
+        grads[i] = zeros(om.sizes, {om.dtype, om.device});
+      }
+    std::vector<Tensor> in_grads = n->backward(GradCtx(grads, n->next));
+    BRISK_CHECK(in_grads.size() == n->next.size(), "backward: node ", n->name, " returned ", in_grads.size(),
+                " gradients for ", n->next.size(), " inputs");
+    if (!retain_graph) {
+      n->backward = nullptr;  // frees the saved tensors
+      n->released = true;
+    }
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.valid()) continue;
+      Node* child = e.node.get();
+      if (in_grads[i].defined()) {
+        const OutputMeta& om = child->outputs[e.input_nr];
+        BRISK_CHECK(in_grads[i].sizes() == om.sizes, "backward: node ", n->name, " produced a gradient of shape ",
+                    in_grads[i].sizes(), " for input ", i, " of shape ", om.sizes);
+        add_to_buffer(child, e.input_nr, in_grads[i]);
+      }
+      if (--deps[child] == 0) {
+        deps[child] = -1;
+        ready.push(child);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  BRISK_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(), " gradients for ",
+              roots.size(), " roots");
+  std::vector<Edge> edges;
+  std::vector<Tensor> root_grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    BRISK_CHECK(requires_grad(r), "backward: tensor ", i, " (shape ", r.sizes(),
+                ") does not require grad and has no grad_fn; call requires_grad_() on the inputs first");
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      BRISK_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for scalar outputs, got shape ",
+                  r.sizes(), "; pass a gradient of the same shape");
+      g = ones_like(r);
+    }
+    BRISK_CHECK(g.sizes() == r.sizes(), "backward: gradient shape ", g.sizes(), " does not match output shape ",
+                r.sizes());
+    edges.push_back(gradient_edge(r));
+    root_grads.push_back(g);
+  }
+  PassState state;
+  PassState* prev = tl_pass;
+  tl_pass = &state;
+  try {
+    run_backward(edges, root_grads, retain_graph, nullptr, nullptr);
+  } catch (...) {
+    tl_pass = prev;
+    throw;
+  }
+  tl_pass = prev;
+  // Callbacks may queue more callbacks; run until none are left.
+  for (size_t i = 0; i < state.callbacks.size(); ++i) state.callbacks[i]();
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+  std::vector<Edge> edges;
+  std::vector<Tensor> root_grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    BRISK_CHECK(requires_grad(outputs[i]), "grad: output ", i, " does not require grad");
+    Tensor g = i < grad_outputs.size() ? grad_outputs[i] : Tensor();
+    if (!g.defined()) {
+      BRISK_CHECK(outputs[i].numel() == 1, "grad: implicit gradient needs a scalar output, got shape ",
+                  outputs[i].sizes());
+      g = ones_like(outputs[i]);
+    }
+    edges.push_back(gradient_edge(outputs[i]));
+    root_grads.push_back(g);
+  }
+  std::unordered_map<const Node*, size_t> capture;
+  std::vector<std::shared_ptr<Node>> keep;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    BRISK_CHECK(requires_grad(inputs[i]), "grad: input ", i, " does not require grad");
+    Edge e = gradient_edge(inputs[i]);
+    BRISK_CHECK(e.node->outputs.size() == 1 || e.input_nr == 0,
+                "grad: inputs that are outputs of multi-output ops are not supported");
+    capture[e.node.get()] = i;
+    keep.push_back(e.node);
+  }
+  std::vector<Tensor> result(inputs.size());
+  run_backward(edges, root_grads, retain_graph, &capture, &result);
+  for (size_t i = 0; i < result.size(); ++i)
+    if (!result[i].defined()) result[i] = zeros_like(inputs[i]);
+  return result;
+}
+
+void queue_callback(std::function<void()> fn) {
+  BRISK_CHECK(tl_pass != nullptr, "queue_callback: no backward pass is running on this thread");
+  tl_pass->callbacks.push_back(std::move(fn));
+}
+
+bool in_backward_pass() { return tl_pass != nullptr; }
+
+}  // namespace brisk::autograd

@@ -1,0 +1,269 @@
+// Differentiable elementwise ops: compute through kernels, record a node with a closure.
+#include "brisk/autograd/ops_elementwise.h"
+
+#include "brisk/autograd/grad_mode.h"
+#include "brisk/autograd/node.h"
+#include "brisk/kernels/elementwise.h"
+
+namespace brisk {
+
+using autograd::GradCtx;
+using autograd::record;
+using autograd::sum_to;
+using kernels::BinaryOp;
+using kernels::CompareOp;
+using kernels::UnaryOp;
+
+namespace {
+
+Tensor kbin(BinaryOp op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
+Tensor kmul(const Tensor& a, const Tensor& b) { return kbin(BinaryOp::Mul, a, b); }
+Tensor kdiv(const Tensor& a, const Tensor& b) { return kbin(BinaryOp::Div, a, b); }
+Tensor kscal(BinaryOp op, const Tensor& a, double s) { return kernels::binary_scalar(op, a, s); }
+
+Tensor unary_op(UnaryOp op, const Tensor& x) {
+  Tensor y = kernels::unary(op, x);
+  if (autograd::any_requires_grad({&x})) {
+    Tensor xs = x, ys = y.detach();
+    record(kernels::op_name(op), {x}, y, [op, xs, ys](const GradCtx& g) -> std::vector<Tensor> {
+      return {kernels::unary_backward(op, g.grad(), xs, ys)};
+    });
+  }
+  return y;
+}
+
+// Gradients of a binary op, summed back to each input's shape.
+template <class F>
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name, F grads) {
+  Tensor out = kbin(op, a, b);
+  if (autograd::any_requires_grad({&a, &b})) {
+    Tensor as = a, bs = b, os = out.detach();
+    record(name, {a, b}, out, [as, bs, os, grads](const GradCtx& g) -> std::vector<Tensor> {
+      auto [ga, gb] = grads(g, as, bs, os);
+      return {ga.defined() ? sum_to(ga, as.sizes()) : ga, gb.defined() ? sum_to(gb, bs.sizes()) : gb};
+    });
+  }
+  return out;
+}
+
+using GradPair = std::pair<Tensor, Tensor>;
+
+Tensor scalar_like(const Tensor& t, double s) {
+  Tensor r = empty({}, t.dtype(), t.device());
+  kernels::fill_(r, s);
+  return r;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  if (alpha != 1.0) return add(a, mul(b, scalar_like(b, alpha)));
+  return binary_op(BinaryOp::Add, a, b, "add", [](const GradCtx& g, const Tensor&, const Tensor&, const Tensor&) {
+    return GradPair{g.needs(0) ? g.grad() : Tensor(), g.needs(1) ? g.grad() : Tensor()};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Sub, a, b, "sub", [](const GradCtx& g, const Tensor&, const Tensor&, const Tensor&) {
+    return GradPair{g.needs(0) ? g.grad() : Tensor(), g.needs(1) ? kernels::unary(UnaryOp::Neg, g.grad()) : Tensor()};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Mul, a, b, "mul", [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor&) {
+    return GradPair{g.needs(0) ? kmul(g.grad(), y) : Tensor(), g.needs(1) ? kmul(g.grad(), x) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Div, a, b, "div", [](const GradCtx& g, const Tensor&, const Tensor& y, const Tensor& o) {
+    Tensor ga = g.needs(0) ? kdiv(g.grad(), y) : Tensor();
+    // d(a/b)/db = -a/b^2 = -out/b
+    Tensor gb = g.needs(1) ? kernels::unary(UnaryOp::Neg, kdiv(kmul(g.grad(), o), y)) : Tensor();
+    return GradPair{ga, gb};
+  });
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Pow, a, b, "pow", [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor& o) {
+    Tensor ga, gb;
+    if (g.needs(0)) {  // y * x^(y-1)
+      Tensor xm = kbin(BinaryOp::Pow, x, kscal(BinaryOp::Sub, y, 1.0));
+      ga = kmul(g.grad(), kmul(y, xm));
+    }
+    if (g.needs(1)) gb = kmul(g.grad(), kmul(o, kernels::unary(UnaryOp::Log, x)));
+    return GradPair{ga, gb};
+  });
+}
+
+Tensor pow(const Tensor& a, double exponent) {
+  Tensor out = kscal(BinaryOp::Pow, a, exponent);
+  if (autograd::any_requires_grad({&a})) {
+    Tensor as = a;
+    record("pow", {a}, out, [as, exponent](const GradCtx& g) -> std::vector<Tensor> {
+      Tensor d = kscal(BinaryOp::Mul, kscal(BinaryOp::Pow, as, exponent - 1.0), exponent);
+      return {kmul(g.grad(), d)};
+    });
+  }
+  return out;
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Maximum, a, b, "maximum",
+                   [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor&) {
+                     Tensor mask = kernels::compare(CompareOp::Ge, x, y);  // ties go to a
+                     Tensor zero = scalar_like(g.grad(), 0.0);
+                     return GradPair{g.needs(0) ? kernels::where(mask, g.grad(), zero) : Tensor(),
+                                     g.needs(1) ? kernels::where(mask, zero, g.grad()) : Tensor()};
+                   });
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary_op(BinaryOp::Minimum, a, b, "minimum",
+                   [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor&) {
+                     Tensor mask = kernels::compare(CompareOp::Le, x, y);
+                     Tensor zero = scalar_like(g.grad(), 0.0);
+                     return GradPair{g.needs(0) ? kernels::where(mask, g.grad(), zero) : Tensor(),
+                                     g.needs(1) ? kernels::where(mask, zero, g.grad()) : Tensor()};
+                   });
+}
+
+Tensor neg(const Tensor& x) { return unary_op(UnaryOp::Neg, x); }
+Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, x); }
+Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::Rsqrt, x); }
+Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, x); }
+Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x); }
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  BRISK_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
+              std::string(approximate), "'");
+  return unary_op(approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
+}
+Tensor silu(const Tensor& x) { return unary_op(UnaryOp::Silu, x); }
+Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, x); }
+Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::Tanh, x); }
+Tensor sin(const Tensor& x) { return unary_op(UnaryOp::Sin, x); }
+Tensor cos(const Tensor& x) { return unary_op(UnaryOp::Cos, x); }
+Tensor square(const Tensor& x) { return unary_op(UnaryOp::Square, x); }
+Tensor reciprocal(const Tensor& x) { return unary_op(UnaryOp::Reciprocal, x); }
+Tensor sign(const Tensor& x) { return unary_op(UnaryOp::Sign, x); }
+Tensor log1p(const Tensor& x) { return unary_op(UnaryOp::Log1p, x); }
+Tensor expm1(const Tensor& x) { return unary_op(UnaryOp::Expm1, x); }
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  Tensor out = kernels::clamp(x, min, max);
+  if (autograd::any_requires_grad({&x})) {
+    Tensor xs = x;
+    record("clamp", {x}, out, [xs, min, max](const GradCtx& g) -> std::vector<Tensor> {
+      return {kernels::clamp_backward(g.grad(), xs, min, max)};
+    });
+  }
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Tensor out = kernels::where(cond, a, b);
+  if (autograd::any_requires_grad({&a, &b})) {
+    Tensor cs = cond, as = a, bs = b;
+    record("where", {a, b}, out, [cs, as, bs](const GradCtx& g) -> std::vector<Tensor> {
+      Tensor zero = scalar_like(g.grad(), 0.0);
+      Tensor ga = g.needs(0) ? sum_to(kernels::where(cs, g.grad(), zero), as.sizes()) : Tensor();
+      Tensor gb = g.needs(1) ? sum_to(kernels::where(cs, zero, g.grad()), bs.sizes()) : Tensor();
+      return {ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Ge, a, b); }
+Tensor eq(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Eq, a, s); }
+Tensor ne(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Ne, a, s); }
+Tensor lt(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Lt, a, s); }
+Tensor le(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Le, a, s); }
+Tensor gt(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Gt, a, s); }
+Tensor ge(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Ge, a, s); }
+
+namespace {
+// tensor op scalar, differentiable w.r.t. the tensor.
+Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
+  Tensor out = kernels::binary_scalar(op, a, s, scalar_first);
+  if (autograd::any_requires_grad({&a})) {
+    Tensor as = a, os = out.detach();
+    record(kernels::op_name(op), {a}, out, [op, as, os, s, scalar_first](const GradCtx& g) -> std::vector<Tensor> {
+      const Tensor& gr = g.grad();
+      switch (op) {
+        case BinaryOp::Add: return {gr};
+        case BinaryOp::Sub: return {scalar_first ? kernels::unary(UnaryOp::Neg, gr) : gr};
+        case BinaryOp::Mul: return {kscal(BinaryOp::Mul, gr, s)};
+        case BinaryOp::Div:
+          // a / s -> g / s ; s / a -> -g * out / a
+          if (!scalar_first) return {kscal(BinaryOp::Mul, gr, 1.0 / s)};
+          return {kernels::unary(UnaryOp::Neg, kdiv(kmul(gr, os), as))};
+        default: BRISK_THROW("scalar ", kernels::op_name(op), ": no gradient");
+      }
+    });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double s) { return scalar_op(BinaryOp::Add, a, s, false); }
+Tensor operator-(const Tensor& a, double s) { return scalar_op(BinaryOp::Sub, a, s, false); }
+Tensor operator*(const Tensor& a, double s) { return scalar_op(BinaryOp::Mul, a, s, false); }
+Tensor operator/(const Tensor& a, double s) { return scalar_op(BinaryOp::Div, a, s, false); }
+Tensor operator+(double s, const Tensor& a) { return scalar_op(BinaryOp::Add, a, s, false); }
+Tensor operator-(double s, const Tensor& a) { return scalar_op(BinaryOp::Sub, a, s, true); }
+Tensor operator*(double s, const Tensor& a) { return scalar_op(BinaryOp::Mul, a, s, false); }
+Tensor operator/(double s, const Tensor& a) { return scalar_op(BinaryOp::Div, a, s, true); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator<(const Tensor& a, double s) { return lt(a, s); }
+Tensor operator<=(const Tensor& a, double s) { return le(a, s); }
+Tensor operator>(const Tensor& a, double s) { return gt(a, s); }
+Tensor operator>=(const Tensor& a, double s) { return ge(a, s); }
+
+namespace {
+void check_inplace(const char* op, const Tensor& t) {
+  BRISK_CHECK(!(is_grad_enabled() && autograd::requires_grad(t)), op,
+              ": in-place update of a tensor that requires grad (shape ", t.sizes(),
+              "); wrap the update in a NoGradGuard");
+}
+}  // namespace
+
+const Tensor& add_(const Tensor& t, const Tensor& other, double alpha) {
+  check_inplace("add_", t);
+  kernels::add_(t, other, alpha);
+  return t;
+}
+const Tensor& mul_(const Tensor& t, double s) {
+  check_inplace("mul_", t);
+  kernels::mul_scalar_(t, s);
+  return t;
+}
+const Tensor& fill_(const Tensor& t, double v) {
+  check_inplace("fill_", t);
+  kernels::fill_(t, v);
+  return t;
+}
+const Tensor& zero_(const Tensor& t) { return fill_(t, 0.0); }
+const Tensor& copy_(const Tensor& dst, const Tensor& src) {
+  check_inplace("copy_", dst);
+  kernels::copy_(dst, src);
+  dst.bump_version();
+  return dst;
+}
+
+}  // namespace brisk

@@ -1,0 +1,47 @@
+// Storage: ref-counted bytes on one device. Tensors are views over a Storage.
+// A storage can be released (bytes freed, size kept) and filled again in place, which is
+// what sharded training does with parameters between uses.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "brisk/core/allocator.h"
+#include "brisk/core/device.h"
+
+namespace brisk {
+
+class StorageImpl {
+ public:
+  StorageImpl(size_t nbytes, Device device, MemoryCategory category);
+  ~StorageImpl();
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  MemoryCategory category() const { return category_; }
+  bool is_allocated() const { return data_ != nullptr || nbytes_ == 0; }
+
+  // Moves the counted bytes to another category (a tensor becomes a parameter, a gradient ...).
+  void set_category(MemoryCategory c);
+  // Frees the bytes; the size is kept so allocate_again() restores the same capacity.
+  void release();
+  // Allocates the bytes again after release() (contents are undefined).
+  void allocate_again();
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  MemoryCategory category_;
+  Allocator* allocator_;
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+inline Storage make_storage(size_t nbytes, Device device, MemoryCategory category = MemoryCategory::Activations) {
+  return std::make_shared<StorageImpl>(nbytes, device, category);
+}
+
+}  // namespace brisk

@@ -1,0 +1,154 @@
+// Tensor: a cheap shared handle over a TensorImpl (sizes, strides, offset, dtype, storage
+// and an opaque autograd slot). Core holds data and view metadata only: the math lives in
+// kernels/ and the graph in autograd/. Methods marked [autograd] are declared here for
+// convenience (`loss.backward()`, `h.flatten(1)`) and defined in the autograd library;
+// core itself never calls them.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "brisk/core/dtype.h"
+#include "brisk/core/error.h"
+#include "brisk/core/shape.h"
+#include "brisk/core/storage.h"
+
+namespace brisk {
+
+// The autograd layer hangs its per-tensor state (grad, grad_fn, hooks) off this slot.
+struct AutogradMetaBase {
+  virtual ~AutogradMetaBase() = default;
+};
+
+struct TensorImpl {
+  Storage storage;
+  Shape sizes;
+  Strides strides;
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::F32;
+  std::shared_ptr<AutogradMetaBase> autograd;
+  // Incremented by in-place kernels so autograd can detect a saved tensor that changed.
+  uint32_t version = 0;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // --- metadata ---------------------------------------------------------------
+  const Shape& sizes() const { return checked()->sizes; }
+  const Strides& strides() const { return checked()->strides; }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(checked()->sizes.size()); }
+  int64_t numel() const { return shape_numel(checked()->sizes); }
+  int64_t offset() const { return checked()->offset; }
+  DType dtype() const { return checked()->dtype; }
+  Device device() const { return checked()->storage->device(); }
+  const Storage& storage() const { return checked()->storage; }
+  size_t element_size() const { return dtype_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  uint32_t version() const { return checked()->version; }
+  void bump_version() const { ++checked()->version; }
+
+  // Pointer to the first element (storage base + offset).
+  void* data_ptr() const;
+  template <class T>
+  T* data() const {
+    BRISK_CHECK(dtype_of_v<T> == dtype(), "Tensor::data<", dtype_name(dtype_of_v<T>), ">: tensor has dtype ",
+                dtype_name(dtype()));
+    return static_cast<T*>(data_ptr());
+  }
+  // The single value of a one-element tensor (copied to the host if needed), converted to T.
+  template <class T>
+  T item() const;
+  // All values as a flat vector in logical (C) order, converted to T.
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  // A view sharing this storage with the given metadata; no autograd history.
+  Tensor as_strided(Shape sizes, Strides strides, int64_t offset) const;
+  // Same storage and metadata, no autograd history, does not require grad.
+  Tensor detach() const;
+
+  // --- autograd state [autograd] ---------------------------------------------------
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool flag = true);
+  Tensor grad() const;           // undefined tensor when there is none
+  void set_grad(const Tensor& g) const;
+  bool is_leaf() const;
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  // Registers fn(grad) to run once this leaf's gradient is final in a backward pass.
+  void register_hook(std::function<void(const Tensor&)> fn) const;
+  void retain_grad() const;
+
+  // --- differentiable method sugar [autograd] ------------------------------------
+  Tensor view(const Shape& sizes) const;
+  Tensor reshape(const Shape& sizes) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;  // transpose of a 2-D tensor
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& sizes) const;
+  Tensor squeeze(int64_t dim = kAllDims) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor sum() const;
+  Tensor mean() const;
+
+ private:
+  TensorImpl* checked() const {
+    BRISK_CHECK(impl_ != nullptr, "Tensor: operation on an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Allocates an uninitialised contiguous tensor (the one primitive every factory builds on).
+Tensor empty(const Shape& sizes, DType dtype = DType::F32, Device device = kCPU);
+// A tensor over a copy of host data.
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& sizes, Device device = kCPU);
+template <class T>
+Tensor tensor(std::initializer_list<T> values, Device device = kCPU) {
+  return from_vector<T>(std::vector<T>(values), Shape{static_cast<int64_t>(values.size())}, device);
+}
+
+// Memory category new storages are counted under on this thread (default: Other).
+MemoryCategory current_memory_category();
+class MemoryCategoryGuard {
+ public:
+  explicit MemoryCategoryGuard(MemoryCategory c);
+  ~MemoryCategoryGuard();
+  MemoryCategoryGuard(const MemoryCategoryGuard&) = delete;
+  MemoryCategoryGuard& operator=(const MemoryCategoryGuard&) = delete;
+
+ private:
+  MemoryCategory prev_;
+};
+
+// Device <-> host byte copies; core routes CUDA copies through a hook the CUDA build installs.
+using DeviceCopyFn = void (*)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+void register_device_copy(DeviceCopyFn fn);
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+
+// Prints shape, dtype, device and values (big tensors are summarised with "...").
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::string to_string(const Tensor& t);
+
+}  // namespace brisk

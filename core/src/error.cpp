@@ -1,0 +1,18 @@
+// brisk::Error: the message plus where it was raised.
+#include "brisk/core/error.h"
+
+#include <cstring>
+
+namespace brisk {
+
+static std::string with_location(const std::string& msg, const char* file, int line) {
+  const char* base = std::strrchr(file, '/');
+  return msg + " (" + (base ? base + 1 : file) + ":" + std::to_string(line) + ")";
+}
+
+Error::Error(const std::string& msg, const char* file, int line)
+    : std::runtime_error(with_location(msg, file, line)), msg_(msg) {}
+
+void throw_error(const std::string& msg, const char* file, int line) { throw Error(msg, file, line); }
+
+}  // namespace brisk

@@ -1,0 +1,53 @@
+// Elementwise kernels: unary and binary ops with NumPy broadcasting over arbitrary strides,
+// comparisons, where, clamp, casts and copies. f16/bf16 load, compute in f32, store.
+#pragma once
+#include <optional>
+
+#include "brisk/core/tensor.h"
+
+namespace brisk::kernels {
+
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, GeluTanh, GeluErf, Silu, Sigmoid, Tanh,
+  Sin, Cos, Square, Reciprocal, Sign, Log1p, Expm1,
+};
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
+enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+const char* op_name(CompareOp op);
+
+// y = op(x); float dtypes (Neg, Abs, Relu, Sign, Square also take integers).
+Tensor unary(UnaryOp op, const Tensor& x);
+// dx = grad * op'(x), given x and y = op(x) (either may be used).
+Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y);
+// out = a op b with broadcasting; mixed dtypes are promoted (promote_types).
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+// out = a op s (or s op a when `scalar_first`), in a's dtype (an integer tensor with a
+// fractional scalar gives f32).
+Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool scalar_first = false);
+// Bool result, with broadcasting.
+Tensor compare(CompareOp op, const Tensor& a, const Tensor& b);
+Tensor compare_scalar(CompareOp op, const Tensor& a, double s);
+// cond ? a : b with broadcasting over all three; cond is Bool (or u8).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// min(max(x, lo), hi); either bound may be absent.
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
+// grad where lo <= x <= hi, 0 elsewhere.
+Tensor clamp_backward(const Tensor& grad, const Tensor& x, std::optional<double> lo, std::optional<double> hi);
+// dst[...] = src broadcast to dst's shape, converted to dst's dtype; works across devices.
+void copy_(const Tensor& dst, const Tensor& src);
+// A contiguous tensor with the same values (returns x itself if already contiguous).
+Tensor contiguous(const Tensor& x);
+// A contiguous copy in `dtype` (a copy even when the dtype is the same).
+Tensor cast(const Tensor& x, DType dtype);
+// A contiguous copy on `device`.
+Tensor to_device(const Tensor& x, Device device);
+// t[...] = v
+void fill_(const Tensor& t, double v);
+// dst += alpha * src (src broadcast to dst's shape); the gradient accumulation primitive.
+void add_(const Tensor& dst, const Tensor& src, double alpha = 1.0);
+// dst *= s
+void mul_scalar_(const Tensor& dst, double s);
+
+}  // namespace brisk::kernels

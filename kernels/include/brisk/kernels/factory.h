@@ -1,0 +1,37 @@
+// Factories (PyTorch's names), in namespace brisk. Random factories draw from the
+// counter-based generator, so a seed gives the same values on every device and thread count.
+#pragma once
+#include "brisk/core/rng.h"
+#include "brisk/core/tensor.h"
+
+namespace brisk {
+
+struct TensorOptions {
+  DType dtype = DType::F32;
+  Device device = kCPU;
+};
+
+Tensor zeros(const Shape& sizes, TensorOptions o = {});
+Tensor ones(const Shape& sizes, TensorOptions o = {});
+Tensor full(const Shape& sizes, double value, TensorOptions o = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor empty_like(const Tensor& t);
+// [start, end) in steps of `step`; dtype defaults to i64 (pass {.dtype = F32} for floats).
+Tensor arange(double start, double end, double step = 1.0, TensorOptions o = {.dtype = DType::I64});
+Tensor arange(int64_t end, TensorOptions o = {.dtype = DType::I64});
+// `steps` values evenly spaced from start to end inclusive.
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o = {});
+// Uniform [0, 1), standard normal, and integers in [low, high).
+Tensor rand(const Shape& sizes, TensorOptions o = {}, Generator* gen = nullptr);
+Tensor randn(const Shape& sizes, TensorOptions o = {}, Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions o = {.dtype = DType::I64},
+               Generator* gen = nullptr);
+// A random permutation of 0..n-1 (i64).
+Tensor randperm(int64_t n, Generator* gen = nullptr);
+// In-place fills.
+void uniform_(const Tensor& t, double lo, double hi, Generator* gen = nullptr);
+void normal_(const Tensor& t, double mean, double std, Generator* gen = nullptr);
+
+}  // namespace brisk

@@ -1,0 +1,13 @@
+// The backward engine: accumulation, retain_graph, hooks, callbacks, deep chains, custom functions.
+#include <gtest/gtest.h>
+
+#include <brisk/brisk.h>
+
+using namespace brisk;
+
+TEST(Engine, ScalarSquareGradientIsTwoX) {
+  Tensor x = tensor<float>({1.f, -2.f, 3.f});
+  x.requires_grad_();
+  (x * x).sum().backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2.f, -4.f, 6.f}));
+}
