@@ -5,5 +5,8 @@
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/node.h"
 #include "brisk/autograd/ops_elementwise.h"
+#include "brisk/autograd/ops_index.h"
+#include "brisk/autograd/ops_linalg.h"
+#include "brisk/autograd/ops_nn.h"
 #include "brisk/autograd/ops_reduce.h"
 #include "brisk/autograd/ops_shape.h"

@@ -1,0 +1,3 @@
+// Placeholder: filled in by its family's change.
+#pragma once
+#include "brisk/core/tensor.h"
