@@ -176,13 +176,16 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   tl_pass = &state;
   try {
     run_backward(edges, root_grads, retain_graph, nullptr, nullptr);
+    // Still inside the pass: callbacks may queue more callbacks; run until none are left.
+    for (size_t i = 0; i < state.callbacks.size(); ++i) {
+      auto fn = std::move(state.callbacks[i]);
+      fn();
+    }
   } catch (...) {
     tl_pass = prev;
     throw;
   }
   tl_pass = prev;
-  // Callbacks may queue more callbacks; run until none are left.
-  for (size_t i = 0; i < state.callbacks.size(); ++i) state.callbacks[i]();
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
