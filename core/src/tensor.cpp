@@ -115,6 +115,19 @@ Tensor Tensor::as_strided(Shape sizes, Strides strides, int64_t offset) const {
 
 Tensor Tensor::detach() const { return as_strided(sizes(), strides(), offset()); }
 
+void Tensor::set_data(const Tensor& src) const {
+  TensorImpl* d = checked();
+  BRISK_CHECK(src.defined(), "set_data: source tensor is undefined");
+  MemoryCategory cat = d->storage ? d->storage->category() : MemoryCategory::Other;
+  d->storage = src.storage();
+  d->storage->set_category(cat);
+  d->sizes = src.sizes();
+  d->strides = src.strides();
+  d->offset = src.offset();
+  d->dtype = src.dtype();
+  ++d->version;
+}
+
 Tensor empty(const Shape& sizes, DType dtype, Device device) {
   int64_t n = shape_numel(sizes);
   auto impl = std::make_shared<TensorImpl>();

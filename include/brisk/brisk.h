@@ -11,4 +11,5 @@
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/autograd/autograd.h"
+#include "brisk/nn/module.h"
 #include "brisk/version.h"

@@ -80,6 +80,9 @@ class Tensor {
   Tensor as_strided(Shape sizes, Strides strides, int64_t offset) const;
   // Same storage and metadata, no autograd history, does not require grad.
   Tensor detach() const;
+  // Points this tensor (and every handle sharing its impl) at src's storage and metadata,
+  // keeping its autograd state: how modules move parameters between devices and dtypes in place.
+  void set_data(const Tensor& src) const;
 
   // --- autograd state [autograd] ---------------------------------------------------
   bool requires_grad() const;

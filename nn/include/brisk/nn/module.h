@@ -1,0 +1,119 @@
+// nn::Module: named parameters, buffers and child modules (registration order kept, names
+// without dots), recursive traversal with tied weights listed once, state_dict, train/eval,
+// to(device/dtype) in place, zero_grad, apply, and forward hooks.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "brisk/core/tensor.h"
+
+namespace brisk::nn {
+
+// Ordered name -> tensor map (a state dict keeps the registration order, like PyTorch's).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// What load_state_dict found; with strict=true any problem throws instead.
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+  std::vector<std::string> shape_mismatches;  // "name: expected [a, b], got [c]"
+};
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  // Modules hold handles registered by address: copying would leave the copy's children dangling.
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The single-input forward most layers implement; call the module (`m(x)`) to run hooks.
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x);
+
+  // --- registration ---------------------------------------------------------------
+  // Registers a parameter (requires_grad unless told otherwise) and returns its handle.
+  Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  // Buffers are state that is saved but not trained (BatchNorm's running stats).
+  // Non-persistent buffers are left out of state_dict.
+  Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
+  // A child held by the parent as a member; the parent must outlive no longer than the child.
+  Module& register_module(const std::string& name, Module& child);
+  // A child owned by this module.
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
+    register_module(name, static_cast<Module&>(*child));
+    owned_.push_back(child);
+    return child;
+  }
+  void register_modules(std::initializer_list<std::pair<std::string, std::reference_wrapper<Module>>> children);
+  // Replaces the tensor registered under `name` (a parameter or buffer of this module).
+  void set_tensor(const std::string& name, const Tensor& value);
+
+  // --- traversal ------------------------------------------------------------------
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Module*>> named_children() const;
+  std::vector<std::pair<std::string, Module*>> named_modules();  // this module first, as ""
+  // Parameter or buffer by dotted path ("block.0.weight"); throws naming the path if absent.
+  Tensor get(const std::string& path) const;
+  int64_t num_parameters() const;
+
+  // --- state ----------------------------------------------------------------------
+  // Parameters then persistent buffers, dotted names, tied tensors listed under each name.
+  NamedTensors state_dict() const;
+  // Copies values in place (dtype converted). strict: missing/unexpected keys and shape
+  // mismatches throw one error listing all of them.
+  LoadResult load_state_dict(const NamedTensors& state, bool strict = true);
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves/casts every parameter and buffer in place (floating tensors only for dtype).
+  Module& to(Device device);
+  Module& to(DType dtype);
+  Module& to(Device device, DType dtype);
+  // Drops gradients (set_to_none) or zeroes them.
+  void zero_grad(bool set_to_none = true);
+  // fn(module) on every submodule, children first, then this one (as PyTorch's apply).
+  Module& apply(const std::function<void(Module&)>& fn);
+
+  // --- hooks ------------------------------------------------------------------------
+  using ForwardPreHook = std::function<void(Module&, const Tensor& input)>;
+  using ForwardHook = std::function<void(Module&, const Tensor& input, const Tensor& output)>;
+  // fn(module, grad_output) once the gradient w.r.t. the module's output is known.
+  using BackwardHook = std::function<void(Module&, const Tensor& grad_output)>;
+  void register_forward_pre_hook(ForwardPreHook fn) { pre_hooks_.push_back(std::move(fn)); }
+  void register_forward_hook(ForwardHook fn) { fwd_hooks_.push_back(std::move(fn)); }
+  void register_backward_hook(BackwardHook fn) { bwd_hooks_.push_back(std::move(fn)); }
+
+  // A short name for printing (the class name by default).
+  virtual std::string name() const;
+
+ private:
+  struct Slot {
+    std::string name;
+    Tensor tensor;
+    bool persistent = true;
+  };
+  static void check_name(const std::string& name, const char* what);
+  bool has_name(const std::string& name) const;
+  void collect(const std::string& prefix, bool params, bool recurse, bool only_persistent, NamedTensors& out,
+               std::vector<const TensorImpl*>* seen) const;
+
+  std::vector<Slot> params_;
+  std::vector<Slot> buffers_;
+  std::vector<std::pair<std::string, Module*>> children_;
+  std::vector<std::shared_ptr<void>> owned_;
+  std::vector<ForwardPreHook> pre_hooks_;
+  std::vector<ForwardHook> fwd_hooks_;
+  std::vector<BackwardHook> bwd_hooks_;
+  bool training_ = true;
+};
+
+}  // namespace brisk::nn
