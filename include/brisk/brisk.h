@@ -12,4 +12,5 @@
 #include "brisk/kernels/factory.h"
 #include "brisk/autograd/autograd.h"
 #include "brisk/nn/module.h"
+#include "brisk/optim/optim.h"
 #include "brisk/version.h"

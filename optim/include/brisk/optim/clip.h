@@ -1,0 +1,17 @@
+// Gradient clipping, as torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
+#pragma once
+#include <vector>
+
+#include "brisk/core/tensor.h"
+
+namespace brisk::optim {
+
+// Scales every gradient by min(1, max_norm / (total_norm + 1e-6)) and returns the total norm
+// over all gradients together (norm_type 2 or infinity). Non-finite norms are returned and,
+// with error_if_nonfinite, throw.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
+// Clamps every gradient element into [-clip_value, clip_value].
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
+
+}  // namespace brisk::optim

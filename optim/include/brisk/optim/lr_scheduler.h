@@ -1,0 +1,106 @@
+// Learning-rate schedules. Each computes the rate of step `n` in closed form from the group's
+// base rate, so resuming from a state dict gives exactly the uninterrupted schedule.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "brisk/optim/optimizer.h"
+
+namespace brisk::optim {
+
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  // Advances one step and writes the new rate into every group.
+  void step();
+  int64_t last_step() const { return last_step_; }
+  double get_last_lr(size_t group = 0) const;
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& sd);
+  Optimizer& optimizer() { return opt_; }
+
+ protected:
+  explicit LRScheduler(Optimizer& opt);
+  // Call at the end of each derived constructor: applies the rate of step 0.
+  void init();
+  virtual double lr_at(int64_t step, double base_lr) const = 0;
+
+ private:
+  void apply();
+  Optimizer& opt_;
+  std::vector<double> base_lrs_;
+  int64_t last_step_ = 0;
+};
+
+// base * gamma^(floor(step / step_size))
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
+ protected:
+  double lr_at(int64_t step, double base) const override;
+ private:
+  int64_t step_size_;
+  double gamma_;
+};
+
+// base * gamma^(number of milestones <= step)
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma = 0.1);
+ protected:
+  double lr_at(int64_t step, double base) const override;
+ private:
+  std::vector<int64_t> milestones_;
+  double gamma_;
+};
+
+// base * gamma^step
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& opt, double gamma);
+ protected:
+  double lr_at(int64_t step, double base) const override;
+ private:
+  double gamma_;
+};
+
+// eta_min + (base - eta_min) * (1 + cos(pi * step / t_max)) / 2
+class CosineAnnealingLR : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min = 0.0);
+ protected:
+  double lr_at(int64_t step, double base) const override;
+ private:
+  int64_t t_max_;
+  double eta_min_;
+};
+
+struct WarmupOptions {
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;            // warm-up included
+  std::string decay = "cosine";       // "cosine", "linear" or "constant"
+  double start_factor = 0.0;          // rate at step 0 = base * start_factor
+  double min_factor = 0.0;            // rate at total_steps = base * min_factor
+};
+// Linear warm-up to the base rate, then cosine or linear decay to base * min_factor.
+class WarmupLR : public LRScheduler {
+ public:
+  WarmupLR(Optimizer& opt, WarmupOptions options);
+ protected:
+  double lr_at(int64_t step, double base) const override;
+ private:
+  WarmupOptions o_;
+};
+
+// base * fn(step)
+class LambdaLR : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& opt, std::function<double(int64_t)> fn);
+ protected:
+  double lr_at(int64_t step, double base) const override;
+ private:
+  std::function<double(int64_t)> fn_;
+};
+
+}  // namespace brisk::optim

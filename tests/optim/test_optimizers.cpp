@@ -1,0 +1,221 @@
+// Optimizers against PyTorch's published update rules, written out here as scalar loops in
+// double precision (torch.optim.SGD / Adam / AdamW docs, "Algorithm" sections).
+#include <gtest/gtest.h>
+
+#include <brisk/brisk.h>
+
+#include <cmath>
+
+using namespace brisk;
+
+namespace {
+
+// Three steps with fixed gradients g_t = grads[t] (same for every element index i: g * (i+1)).
+const std::vector<double> kInit = {0.5, -1.0, 2.0};
+const std::vector<double> kGradScale = {1.0, -0.5, 0.25};
+
+double grad_at(int t, size_t i) { return kGradScale[static_cast<size_t>(t)] * static_cast<double>(i + 1) + 0.1 * kInit[i]; }
+
+template <class Opt>
+std::vector<double> run(Opt& opt, Tensor& p, int steps) {
+  for (int t = 0; t < steps; ++t) {
+    std::vector<double> g(kInit.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = grad_at(t, i);
+    p.set_grad(from_vector<double>(g, {3}));
+    opt.step();
+  }
+  return p.to_vector<double>();
+}
+
+Tensor param() {
+  Tensor p = from_vector<double>(kInit, {3});
+  p.requires_grad_();
+  return p;
+}
+
+// torch.optim.SGD algorithm.
+std::vector<double> sgd_ref(double lr, double mom, double damp, double wd, bool nesterov, bool maximize, int steps) {
+  std::vector<double> p = kInit, b(3, 0.0);
+  for (int t = 0; t < steps; ++t)
+    for (size_t i = 0; i < 3; ++i) {
+      double g = grad_at(t, i);
+      if (maximize) g = -g;  // PyTorch negates before weight decay
+      if (wd != 0) g += wd * p[i];
+      if (mom != 0) {
+        b[i] = t == 0 ? g : mom * b[i] + (1 - damp) * g;
+        g = nesterov ? g + mom * b[i] : b[i];
+      }
+      p[i] -= lr * g;
+    }
+  return p;
+}
+
+// torch.optim.Adam / AdamW algorithm.
+std::vector<double> adam_ref(double lr, double b1, double b2, double eps, double wd, bool decoupled, bool amsgrad,
+                             int steps) {
+  std::vector<double> p = kInit, m(3, 0), v(3, 0), vmax(3, 0);
+  for (int t = 1; t <= steps; ++t)
+    for (size_t i = 0; i < 3; ++i) {
+      double g = grad_at(t - 1, i);
+      if (decoupled)
+        p[i] *= 1 - lr * wd;
+      else
+        g += wd * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      double mhat = m[i] / (1 - std::pow(b1, t));
+      double vv = v[i];
+      if (amsgrad) vv = vmax[i] = std::max(vmax[i], v[i]);
+      double vhat = vv / (1 - std::pow(b2, t));
+      p[i] -= lr * mhat / (std::sqrt(vhat) + eps);
+    }
+  return p;
+}
+
+void expect_close(const std::vector<double>& a, const std::vector<double>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12) << what << " element " << i;
+}
+
+}  // namespace
+
+TEST(SGD, PlainStepIsLrTimesGradient) {
+  Tensor p = param();
+  optim::SGD opt({p}, {.lr = 0.1});
+  expect_close(run(opt, p, 3), sgd_ref(0.1, 0, 0, 0, false, false, 3), "sgd");
+  // Hand check of the first step for element 0: 0.5 - 0.1 * (1*1 + 0.05) = 0.395.
+  Tensor q = param();
+  optim::SGD one({q}, {.lr = 0.1});
+  EXPECT_NEAR(run(one, q, 1)[0], 0.395, 1e-15);
+}
+
+TEST(SGD, MomentumBufferStartsAsTheFirstGradient) {
+  Tensor p = param();
+  optim::SGD opt({p}, {.lr = 0.05, .momentum = 0.9, .dampening = 0.1});
+  expect_close(run(opt, p, 3), sgd_ref(0.05, 0.9, 0.1, 0, false, false, 3), "momentum+dampening");
+}
+
+TEST(SGD, NesterovAndWeightDecay) {
+  Tensor p = param();
+  optim::SGD opt({p}, {.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+  expect_close(run(opt, p, 3), sgd_ref(0.05, 0.9, 0, 0.01, true, false, 3), "nesterov+wd");
+}
+
+TEST(SGD, MaximizeAscends) {
+  Tensor p = param();
+  optim::SGD opt({p}, {.lr = 0.1, .weight_decay = 0.1, .maximize = true});
+  expect_close(run(opt, p, 2), sgd_ref(0.1, 0, 0, 0.1, false, true, 2), "maximize");
+}
+
+TEST(SGD, ParametersWithoutGradientsAreLeftAlone) {
+  Tensor p = param(), q = param();
+  optim::SGD opt({p, q}, {.lr = 0.1, .momentum = 0.9});
+  p.set_grad(ones({3}, {.dtype = DType::F64}));
+  opt.step();
+  EXPECT_EQ(q.to_vector<double>(), kInit);
+  EXPECT_NE(p.to_vector<double>(), kInit);
+}
+
+TEST(Adam, MatchesTheReferenceAlgorithm) {
+  Tensor p = param();
+  optim::Adam opt({p}, {.lr = 0.01});
+  expect_close(run(opt, p, 3), adam_ref(0.01, 0.9, 0.999, 1e-8, 0, false, false, 3), "adam");
+  // First step of Adam moves each element by ~lr against the gradient's sign.
+  Tensor q = param();
+  optim::Adam one({q}, {.lr = 0.01});
+  EXPECT_NEAR(run(one, q, 1)[0], 0.5 - 0.01, 1e-9);
+}
+
+TEST(Adam, L2WeightDecayAddsToTheGradient) {
+  Tensor p = param();
+  optim::Adam opt({p}, {.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .weight_decay = 0.1});
+  expect_close(run(opt, p, 3), adam_ref(0.01, 0.8, 0.99, 1e-8, 0.1, false, false, 3), "adam wd");
+}
+
+TEST(AdamW, DecoupledWeightDecayShrinksTheParameter) {
+  Tensor p = param();
+  optim::AdamW opt({p}, {.lr = 0.01, .weight_decay = 0.1});
+  expect_close(run(opt, p, 3), adam_ref(0.01, 0.9, 0.999, 1e-8, 0.1, true, false, 3), "adamw");
+  EXPECT_STREQ(opt.name(), "AdamW");
+}
+
+TEST(AdamW, AmsgradUsesTheRunningMaxOfTheSecondMoment) {
+  Tensor p = param();
+  optim::AdamW opt({p}, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+  // Gradients shrink after step 1, so the max matters.
+  expect_close(run(opt, p, 3), adam_ref(0.01, 0.9, 0.999, 1e-8, 0.1, true, true, 3), "amsgrad");
+}
+
+TEST(Optimizer, ParamGroupsKeepTheirOwnHyperParameters) {
+  Tensor a = param(), b = param();
+  optim::SGD opt({{.params = {a}, .options = {.lr = 0.1}}, {.params = {b}, .options = {.lr = 0.0}}});
+  run(opt, a, 1);
+  EXPECT_EQ(b.to_vector<double>(), kInit);  // b had lr 0 (and only a had a gradient set last)
+  EXPECT_DOUBLE_EQ(opt.lr(0), 0.1);
+  EXPECT_DOUBLE_EQ(opt.lr(1), 0.0);
+}
+
+TEST(Optimizer, StateDictRoundTripContinuesIdentically) {
+  Tensor p = param();
+  optim::Adam opt({p}, {.lr = 0.01, .amsgrad = true});
+  run(opt, p, 2);
+  optim::StateDict sd = opt.state_dict();
+  Tensor q = from_vector<double>(p.to_vector<double>(), {3});
+  q.requires_grad_();
+  optim::Adam resumed({q}, {.lr = 0.5});
+  resumed.load_state_dict(sd);
+  EXPECT_DOUBLE_EQ(resumed.lr(), 0.01);
+  for (int t = 2; t < 3; ++t) {
+    std::vector<double> g(3);
+    for (size_t i = 0; i < 3; ++i) g[i] = grad_at(t, i);
+    p.set_grad(from_vector<double>(g, {3}));
+    q.set_grad(from_vector<double>(g, {3}));
+    opt.step();
+    resumed.step();
+  }
+  EXPECT_EQ(p.to_vector<double>(), q.to_vector<double>());
+}
+
+TEST(Optimizer, StepGateTurnsStepAndZeroGradIntoNoOps) {
+  Tensor p = param();
+  optim::SGD opt({p}, {.lr = 0.1});
+  bool open = false;
+  opt.set_step_gate([&] { return open; });
+  p.set_grad(ones({3}, {.dtype = DType::F64}));
+  opt.step();
+  opt.zero_grad();
+  EXPECT_EQ(p.to_vector<double>(), kInit);
+  EXPECT_TRUE(p.grad().defined());
+  EXPECT_EQ(opt.steps_taken(), 0);
+  open = true;
+  opt.step();
+  EXPECT_EQ(opt.steps_taken(), 1);
+}
+
+TEST(Optimizer, OptionValidationNamesTheBadValue) {
+  Tensor p = param();
+  auto message = [](auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { optim::SGD({p}, {.lr = -1}); }).find("Invalid learning rate: -1"), std::string::npos);
+  EXPECT_NE(message([&] { optim::SGD({p}, {.lr = 0.1, .nesterov = true}); }).find("Nesterov"), std::string::npos);
+  EXPECT_NE(message([&] { optim::Adam({p}, {.beta1 = 1.0}); }).find("beta parameter at index 0: 1"), std::string::npos);
+  EXPECT_NE(message([&] { optim::AdamW({p}, {.eps = -1}); }).find("epsilon"), std::string::npos);
+  EXPECT_NE(message([&] { optim::SGD({}, {}); }).find("empty"), std::string::npos);
+  EXPECT_NE(message([&] { optim::SGD({p, p}, {}); }).find("more than once"), std::string::npos);
+}
+
+TEST(Optimizer, StateIsCountedAsOptimizerMemory) {
+  Tensor p = zeros({1000});
+  p.requires_grad_();
+  int64_t before = memory_stats().current[static_cast<int>(MemoryCategory::OptimizerState)];
+  optim::Adam opt({p});
+  p.set_grad(ones({1000}));
+  opt.step();
+  EXPECT_EQ(memory_stats().current[static_cast<int>(MemoryCategory::OptimizerState)] - before, 2 * 1000 * 4);
+}
