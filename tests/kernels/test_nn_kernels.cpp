@@ -82,6 +82,19 @@ TEST(LayerNorm, WithoutAffineRowsHaveZeroMeanUnitVariance) {
   }
 }
 
+TEST(LayerNorm, HalfPrecisionAgreesWithFloat) {
+  Generator gen(13);
+  Tensor x = randn({4, 16}, {}, &gen), w = randn({16}, {}, &gen), b = randn({16}, {}, &gen);
+  std::vector<float> ref = kernels::layer_norm(x, {16}, w, b, 1e-5).y.to_vector<float>();
+  for (DType dt : {DType::F16, DType::BF16}) {
+    kernels::LayerNormResult r = kernels::layer_norm(x.to(dt), {16}, w.to(dt), b.to(dt), 1e-5);
+    EXPECT_EQ(r.y.dtype(), dt);
+    EXPECT_EQ(r.mean.dtype(), DType::F32);
+    std::vector<float> got = r.y.to_vector<float>();
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 0.05 * (1 + std::abs(ref[i]))) << dtype_name(dt);
+  }
+}
+
 // --- dropout -------------------------------------------------------------------------------
 
 TEST(Dropout, SameSeedGivesSameMaskAndDifferentSeedsDiffer) {
