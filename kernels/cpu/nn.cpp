@@ -1,0 +1,336 @@
+// CPU loops for embedding, layer norm, dropout and the class losses. Each output element is
+// produced by one thread in a fixed order (rows split over threads, column sums split by
+// column), so results do not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "brisk/core/rng.h"
+#include "brisk/kernels/dispatch.h"
+#include "cpu/nn_kernels.h"
+
+namespace brisk::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kGrain = 32768;  // elements of work below which a loop stays serial
+
+template <class T>
+const T* cptr(const Tensor& t) {
+  return static_cast<const T*>(t.data_ptr());
+}
+template <class T>
+T* mptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+// Statistics of f64 data stay in f64; everything else in f32.
+template <class T>
+using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// sum_{j < n} f(j) as a SIMD reduction: vector partial sums let a strict (non-fast-math) float
+// sum vectorise. The order depends on n and the build's vector width, never on thread count.
+template <class S, class F>
+S lane_sum(int64_t n, F f) {
+  S acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t j = 0; j < n; ++j) acc += f(j);
+  return acc;
+}
+
+}  // namespace
+
+// --- embedding ---------------------------------------------------------------------------
+
+void embedding(const Tensor& idx, const Tensor& weight, const Tensor& out) {
+  const int64_t n = idx.numel(), D = weight.size(1);
+  const int64_t* ip = cptr<int64_t>(idx);
+  const auto* w = static_cast<const char*>(weight.data_ptr());
+  auto* o = static_cast<char*>(out.data_ptr());
+  const size_t row_bytes = static_cast<size_t>(D) * weight.element_size();
+#pragma omp parallel for schedule(static) if (n * D > kGrain)
+  for (int64_t i = 0; i < n; ++i) std::memcpy(o + i * row_bytes, w + ip[i] * row_bytes, row_bytes);
+}
+
+void embedding_backward(const Tensor& grad, const Tensor& idx, int64_t padding_idx, const Tensor& out) {
+  const int64_t n = idx.numel(), V = out.size(0), D = out.size(1);
+  const int64_t* ip = cptr<int64_t>(idx);
+  // Counting sort of positions by index (stable), so each weight row sums its rows in order.
+  std::vector<int64_t> start(static_cast<size_t>(V + 1), 0), order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ++start[ip[i] + 1];
+  for (int64_t v = 0; v < V; ++v) start[v + 1] += start[v];
+  {
+    std::vector<int64_t> fill(start.begin(), start.end() - 1);
+    for (int64_t i = 0; i < n; ++i) order[fill[ip[i]]++] = i;
+  }
+  visit_float(grad.dtype(), grad.device(), "embedding backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* g = cptr<T>(grad);
+    T* o = mptr<T>(out);
+#pragma omp parallel if (n * D + V * D > kGrain)
+    {
+      std::vector<A> acc(static_cast<size_t>(D));
+#pragma omp for schedule(static)
+      for (int64_t v = 0; v < V; ++v) {
+        std::fill(acc.begin(), acc.end(), A(0));
+        if (v != padding_idx) {
+          for (int64_t k = start[v]; k < start[v + 1]; ++k) {
+            const T* row = g + order[k] * D;
+            for (int64_t j = 0; j < D; ++j) acc[j] += static_cast<A>(row[j]);
+          }
+        }
+        for (int64_t j = 0; j < D; ++j) o[v * D + j] = static_cast<T>(acc[j]);
+      }
+    }
+  });
+}
+
+// --- layer norm ------------------------------------------------------------------------
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd) {
+  const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
+  visit_float(x.dtype(), x.device(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using S = stat_t<T>;
+    const T* xp = cptr<T>(x);
+    const T* wp = weight.defined() ? cptr<T>(weight) : nullptr;
+    const T* bp = bias.defined() ? cptr<T>(bias) : nullptr;
+    T* yp = mptr<T>(y);
+    S* mp = mptr<S>(mean);
+    S* rp = mptr<S>(rstd);
+#pragma omp parallel for schedule(static) if (R * D > kGrain)
+    for (int64_t r = 0; r < R; ++r) {
+      const T* xr = xp + r * D;
+      T* yr = yp + r * D;
+      // Two passes (mean, then squared deviations) for accuracy on rows with a large mean.
+      const S mu = lane_sum<S>(D, [&](int64_t j) { return static_cast<S>(xr[j]); }) / static_cast<S>(D);
+      const S sq = lane_sum<S>(D, [&](int64_t j) {
+        S d = static_cast<S>(xr[j]) - mu;
+        return d * d;
+      });
+      const S rs = S(1) / std::sqrt(sq / static_cast<S>(D) + static_cast<S>(eps));
+      mp[r] = mu;
+      rp[r] = rs;
+      // One branch-free loop per affine variant, so each vectorises.
+      auto write = [&](auto has_w, auto has_b) {
+        for (int64_t j = 0; j < D; ++j) {
+          S v = (static_cast<S>(xr[j]) - mu) * rs;
+          if constexpr (decltype(has_w)::value) v *= static_cast<S>(wp[j]);
+          if constexpr (decltype(has_b)::value) v += static_cast<S>(bp[j]);
+          yr[j] = static_cast<T>(v);
+        }
+      };
+      using Yes = std::true_type;
+      using No = std::false_type;
+      if (wp && bp) write(Yes{}, Yes{});
+      else if (wp) write(Yes{}, No{});
+      else if (bp) write(No{}, Yes{});
+      else write(No{}, No{});
+    }
+  });
+}
+
+void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
+  visit_float(x.dtype(), x.device(), "layer_norm backward", [&](auto tag) {
+    using T = decltype(tag);
+    using S = stat_t<T>;
+    const T* gp = cptr<T>(grad);
+    const T* xp = cptr<T>(x);
+    const T* wp = weight.defined() ? cptr<T>(weight) : nullptr;
+    const S* mp = cptr<S>(mean);
+    const S* rp = cptr<S>(rstd);
+    if (dx.defined()) {
+      T* dp = mptr<T>(dx);
+      // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w * xhat))
+#pragma omp parallel for schedule(static) if (R * D > kGrain)
+      for (int64_t r = 0; r < R; ++r) {
+        const T* gr = gp + r * D;
+        const T* xr = xp + r * D;
+        const S mu = mp[r], rs = rp[r];
+        auto gh_at = [&](int64_t j) { return static_cast<S>(gr[j]) * (wp ? static_cast<S>(wp[j]) : S(1)); };
+        const S s1 = lane_sum<S>(D, gh_at) / static_cast<S>(D);
+        const S s2 =
+            lane_sum<S>(D, [&](int64_t j) { return gh_at(j) * (static_cast<S>(xr[j]) - mu) * rs; }) / static_cast<S>(D);
+        for (int64_t j = 0; j < D; ++j) {
+          S gh = static_cast<S>(gr[j]) * (wp ? static_cast<S>(wp[j]) : S(1));
+          S xh = (static_cast<S>(xr[j]) - mu) * rs;
+          dp[r * D + j] = static_cast<T>(rs * (gh - s1 - xh * s2));
+        }
+      }
+    }
+    if (dweight.defined() || dbias.defined()) {
+      // Column sums over rows: each block of columns belongs to one thread, rows in order.
+      T* dwp = dweight.defined() ? mptr<T>(dweight) : nullptr;
+      T* dbp = dbias.defined() ? mptr<T>(dbias) : nullptr;
+      constexpr int64_t kBlock = 64;
+      const int64_t blocks = (D + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (R * D > kGrain)
+      for (int64_t bi = 0; bi < blocks; ++bi) {
+        const int64_t j0 = bi * kBlock, j1 = std::min(D, j0 + kBlock);
+        S aw[kBlock] = {}, ab[kBlock] = {};
+        for (int64_t r = 0; r < R; ++r) {
+          const T* gr = gp + r * D;
+          const T* xr = xp + r * D;
+          const S mu = mp[r], rs = rp[r];
+          for (int64_t j = j0; j < j1; ++j) {
+            S g = static_cast<S>(gr[j]);
+            aw[j - j0] += g * (static_cast<S>(xr[j]) - mu) * rs;
+            ab[j - j0] += g;
+          }
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          if (dwp) dwp[j] = static_cast<T>(aw[j - j0]);
+          if (dbp) dbp[j] = static_cast<T>(ab[j - j0]);
+        }
+      }
+    }
+  });
+}
+
+// --- dropout -------------------------------------------------------------------------------
+
+void dropout(const Tensor& x, double p, uint64_t seed, uint64_t base, const Tensor& y, const Tensor& mask) {
+  const int64_t n = x.numel();
+  const int64_t blocks = (n + 3) / 4;
+  const float pf = static_cast<float>(p);
+  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  bool* mp = mptr<bool>(mask);
+  visit_float(x.dtype(), x.device(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* xp = cptr<T>(x);
+    T* yp = mptr<T>(y);
+    const A s = static_cast<A>(scale);
+#pragma omp parallel for schedule(static) if (n > kGrain)
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint32_t r[4];
+      Philox::block(seed, base + static_cast<uint64_t>(b), r);
+      const int64_t i0 = b * 4, i1 = std::min(n, i0 + 4);
+      for (int64_t i = i0; i < i1; ++i) {
+        const bool keep = Philox::to_unit_float(r[i - i0]) >= pf;
+        mp[i] = keep;
+        yp[i] = keep ? static_cast<T>(static_cast<A>(xp[i]) * s) : T(0.0f);
+      }
+    }
+  });
+}
+
+void dropout_backward(const Tensor& grad, const Tensor& mask, double scale, const Tensor& out) {
+  const int64_t n = grad.numel();
+  const bool* mp = cptr<bool>(mask);
+  visit_float(grad.dtype(), grad.device(), "dropout backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* gp = cptr<T>(grad);
+    T* op = mptr<T>(out);
+    const A s = static_cast<A>(scale);
+#pragma omp parallel for schedule(static) if (n > kGrain)
+    for (int64_t i = 0; i < n; ++i) op[i] = mp[i] ? static_cast<T>(static_cast<A>(gp[i]) * s) : T(0.0f);
+  });
+}
+
+// --- class losses ----------------------------------------------------------------------------
+
+void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index,
+                   double label_smoothing, double* row_loss, const Tensor& lse) {
+  const int64_t P = targets.numel();  // positions = N * S
+  const int64_t* tp = cptr<int64_t>(targets);
+  visit_float(logits.dtype(), logits.device(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    using A = stat_t<T>;
+    const T* zp = cptr<T>(logits);
+    A* lp = mptr<A>(lse);
+    const A e = static_cast<A>(label_smoothing);
+#pragma omp parallel for schedule(static) if (P * C > kGrain)
+    for (int64_t pos = 0; pos < P; ++pos) {
+      const int64_t n = pos / S, s = pos % S;
+      const T* z = zp + n * C * S + s;  // class c at z[c * S]
+      A mx = static_cast<A>(z[0]);
+      for (int64_t c = 1; c < C; ++c) mx = std::max(mx, static_cast<A>(z[c * S]));
+      A se = 0, sz = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        A v = static_cast<A>(z[c * S]);
+        se += std::exp(v - mx);
+        sz += v;
+      }
+      const A l = mx + std::log(se);
+      lp[pos] = l;
+      const int64_t t = tp[pos];
+      if (t == ignore_index) {
+        row_loss[pos] = 0.0;
+        continue;
+      }
+      A loss = (A(1) - e) * (l - static_cast<A>(z[t * S]));
+      if (e != A(0)) loss += e / static_cast<A>(C) * (static_cast<A>(C) * l - sz);
+      row_loss[pos] = static_cast<double>(loss);
+    }
+  });
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, int64_t C, int64_t S,
+                            int64_t ignore_index, double label_smoothing, const double* scale, int64_t n_scale,
+                            const Tensor& out) {
+  const int64_t P = targets.numel();
+  const int64_t* tp = cptr<int64_t>(targets);
+  visit_float(logits.dtype(), logits.device(), "cross_entropy backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = stat_t<T>;
+    const T* zp = cptr<T>(logits);
+    const A* lp = cptr<A>(lse);
+    T* op = mptr<T>(out);
+    const A e = static_cast<A>(label_smoothing), off = e / static_cast<A>(C), hit = A(1) - e;
+#pragma omp parallel for schedule(static) if (P * C > kGrain)
+    for (int64_t pos = 0; pos < P; ++pos) {
+      const int64_t n = pos / S, s = pos % S;
+      const T* z = zp + n * C * S + s;
+      T* o = op + n * C * S + s;
+      const int64_t t = tp[pos];
+      if (t == ignore_index) {
+        for (int64_t c = 0; c < C; ++c) o[c * S] = T(0.0f);
+        continue;
+      }
+      const A k = static_cast<A>(scale[n_scale == 1 ? 0 : pos]), l = lp[pos];
+      for (int64_t c = 0; c < C; ++c) {
+        A g = std::exp(static_cast<A>(z[c * S]) - l) - off - (c == t ? hit : A(0));
+        o[c * S] = static_cast<T>(k * g);
+      }
+    }
+  });
+}
+
+void nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index,
+              double* row_loss) {
+  const int64_t P = targets.numel();
+  const int64_t* tp = cptr<int64_t>(targets);
+  visit_float(log_probs.dtype(), log_probs.device(), "nll_loss", [&](auto tag) {
+    using T = decltype(tag);
+    const T* lp = cptr<T>(log_probs);
+    for (int64_t pos = 0; pos < P; ++pos) {
+      const int64_t t = tp[pos], n = pos / S, s = pos % S;
+      row_loss[pos] = t == ignore_index ? 0.0 : -static_cast<double>(lp[(n * C + t) * S + s]);
+    }
+  });
+}
+
+void nll_loss_backward(const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index, const double* scale,
+                       int64_t n_scale, const Tensor& out) {
+  const int64_t P = targets.numel();
+  const int64_t* tp = cptr<int64_t>(targets);
+  visit_float(out.dtype(), out.device(), "nll_loss backward", [&](auto tag) {
+    using T = decltype(tag);
+    T* op = mptr<T>(out);
+    std::fill(op, op + out.numel(), T(0.0f));
+    for (int64_t pos = 0; pos < P; ++pos) {
+      const int64_t t = tp[pos], n = pos / S, s = pos % S;
+      if (t != ignore_index) op[(n * C + t) * S + s] = static_cast<T>(-scale[n_scale == 1 ? 0 : pos]);
+    }
+  });
+}
+
+}  // namespace brisk::kernels::cpu

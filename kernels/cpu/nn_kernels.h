@@ -1,0 +1,43 @@
+// CPU implementations behind kernels/nn.h (internal header, not installed). Inputs are
+// contiguous and already validated (index values in range); outputs are preallocated.
+#pragma once
+#include <cstdint>
+
+#include "brisk/core/tensor.h"
+
+namespace brisk::kernels::cpu {
+
+// idx: (n) i64; weight: (V, D); out: (n, D).
+void embedding(const Tensor& idx, const Tensor& weight, const Tensor& out);
+// grad: (n, D); idx: (n) i64; out: (V, D) of grad's dtype, fully written.
+void embedding_backward(const Tensor& grad, const Tensor& idx, int64_t padding_idx, const Tensor& out);
+
+// x, y: (R, D); weight, bias: (D) or undefined; mean, rstd: (R) in acc dtype (f64 or f32).
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd);
+// grad, x: (R, D); dx (R, D), dweight, dbias (D): each written when defined.
+void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
+
+// x, y, mask (Bool): same numel. See kernels::dropout for the draw.
+void dropout(const Tensor& x, double p, uint64_t seed, uint64_t base, const Tensor& y, const Tensor& mask);
+// out = grad * mask * scale; all (n).
+void dropout_backward(const Tensor& grad, const Tensor& mask, double scale, const Tensor& out);
+
+// logits: (N, C, S); targets: (N * S) i64. Writes the per-position loss (0 where ignored) to
+// row_loss[N * S] and the log-sum-exp to lse (N * S) (f64 for f64 logits, else f32).
+void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index,
+                   double label_smoothing, double* row_loss, const Tensor& lse);
+// out: (N, C, S) = scale[pos] * (softmax - (1-e) onehot - e/C), 0 at ignored positions.
+// scale: one value per position (n_scale == N * S) or one for all (n_scale == 1).
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, int64_t C, int64_t S,
+                            int64_t ignore_index, double label_smoothing, const double* scale, int64_t n_scale,
+                            const Tensor& out);
+// log_probs: (N, C, S); row_loss[pos] = -log_probs[target] (0 where ignored).
+void nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index,
+              double* row_loss);
+// out: (N, C, S) zeros except -scale at each non-ignored target.
+void nll_loss_backward(const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index, const double* scale,
+                       int64_t n_scale, const Tensor& out);
+
+}  // namespace brisk::kernels::cpu
