@@ -7,6 +7,7 @@
 #include "brisk/autograd/ops_elementwise.h"
 #include "brisk/autograd/ops_index.h"
 #include "brisk/autograd/ops_linalg.h"
+#include "brisk/autograd/ops_loss.h"
 #include "brisk/autograd/ops_nn.h"
 #include "brisk/autograd/ops_reduce.h"
 #include "brisk/autograd/ops_shape.h"
