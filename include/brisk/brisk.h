@@ -11,6 +11,6 @@
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/autograd/autograd.h"
-#include "brisk/nn/module.h"
+#include "brisk/nn/nn.h"
 #include "brisk/optim/optim.h"
 #include "brisk/version.h"

@@ -1,0 +1,7 @@
+// The nn layer: Module, layers, containers, init, and the functional losses.
+#pragma once
+#include "brisk/nn/containers.h"
+#include "brisk/nn/functional.h"
+#include "brisk/nn/init.h"
+#include "brisk/nn/layers.h"
+#include "brisk/nn/module.h"
