@@ -80,8 +80,8 @@ ValuesIndices pick_along_dim(const char* name, const Tensor& x, ValuesIndices r,
   return r;
 }
 
-Tensor var_std(const char* name, const Tensor& x, const std::vector<int64_t>& dims, int64_t correction,
-               bool keepdim, bool is_std) {
+Tensor var_std(const char* name, const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim,
+               bool is_std) {
   Tensor out = is_std ? kernels::std(x, dims, correction, keepdim) : kernels::var(x, dims, correction, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape ks = keep_shape(x.sizes(), dims);
@@ -105,9 +105,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor out = kernels::sum(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape in = x.sizes(), ks = keep_shape(in, dims);
-  record("sum", {x}, out, [in, ks](const GradCtx& g) -> std::vector<Tensor> {
-    return {broadcast_grad(as_keepdim(g.grad(), ks), in)};
-  });
+  record("sum", {x}, out,
+         [in, ks](const GradCtx& g) -> std::vector<Tensor> { return {broadcast_grad(as_keepdim(g.grad(), ks), in)}; });
   return out;
 }
 
@@ -183,9 +182,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
 Tensor cumsum(const Tensor& x, int64_t dim) {
   Tensor out = kernels::cumsum(x, dim);
   if (!autograd::any_requires_grad({&x})) return out;
-  record("cumsum", {x}, out, [dim](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::cumsum(g.grad(), dim, /*reverse=*/true)};
-  });
+  record("cumsum", {x}, out,
+         [dim](const GradCtx& g) -> std::vector<Tensor> { return {kernels::cumsum(g.grad(), dim, /*reverse=*/true)}; });
   return out;
 }
 

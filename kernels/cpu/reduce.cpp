@@ -2,13 +2,14 @@
 // logsumexp) over any set of dims. The input is never copied: kept and reduced dims are read
 // through their strides, and each output element is reduced by one thread in a fixed order,
 // so results do not depend on the OpenMP thread count.
+#include "brisk/kernels/reduce.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "brisk/kernels/dispatch.h"
-#include "brisk/kernels/reduce.h"
 #include "brisk/kernels/strided.h"
 #include "cpu/reduce_common.h"
 
@@ -212,8 +213,10 @@ struct ProdOp {
 
 template <class A>
 bool is_nan(A v) {
-  if constexpr (std::is_floating_point_v<A>) return std::isnan(v);
-  else return false;
+  if constexpr (std::is_floating_point_v<A>)
+    return std::isnan(v);
+  else
+    return false;
 }
 
 // amax/amin; a NaN anywhere makes the result NaN.
@@ -222,9 +225,10 @@ struct ExtremeOp {
   using A = acc_t<T>;
   O* out;
   A init(int64_t) const {
-    if constexpr (std::is_floating_point_v<A>) return Max ? -std::numeric_limits<A>::infinity()
-                                                          : std::numeric_limits<A>::infinity();
-    else return Max ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
+    if constexpr (std::is_floating_point_v<A>)
+      return Max ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+    else
+      return Max ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
   }
   static bool better(A v, A a) { return Max ? v > a : v < a; }
   void step(A& a, T t, int64_t) const {
@@ -287,6 +291,18 @@ struct SquaredDevOp {
     const S d = load<S>(t) - a.mean;
     a.ss += d * d;
   }
+  void row(Acc& a, const T* p, int64_t n) const {
+    constexpr int L = 8;
+    S lane[L] = {};
+    int64_t i = 0;
+    for (; i + L <= n; i += L)
+      for (int l = 0; l < L; ++l) {
+        const S d = load<S>(p[i + l]) - a.mean;
+        lane[l] += d * d;
+      }
+    for (int l = 0; l < L; ++l) a.ss += lane[l];
+    for (; i < n; ++i) step(a, p[i], i);
+  }
   void store(int64_t o, const Acc& a) const {
     const double v = static_cast<double>(a.ss) / denom;
     out[o] = static_cast<T>(take_sqrt ? std::sqrt(v) : v);
@@ -306,7 +322,7 @@ struct SumExpOp {
   const A* maxes;
   T* out;
   Acc init(int64_t o) const { return {std::isinf(maxes[o]) ? A(0) : maxes[o], S(0)}; }
-  void step(Acc& a, T t, int64_t) const { a.s += static_cast<S>(std::exp(load<A>(t) - a.m)); }
+  void step(Acc& a, T t, int64_t) const { a.s += static_cast<S>(cpu::fast_exp(load<A>(t) - a.m)); }
   void store(int64_t o, const Acc& a) const { out[o] = static_cast<T>(std::log(a.s) + static_cast<S>(a.m)); }
 };
 
@@ -330,8 +346,7 @@ Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims
 
 // Values (optional) and indices along `dim`, or over everything when dim is absent.
 template <bool Max>
-ValuesIndices arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, bool keepdim,
-                          bool want_values) {
+ValuesIndices arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool want_values) {
   cpu::require_cpu(op, x);
   std::vector<int64_t> dims;
   if (dim) dims.push_back(*dim);
@@ -349,8 +364,8 @@ ValuesIndices arg_extreme(const char* op, const Tensor& x, std::optional<int64_t
   return r;
 }
 
-Tensor var_impl(const char* op, const Tensor& x, const std::vector<int64_t>& dims, int64_t correction,
-                bool keepdim, bool take_sqrt) {
+Tensor var_impl(const char* op, const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim,
+                bool take_sqrt) {
   cpu::require_cpu(op, x);
   cpu::require_float(op, x);
   BRISK_CHECK(correction >= 0, op, ": correction must be >= 0, got ", correction, " (input shape ", x.sizes(), ")");
@@ -442,8 +457,10 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
     using A = acc_t<T>;
     const T* src = static_cast<const T*>(x.data_ptr());
     std::vector<A> maxes(static_cast<size_t>(g.n_out));
-    if (g.n_red > 0) run_reduce(g, src, ExtremeOp<T, A, true>{maxes.data()});
-    else std::fill(maxes.begin(), maxes.end(), -std::numeric_limits<A>::infinity());
+    if (g.n_red > 0)
+      run_reduce(g, src, ExtremeOp<T, A, true>{maxes.data()});
+    else
+      std::fill(maxes.begin(), maxes.end(), -std::numeric_limits<A>::infinity());
     run_reduce(g, src, SumExpOp<T>{maxes.data(), static_cast<T*>(out.data_ptr())});
   });
   return out;

@@ -72,9 +72,28 @@ A row_max(const T* p, int64_t n) {
   return m;
 }
 
+// sum over i < n of f(i) (called once per i, in order within each lane), in 8 lanes so that
+// the loop vectorises; the lanes are combined in a fixed order.
+template <class A, class F>
+A lane_sum(int64_t n, F&& f) {
+  constexpr int L = 8;
+  A lane[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int l = 0; l < L; ++l) lane[l] += f(i + l);
+  A s = A(0);
+  for (int l = 0; l < L; ++l) s += lane[l];
+  for (; i < n; ++i) s += f(i);
+  return s;
+}
+
 template <class T, bool Log>
 void softmax_impl(const T* x, T* y, const DimGeom& g) {
   using A = acc_t<T>;
+  using cpu::fast_exp;
+  // f32/f64 outputs hold exp(x - m) between passes; 16-bit ones recompute it rather than
+  // re-read a rounded value.
+  constexpr bool kStoreExp = !Log && std::is_same_v<T, A>;
   const int64_t n = g.n, st = g.inner;
   along_dim(
       g,
@@ -82,24 +101,21 @@ void softmax_impl(const T* x, T* y, const DimGeom& g) {
         const T* xr = x + off;
         T* yr = y + off;
         const A m = row_max(xr, n);
-        A s = A(0);
+        const A s = lane_sum<A>(n, [&](int64_t i) {
+          const A e = fast_exp(load<A>(xr[i]) - m);
+          if constexpr (kStoreExp) yr[i] = e;
+          return e;
+        });
         if constexpr (Log) {
-          for (int64_t i = 0; i < n; ++i) s += std::exp(load<A>(xr[i]) - m);
           // (x - m) - log(s), not x - (m + log(s)): the latter rounds at the logits' magnitude.
           const A ls = std::log(s);
           for (int64_t i = 0; i < n; ++i) yr[i] = static_cast<T>((load<A>(xr[i]) - m) - ls);
-        } else if constexpr (std::is_same_v<T, A>) {
-          for (int64_t i = 0; i < n; ++i) {
-            const A e = std::exp(xr[i] - m);
-            yr[i] = e;
-            s += e;
-          }
+        } else if constexpr (kStoreExp) {
           const A inv = A(1) / s;
           for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
-        } else {  // 16-bit output: recompute exp rather than re-read a rounded value
-          for (int64_t i = 0; i < n; ++i) s += std::exp(load<A>(xr[i]) - m);
+        } else {
           const A inv = A(1) / s;
-          for (int64_t i = 0; i < n; ++i) yr[i] = static_cast<T>(std::exp(load<A>(xr[i]) - m) * inv);
+          for (int64_t i = 0; i < n; ++i) yr[i] = static_cast<T>(fast_exp(load<A>(xr[i]) - m) * inv);
         }
       },
       [&](int64_t off, int64_t w) {
@@ -111,12 +127,21 @@ void softmax_impl(const T* x, T* y, const DimGeom& g) {
             m[j] = v > m[j] ? v : m[j];
           }
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < w; ++j) s[j] += std::exp(load<A>(x[off + i * st + j]) - m[j]);
+          for (int64_t j = 0; j < w; ++j) {
+            const A e = fast_exp(load<A>(x[off + i * st + j]) - m[j]);
+            if constexpr (kStoreExp) y[off + i * st + j] = e;
+            s[j] += e;
+          }
         for (int64_t j = 0; j < w; ++j) s[j] = Log ? std::log(s[j]) : A(1) / s[j];
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < w; ++j) {
-            const A v = load<A>(x[off + i * st + j]) - m[j];
-            y[off + i * st + j] = static_cast<T>(Log ? v - s[j] : std::exp(v) * s[j]);
+            const int64_t k = off + i * st + j;
+            if constexpr (kStoreExp)
+              y[k] *= s[j];
+            else if constexpr (Log)
+              y[k] = static_cast<T>((load<A>(x[k]) - m[j]) - s[j]);
+            else
+              y[k] = static_cast<T>(fast_exp(load<A>(x[k]) - m[j]) * s[j]);
           }
       });
 }
@@ -127,13 +152,13 @@ void softmax_backward_impl(const T* gr, const T* y, T* dx, const DimGeom& g) {
   using A = acc_t<T>;
   const int64_t n = g.n, st = g.inner;
   auto term = [](A gv, A yv) { return Log ? gv : gv * yv; };
-  auto grad = [](A gv, A yv, A s) { return Log ? gv - std::exp(yv) * s : yv * (gv - s); };
+  auto grad = [](A gv, A yv, A s) { return Log ? gv - cpu::fast_exp(yv) * s : yv * (gv - s); };
   along_dim(
       g,
       [&](int64_t off) {
-        A s = A(0);
-        for (int64_t i = 0; i < n; ++i) s += term(load<A>(gr[off + i]), load<A>(y[off + i]));
-        for (int64_t i = 0; i < n; ++i) dx[off + i] = static_cast<T>(grad(load<A>(gr[off + i]), load<A>(y[off + i]), s));
+        const A s = lane_sum<A>(n, [&](int64_t i) { return term(load<A>(gr[off + i]), load<A>(y[off + i])); });
+        for (int64_t i = 0; i < n; ++i)
+          dx[off + i] = static_cast<T>(grad(load<A>(gr[off + i]), load<A>(y[off + i]), s));
       },
       [&](int64_t off, int64_t w) {
         A s[kLanes] = {};
@@ -161,8 +186,10 @@ Tensor softmax_common(const char* op, const Tensor& x, int64_t dim, bool log) {
     using T = decltype(tag);
     const T* px = static_cast<const T*>(xc.data_ptr());
     T* py = static_cast<T*>(y.data_ptr());
-    if (log) softmax_impl<T, true>(px, py, g);
-    else softmax_impl<T, false>(px, py, g);
+    if (log)
+      softmax_impl<T, true>(px, py, g);
+    else
+      softmax_impl<T, false>(px, py, g);
   });
   return y;
 }
@@ -181,8 +208,10 @@ Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor&
     const T* pg = static_cast<const T*>(gc.data_ptr());
     const T* py = static_cast<const T*>(yc.data_ptr());
     T* pd = static_cast<T*>(dx.data_ptr());
-    if (log) softmax_backward_impl<T, true>(pg, py, pd, g);
-    else softmax_backward_impl<T, false>(pg, py, pd, g);
+    if (log)
+      softmax_backward_impl<T, true>(pg, py, pd, g);
+    else
+      softmax_backward_impl<T, false>(pg, py, pd, g);
   });
   return dx;
 }
@@ -239,8 +268,8 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
   cpu::require_cpu("topk", x);
   dim = cpu::wrap_dim_checked("topk", dim, x);
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
-  BRISK_CHECK(k >= 0 && k <= n && (x.dim() > 0 || k == 1), "topk: k = ", k, " is out of range for dim ", dim, " of size ", n, " (input shape ",
-              x.sizes(), ")");
+  BRISK_CHECK(k >= 0 && k <= n && (x.dim() > 0 || k == 1), "topk: k = ", k, " is out of range for dim ", dim,
+              " of size ", n, " (input shape ", x.sizes(), ")");
   Shape os = x.sizes();
   if (x.dim() > 0) os[dim] = k;
   ValuesIndices r{empty(os, x.dtype(), x.device()), empty(os, DType::I64, x.device())};
@@ -268,12 +297,29 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
       for (int64_t row = 0; row < rows; ++row) {
         const int64_t o = row / g.inner, j = row % g.inner;
         const T* src = px + o * n * g.inner + j;
-        for (int64_t i = 0; i < n; ++i) buf[i] = {load<A>(src[i * g.inner]), i};
-        if (sorted) {
-          std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), before);
+        if (sorted && k <= 16) {
+          // Small k: one pass keeping the best k sorted; most entries lose to the k-th at once.
+          int64_t have = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const Entry e{load<A>(src[i * g.inner]), i};
+            if (have == k) {
+              if (k == 0) break;
+              const A worst = buf[k - 1].first;
+              if (largest ? e.first < worst : e.first > worst) continue;  // the common, cheap rejection
+              if (!before(e, buf[k - 1])) continue;
+            }
+            int64_t pos = have < k ? have++ : k - 1;
+            for (; pos > 0 && before(e, buf[pos - 1]); --pos) buf[pos] = buf[pos - 1];
+            buf[pos] = e;
+          }
         } else {
-          if (k < n) std::nth_element(buf.begin(), buf.begin() + k, buf.end(), before);
-          std::sort(buf.begin(), buf.begin() + k, [](const Entry& a, const Entry& b) { return a.second < b.second; });
+          for (int64_t i = 0; i < n; ++i) buf[i] = {load<A>(src[i * g.inner]), i};
+          if (sorted) {
+            std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), before);
+          } else {
+            if (k < n) std::nth_element(buf.begin(), buf.begin() + k, buf.end(), before);
+            std::sort(buf.begin(), buf.begin() + k, [](const Entry& p, const Entry& q) { return p.second < q.second; });
+          }
         }
         const int64_t dst = o * k * g.inner + j;
         for (int64_t i = 0; i < k; ++i) {
@@ -292,8 +338,8 @@ Tensor take_along_dim_backward(const Tensor& grad, const Tensor& indices, int64_
   cpu::require_float(op, grad);
   BRISK_CHECK(indices.dtype() == DType::I64 && indices.sizes() == grad.sizes(), op, ": indices ", indices.sizes(), " ",
               dtype_name(indices.dtype()), " must be i64 with the grad's shape ", grad.sizes());
-  BRISK_CHECK(grad.dim() == static_cast<int64_t>(in_sizes.size()), op, ": grad ", grad.sizes(), " and input ",
-              in_sizes, " differ in rank");
+  BRISK_CHECK(grad.dim() == static_cast<int64_t>(in_sizes.size()), op, ": grad ", grad.sizes(), " and input ", in_sizes,
+              " differ in rank");
   Tensor out = zeros(in_sizes, {grad.dtype(), grad.device()});
   if (out.numel() == 0) return out;
   dim = cpu::wrap_dim_checked(op, dim, grad);

@@ -1,8 +1,7 @@
 // Gradients of the reductions, cumsum, topk and softmax: float64 finite-difference checks in
 // contiguous and strided layouts (keepdim on and off), plus hand-computed tie and zero cases.
-#include <gtest/gtest.h>
-
 #include <brisk/brisk.h>
+#include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
 
@@ -38,12 +37,15 @@ std::vector<double> grad_of(const Tensor& x, const std::function<Tensor(const Te
 }  // namespace
 
 TEST(ReduceGrad, SumAndMean) {
-  gradcheck_dims("sum", [](const Tensor& x, const auto& d, bool k) { return sum(x, d, k); }, input({2, 3, 4}, 1));
-  gradcheck_dims("mean", [](const Tensor& x, const auto& d, bool k) { return mean(x, d, k); }, input({2, 3, 4}, 2));
+  gradcheck_dims(
+      "sum", [](const Tensor& x, const auto& d, bool k) { return sum(x, d, k); }, input({2, 3, 4}, 1));
+  gradcheck_dims(
+      "mean", [](const Tensor& x, const auto& d, bool k) { return mean(x, d, k); }, input({2, 3, 4}, 2));
 }
 
 TEST(ReduceGrad, Prod) {
-  gradcheck_dims("prod", [](const Tensor& x, const auto& d, bool k) { return prod(x, d, k); }, input({2, 3, 4}, 3));
+  gradcheck_dims(
+      "prod", [](const Tensor& x, const auto& d, bool k) { return prod(x, d, k); }, input({2, 3, 4}, 3));
 }
 
 TEST(ReduceGrad, ProdWithZerosGetsTheProductOfTheOthers) {
@@ -57,8 +59,10 @@ TEST(ReduceGrad, ProdWithZerosGetsTheProductOfTheOthers) {
 }
 
 TEST(ReduceGrad, AmaxAndAmin) {
-  gradcheck_dims("amax", [](const Tensor& x, const auto& d, bool k) { return amax(x, d, k); }, input({2, 3, 4}, 4));
-  gradcheck_dims("amin", [](const Tensor& x, const auto& d, bool k) { return amin(x, d, k); }, input({2, 3, 4}, 5));
+  gradcheck_dims(
+      "amax", [](const Tensor& x, const auto& d, bool k) { return amax(x, d, k); }, input({2, 3, 4}, 4));
+  gradcheck_dims(
+      "amin", [](const Tensor& x, const auto& d, bool k) { return amin(x, d, k); }, input({2, 3, 4}, 5));
 }
 
 TEST(ReduceGrad, AmaxSplitsTheGradientEvenlyAmongTies) {
@@ -94,10 +98,12 @@ TEST(ReduceGrad, MaxAlongADimSendsTheGradientToTheReturnedIndexOnly) {
 
 TEST(ReduceGrad, VarAndStd) {
   for (int64_t c : {0, 1}) {
-    gradcheck_dims(c ? "var" : "var correction 0",
-                   [c](const Tensor& x, const auto& d, bool k) { return var(x, d, c, k); }, input({2, 3, 4}, 7));
-    gradcheck_dims(c ? "std" : "std correction 0",
-                   [c](const Tensor& x, const auto& d, bool k) { return brisk::std(x, d, c, k); }, input({2, 3, 4}, 8));
+    gradcheck_dims(
+        c ? "var" : "var correction 0", [c](const Tensor& x, const auto& d, bool k) { return var(x, d, c, k); },
+        input({2, 3, 4}, 7));
+    gradcheck_dims(
+        c ? "std" : "std correction 0", [c](const Tensor& x, const auto& d, bool k) { return brisk::std(x, d, c, k); },
+        input({2, 3, 4}, 8));
   }
 }
 
@@ -107,8 +113,8 @@ TEST(ReduceGrad, StdOfAConstantGroupHasZeroGradient) {
 }
 
 TEST(ReduceGrad, Logsumexp) {
-  gradcheck_dims("logsumexp", [](const Tensor& x, const auto& d, bool k) { return logsumexp(x, d, k); },
-                 input({2, 3, 4}, 9));
+  gradcheck_dims(
+      "logsumexp", [](const Tensor& x, const auto& d, bool k) { return logsumexp(x, d, k); }, input({2, 3, 4}, 9));
 }
 
 TEST(ReduceGrad, Cumsum) {
@@ -123,9 +129,10 @@ TEST(ReduceGrad, Topk) {
   for (int64_t dim : {0, -1})
     for (bool largest : {true, false})
       for (bool sorted : {true, false})
-        expect_gradcheck_layouts([&](const std::vector<Tensor>& v) { return topk(v[0], 2, dim, largest, sorted).values; },
-                                 {x}, "topk dim " + std::to_string(dim) + (largest ? " largest" : " smallest") +
-                                          (sorted ? " sorted" : " unsorted"));
+        expect_gradcheck_layouts(
+            [&](const std::vector<Tensor>& v) { return topk(v[0], 2, dim, largest, sorted).values; }, {x},
+            "topk dim " + std::to_string(dim) + (largest ? " largest" : " smallest") +
+                (sorted ? " sorted" : " unsorted"));
 }
 
 TEST(ReduceGrad, SoftmaxAndLogSoftmax) {

@@ -1,15 +1,14 @@
 // Reduction, softmax, cumsum and topk kernels against naive loops and hand-computed values,
 // in every layout, for 16-bit inputs, across thread counts, and with bad arguments.
-#include <gtest/gtest.h>
-#include <omp.h>
-
 #include <brisk/brisk.h>
 #include <brisk/kernels/elementwise.h>
 #include <brisk/kernels/reduce.h>
+#include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -260,6 +259,49 @@ TEST(Topk, UnsortedReturnsTheSameSetInIndexOrder) {
   EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{5, 9, 6}));
 }
 
+TEST(Topk, MatchesAFullSortForSmallAndLargeKWithTiesAndNaN) {
+  // Integer-valued floats so that ties are common; one NaN, which counts as the largest value.
+  Generator gen(19);
+  std::vector<float> v = K::cast(randint(0, 20, {200}, {.dtype = DType::I64}, &gen), DType::F32).to_vector<float>();
+  v[17] = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = from_vector<float>(v, {200});
+  for (bool largest : {true, false}) {
+    std::vector<int64_t> order(200);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      const bool an = std::isnan(v[a]), bn = std::isnan(v[b]);
+      if (an != bn) return largest ? an : bn;
+      return largest ? v[a] > v[b] : v[a] < v[b];
+    });
+    for (int64_t k : {0, 1, 5, 16, 17, 60, 200}) {
+      auto [vals, idx] = K::topk(x, k, 0, largest);
+      std::vector<int64_t> want(order.begin(), order.begin() + k);
+      EXPECT_EQ(idx.to_vector<int64_t>(), want) << "k " << k << (largest ? " largest" : " smallest");
+    }
+  }
+}
+
+TEST(Softmax, F32MatchesAnF64ReferenceClosely) {
+  Generator gen(23);
+  Tensor x = K::binary_scalar(K::BinaryOp::Mul, randn({8, 300}, {}, &gen), 10.0);
+  std::vector<float> got = K::softmax(x, 1).to_vector<float>(), got_log = K::log_softmax(x, 1).to_vector<float>();
+  std::vector<double> want = K::softmax(K::cast(x, DType::F64), 1).to_vector<double>();
+  std::vector<double> want_log = K::log_softmax(K::cast(x, DType::F64), 1).to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) {
+    // f32 rounds x - max (relative error up to 2^-24 |x - max|), which exp turns into a relative error.
+    EXPECT_NEAR(got[i], want[i], (1e-6 + 1e-7 * std::abs(std::log(want[i]))) * want[i] + 1e-37) << i;
+    EXPECT_NEAR(got_log[i], want_log[i], 1e-5 * (1 + std::abs(want_log[i]))) << i;
+  }
+}
+
+TEST(Softmax, HandlesUnderflowInfinityAndNaN) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(K::softmax(tensor<float>({0, -200}), 0).to_vector<float>(), (std::vector<float>{1, 0}));
+  EXPECT_EQ(K::softmax(tensor<float>({-inf, 0}), 0).to_vector<float>(), (std::vector<float>{0, 1}));
+  EXPECT_EQ(K::log_softmax(tensor<float>({-inf, 0}), 0).to_vector<float>(), (std::vector<float>{-inf, 0}));
+  for (float y : K::softmax(tensor<float>({1, nan, 2}), 0).to_vector<float>()) EXPECT_TRUE(std::isnan(y));
+}
+
 TEST(Softmax, MatchesNaiveLoopsAlongEveryDim) {
   Generator gen(11);
   Tensor base = randn({3, 4, 70}, {.dtype = DType::F64}, &gen);
@@ -346,12 +388,11 @@ TEST(Reduce, ResultsDoNotDependOnTheThreadCount) {
   Tensor x = randn({300, 700}, {}, &gen);
   Tensor xt = strided_copy(x);
   auto run_all = [&] {
-    return std::vector<Tensor>{K::sum(x, {}),          K::sum(x, {0}),        K::sum(x, {1}),
-                               K::sum(xt, {0}),        K::mean(x, {0, 1}),    K::var(x, {0}),
-                               K::std(x, {1}),         K::logsumexp(x, {1}),  K::amax(x, {0}),
-                               K::softmax(x, 1),       K::softmax(x, 0),      K::log_softmax(x, 1),
-                               K::cumsum(x, 0),        K::cumsum(x, 1),       K::topk(x, 7, 1).values,
-                               K::max(x, 0).indices,   K::prod(x, {0})};
+    return std::vector<Tensor>{K::sum(x, {}),      K::sum(x, {0}),   K::sum(x, {1}),          K::sum(xt, {0}),
+                               K::mean(x, {0, 1}), K::var(x, {0}),   K::std(x, {1}),          K::logsumexp(x, {1}),
+                               K::amax(x, {0}),    K::softmax(x, 1), K::softmax(x, 0),        K::log_softmax(x, 1),
+                               K::cumsum(x, 0),    K::cumsum(x, 1),  K::topk(x, 7, 1).values, K::max(x, 0).indices,
+                               K::prod(x, {0})};
   };
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
