@@ -31,6 +31,7 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 
 // sum((x - mean)^2) / max(0, n - correction); correction = 1 is Bessel's (unbiased) estimate.
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+// Call it as brisk::std(x): with `using namespace brisk`, a bare `std` is ambiguous with namespace std.
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
 // log(sum(exp(x))) over dims, without overflow.
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
