@@ -104,6 +104,9 @@ std::vector<ConvCase> grid() {
       {2, 4, 5, 5, 8, 1, 1, {.groups = 4}, false},                      // grouped pointwise
       {2, 3, 6, 7, 2, 1, 1, {.stride = 2}},
       {1, 2, 4, 11, 3, 2, 5, {.stride = {2, 3}, .padding = {0, 2}, .dilation = {1, 2}}},
+      {2, 2, 6, 5, 3, 3, 3, {.padding = 2, .dilation = 2}},  // "same" size, dilated
+      {1, 2, 2, 2, 2, 5, 5, {.padding = 2}, false},           // padding as wide as the image
+      {2, 3, 5, 6, 2, 3, 1, {.padding = {0, 0}}},              // stride 1, width kept, height shrinks
       {64, 1, 28, 28, 16, 3, 3, {.padding = 1}},  // the example CNN's first layer
       {4, 16, 14, 14, 32, 3, 3, {.padding = 1}},  // and its second
   };
