@@ -1,3 +1,28 @@
-// Placeholder: filled in by its family's change.
+// Differentiable convolution and pooling over NCHW tensors:
+//   conv2d(x, w, b, {.stride = 2, .padding = {1, 0}, .groups = 4}), max_pool2d(x, 2),
+//   avg_pool2d(x, 3, {.stride = 1, .padding = 1}), adaptive_avg_pool2d(x, {1, 1}).
+// Options structs (Size2, Conv2dOptions, ...) live in brisk/kernels/conv.h.
 #pragma once
+#include <utility>
+
 #include "brisk/core/tensor.h"
+#include "brisk/kernels/conv.h"
+
+namespace brisk {
+
+// x: (N, C_in, H, W); weight: (C_out, C_in / groups, kH, kW); bias: (C_out) or undefined.
+// Returns (N, C_out, OH, OW) with OH = (H + 2 * pad - dilation * (kH - 1) - 1) / stride + 1.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& o = {});
+
+// The maximum of each window (padding never wins); the gradient flows to the argmax only.
+Tensor max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o = {});
+// Values and their i64 indices (h * W + w inside each input plane, as PyTorch).
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o = {});
+
+// The mean of each window; padded zeros count in the divisor unless count_include_pad is false.
+Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o = {});
+
+// Averages over PyTorch's adaptive windows so the output is (N, C, output.h, output.w).
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output);
+
+}  // namespace brisk

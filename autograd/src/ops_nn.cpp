@@ -1,0 +1,65 @@
+// Differentiable conv2d and pooling: the kernels do the math, closures call the backward kernels.
+#include "brisk/autograd/ops_nn.h"
+
+#include "brisk/autograd/grad_mode.h"
+#include "brisk/autograd/node.h"
+#include "brisk/kernels/conv.h"
+
+namespace brisk {
+
+using autograd::GradCtx;
+using autograd::record;
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  Tensor y = kernels::conv2d(x, weight, bias, o);
+  if (autograd::any_requires_grad({&x, &weight, &bias})) {
+    // Saved as detached handles: the forward's inputs, not its output.
+    Tensor xs = x.detach(), ws = weight.detach();
+    record("conv2d", {x, weight, bias}, y, [xs, ws, o](const GradCtx& g) -> std::vector<Tensor> {
+      kernels::Conv2dGrads r = kernels::conv2d_backward(g.grad(), xs, ws, o, g.needs(0), g.needs(1), g.needs(2));
+      return {r.input, r.weight, r.bias};
+    });
+  }
+  return y;
+}
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
+  kernels::MaxPool2dResult r = kernels::max_pool2d(x, kernel, o);
+  if (autograd::any_requires_grad({&x})) {
+    Tensor idx = r.indices;
+    Shape in_sizes = x.sizes();
+    record("max_pool2d", {x}, std::vector<Tensor>{r.values, r.indices},
+           [idx, in_sizes](const GradCtx& g) -> std::vector<Tensor> {
+             return {kernels::max_pool2d_backward(g.grad(0), idx, in_sizes)};
+           });
+  }
+  return {r.values, r.indices};
+}
+
+Tensor max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
+  return max_pool2d_with_indices(x, kernel, o).first;
+}
+
+Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o) {
+  Tensor y = kernels::avg_pool2d(x, kernel, o);
+  if (autograd::any_requires_grad({&x})) {
+    Shape in_sizes = x.sizes();
+    record("avg_pool2d", {x}, y, [in_sizes, kernel, o](const GradCtx& g) -> std::vector<Tensor> {
+      return {kernels::avg_pool2d_backward(g.grad(), in_sizes, kernel, o)};
+    });
+  }
+  return y;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output) {
+  Tensor y = kernels::adaptive_avg_pool2d(x, output);
+  if (autograd::any_requires_grad({&x})) {
+    Shape in_sizes = x.sizes();
+    record("adaptive_avg_pool2d", {x}, y, [in_sizes](const GradCtx& g) -> std::vector<Tensor> {
+      return {kernels::adaptive_avg_pool2d_backward(g.grad(), in_sizes)};
+    });
+  }
+  return y;
+}
+
+}  // namespace brisk

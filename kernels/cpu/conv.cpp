@@ -1,0 +1,379 @@
+// CPU conv2d: im2col + Eigen GEMM per image, the batch split over OpenMP threads. Every output
+// element is written by one GEMM in a fixed order; the weight gradient is summed per thread over
+// a contiguous chunk of images and the partials are added in thread order, so a given thread
+// count always gives the same bits.
+#include <omp.h>
+
+// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 transposes (inlined into
+// this file's GEMMs, so the warning must stay off for the whole translation unit).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/conv_cpu.h"
+
+namespace brisk::kernels::cpu {
+namespace {
+
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using ConstMap = Eigen::Map<const RowMat<T>, 0, Eigen::OuterStride<>>;
+template <class T>
+using MutMap = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>;
+
+// c (m x n) = or += op(a) * op(b), all row-major with leading dims; op transposes when ta / tb.
+// Called from inside our own parallel regions, where Eigen stays single-threaded.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+          int64_t ldc, bool accumulate) {
+  MutMap<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
+  ConstMap<T> am(a, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
+  ConstMap<T> bm(b, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
+  auto run = [&](const auto& opa, const auto& opb) {
+    if (accumulate) {
+      cm.noalias() += opa * opb;
+    } else {
+      cm.noalias() = opa * opb;
+    }
+  };
+  if (!ta && !tb) {
+    run(am, bm);
+  } else if (ta && !tb) {
+    run(am.transpose(), bm);
+  } else if (!ta && tb) {
+    run(am, bm.transpose());
+  } else {
+    run(am.transpose(), bm.transpose());
+  }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A 1x1, stride-1, unpadded conv reads the image itself as its column matrix.
+bool is_pointwise(const ConvGeom& g) {
+  return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+}
+
+// For kernel column j: the output columns [ow0, ow1) whose input column ow * sw + off lies
+// inside [0, W); off = j * dw - pw.
+struct ColRange {
+  int64_t off, ow0, ow1;
+};
+ColRange col_range(const ConvGeom& g, int64_t j) {
+  const int64_t off = j * g.dw - g.pw;
+  const int64_t ow0 = std::min(g.ow, off >= 0 ? 0 : ceil_div(-off, g.sw));
+  const int64_t ow1 = g.w - off <= 0 ? 0 : std::min(g.ow, ceil_div(g.w - off, g.sw));
+  return {off, ow0, std::max(ow0, ow1)};
+}
+
+// x: (C_in, H, W) of one image -> cols: (C_in * kH * kW, OH * OW), zeros where the window
+// reads padding.
+template <class T>
+void im2col(const ConvGeom& g, const T* x, T* cols) {
+  const int64_t p = g.oh * g.ow, ow = g.ow, sw = g.sw;
+  for (int64_t c = 0; c < g.c_in; ++c) {
+    const T* xc = x + c * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j) {
+        T* row = cols + ((c * g.kh + i) * g.kw + j) * p;
+        const ColRange r = col_range(g, j);
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          T* out = row + oh * g.ow;
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          if (ih < 0 || ih >= g.h) {
+            for (int64_t o = 0; o < ow; ++o) out[o] = T(0);
+            continue;
+          }
+          // Rows are short (OW is often 7..28), so inline loops beat memcpy/memset calls.
+          const T* __restrict in = xc + ih * g.w + r.off;
+          T* __restrict o_ = out;
+          for (int64_t o = 0; o < r.ow0; ++o) o_[o] = T(0);
+          if (sw == 1) {
+#pragma omp simd
+            for (int64_t o = r.ow0; o < r.ow1; ++o) o_[o] = in[o];
+          } else {
+            for (int64_t o = r.ow0; o < r.ow1; ++o) o_[o] = in[o * sw];
+          }
+          for (int64_t o = r.ow1; o < ow; ++o) o_[o] = T(0);
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of im2col: dx (C_in, H, W) = sum of cols entries over the positions they read.
+// dx must be zeroed first.
+template <class T>
+void col2im(const ConvGeom& g, const T* cols, T* dx) {
+  const int64_t p = g.oh * g.ow, sw = g.sw;
+  for (int64_t c = 0; c < g.c_in; ++c) {
+    T* xc = dx + c * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const T* row = cols + ((c * g.kh + i) * g.kw + j) * p;
+        const ColRange r = col_range(g, j);
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          if (ih < 0 || ih >= g.h) continue;
+          const T* __restrict in = row + oh * g.ow;
+          T* __restrict out = xc + ih * g.w + r.off;
+          if (sw == 1) {
+#pragma omp simd
+            for (int64_t o = r.ow0; o < r.ow1; ++o) out[o] += in[o];
+          } else {
+            for (int64_t o = r.ow0; o < r.ow1; ++o) out[o * sw] += in[o];
+          }
+        }
+      }
+    }
+  }
+}
+
+// The "same width" stride-1 case (OW == W, e.g. 3x3 with padding 1): for one kernel tap
+// (i, j), the column row is the input plane shifted by a constant flat offset, so the valid
+// output rows [oh0, oh1) map onto one contiguous input range; only the columns that wrap
+// around a row edge (|dw_off| of them per row) need fixing up. Whole-plane loops instead of
+// many 7..28-element ones.
+bool is_same_width(const ConvGeom& g) { return g.sh == 1 && g.sw == 1 && g.ow == g.w; }
+
+struct TapShift {
+  int64_t oh0, oh1;  // output rows that read inside the input
+  int64_t base;      // flat input offset read by flat output position oh0 * OW (may be negative)
+  int64_t t0, t1;    // the flat range [t0, t1) past oh0 * OW whose reads stay inside the plane
+  int64_t dw_off;    // column shift j * dw - pw
+};
+TapShift tap_shift(const ConvGeom& g, int64_t i, int64_t j) {
+  TapShift s{};
+  const int64_t dh_off = i * g.dh - g.ph;
+  s.dw_off = j * g.dw - g.pw;
+  s.oh0 = std::clamp<int64_t>(-dh_off, 0, g.oh);
+  s.oh1 = std::clamp<int64_t>(g.h - dh_off, s.oh0, g.oh);
+  s.base = (s.oh0 + dh_off) * g.w + s.dw_off;
+  s.t0 = std::max<int64_t>(0, -s.dw_off);
+  s.t1 = (s.oh1 - s.oh0) * g.ow - std::max<int64_t>(0, s.dw_off);
+  return s;
+}
+
+// Zeros, in each output row of [oh0, oh1), the columns whose input column wraps past an edge.
+template <class T>
+void zero_wrapped_columns(const ConvGeom& g, const TapShift& s, T* row) {
+  const int64_t lo = std::min(g.ow, std::max<int64_t>(0, -s.dw_off));       // [0, lo) read left of the row
+  const int64_t hi = std::max<int64_t>(lo, g.ow - std::max<int64_t>(0, s.dw_off));  // [hi, OW) read right of it
+  for (int64_t oh = s.oh0; oh < s.oh1; ++oh) {
+    T* r = row + oh * g.ow;
+    for (int64_t o = 0; o < lo; ++o) r[o] = T(0);
+    for (int64_t o = hi; o < g.ow; ++o) r[o] = T(0);
+  }
+}
+
+template <class T>
+void im2col_same_width(const ConvGeom& g, const T* x, T* cols) {
+  const int64_t p = g.oh * g.ow;
+  for (int64_t i = 0; i < g.kh; ++i) {
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const TapShift s = tap_shift(g, i, j);
+      for (int64_t c = 0; c < g.c_in; ++c) {
+        T* __restrict row = cols + ((c * g.kh + i) * g.kw + j) * p;
+        const T* __restrict in = x + c * g.h * g.w + s.base;
+        T* __restrict out = row + s.oh0 * g.ow;
+        for (int64_t t = 0; t < s.oh0 * g.ow; ++t) row[t] = T(0);
+        for (int64_t t = 0; t < std::min(s.t0, (s.oh1 - s.oh0) * g.ow); ++t) out[t] = T(0);
+#pragma omp simd
+        for (int64_t t = s.t0; t < s.t1; ++t) out[t] = in[t];
+        for (int64_t t = std::max(s.t0, s.t1); t < (s.oh1 - s.oh0) * g.ow; ++t) out[t] = T(0);
+        for (int64_t t = s.oh1 * g.ow; t < p; ++t) row[t] = T(0);
+        zero_wrapped_columns(g, s, row);
+      }
+    }
+  }
+}
+
+// The adjoint of im2col_same_width; it clears the wrapped columns of `cols` (scratch) first.
+template <class T>
+void col2im_same_width(const ConvGeom& g, T* cols, T* dx) {
+  const int64_t p = g.oh * g.ow;
+  for (int64_t i = 0; i < g.kh; ++i) {
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const TapShift s = tap_shift(g, i, j);
+      for (int64_t c = 0; c < g.c_in; ++c) {
+        T* row = cols + ((c * g.kh + i) * g.kw + j) * p;
+        zero_wrapped_columns(g, s, row);
+        const T* __restrict in = row + s.oh0 * g.ow;
+        T* __restrict out = dx + c * g.h * g.w + s.base;
+#pragma omp simd
+        for (int64_t t = s.t0; t < s.t1; ++t) out[t] += in[t];
+      }
+    }
+  }
+}
+
+// Sum of n values in a fixed order: 16 interleaved lanes (so the adds vectorise without
+// reassociation by the compiler), then the lanes in order.
+template <class T>
+double row_sum(const T* v, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  T lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += v[i + l];
+  double s = 0;
+  for (int64_t l = 0; l < kLanes; ++l) s += static_cast<double>(lanes[l]);
+  for (; i < n; ++i) s += static_cast<double>(v[i]);
+  return s;
+}
+
+template <class T>
+void conv2d_forward_impl(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
+  const int64_t p = g.oh * g.ow;
+  const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups, k = cin_g * g.kh * g.kw;
+  const bool direct = is_pointwise(g), same_width = is_same_width(g);
+  const int64_t col_size = direct ? 0 : g.c_in * g.kh * g.kw * p;
+  // Workspace for every thread's column matrix, allocated once per call.
+  Tensor ws = empty({std::max<int64_t>(1, omp_get_max_threads() * col_size)}, dtype_of_v<T>);
+  T* wsp = static_cast<T*>(ws.data_ptr());
+#pragma omp parallel
+  {
+    T* cols = wsp + omp_get_thread_num() * col_size;
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < g.n; ++n) {
+      const T* xn = x + n * g.c_in * g.h * g.w;
+      T* yn = y + n * g.c_out * p;
+      const T* src = xn;
+      if (!direct) {
+        if (same_width) {
+          im2col_same_width(g, xn, cols);
+        } else {
+          im2col(g, xn, cols);
+        }
+        src = cols;
+      }
+      if (b != nullptr) {
+        for (int64_t oc = 0; oc < g.c_out; ++oc) std::fill(yn + oc * p, yn + (oc + 1) * p, b[oc]);
+      }
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        gemm(false, false, cout_g, p, k, w + grp * cout_g * k, k, src + grp * k * p, p, yn + grp * cout_g * p, p,
+             b != nullptr);
+      }
+    }
+  }
+}
+
+template <class T>
+void conv2d_backward_impl(const ConvGeom& g, const T* gy, const T* x, const T* w, T* gx, T* gw, T* gb) {
+  const int64_t p = g.oh * g.ow;
+  const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups, k = cin_g * g.kh * g.kw;
+  const bool direct = is_pointwise(g), same_width = is_same_width(g);
+  const int64_t col_size = direct ? 0 : g.c_in * g.kh * g.kw * p;
+  const int64_t w_size = g.c_out * k;
+  const int max_threads = omp_get_max_threads();
+  // Per thread: a column matrix and a partial weight gradient, stored transposed per group
+  // (K x cout_g): with the column matrix as the GEMM's left operand Eigen packs it without a
+  // transpose, which is the expensive part of this GEMM's packing.
+  const int64_t per_thread = col_size + (gw != nullptr ? w_size : 0);
+  Tensor ws = empty({std::max<int64_t>(1, max_threads * per_thread)}, dtype_of_v<T>);
+  T* wsp = static_cast<T*>(ws.data_ptr());
+  int team = 1;
+
+  if (gx != nullptr || gw != nullptr) {
+#pragma omp parallel
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      if (t == 0) team = nt;
+      T* cols = wsp + t * per_thread;
+      T* part = cols + col_size;
+      const int64_t n0 = g.n * t / nt, n1 = g.n * (t + 1) / nt;
+      if (gw != nullptr && n0 == n1) std::fill(part, part + w_size, T(0));
+      for (int64_t n = n0; n < n1; ++n) {
+        const T* xn = x + n * g.c_in * g.h * g.w;
+        const T* gyn = gy + n * g.c_out * p;
+        if (gw != nullptr) {
+          // gw_g += gy_g (cout_g x P) * cols_g^T (P x K)
+          const T* src = xn;
+          if (!direct) {
+            if (same_width) {
+              im2col_same_width(g, xn, cols);
+            } else {
+              im2col(g, xn, cols);
+            }
+            src = cols;
+          }
+          for (int64_t grp = 0; grp < g.groups; ++grp) {
+            gemm(false, true, k, cout_g, p, src + grp * k * p, p, gyn + grp * cout_g * p, p, part + grp * cout_g * k,
+                 cout_g, n != n0);
+          }
+        }
+        if (gx != nullptr) {
+          // dcols_g (K x P) = w_g^T (K x cout_g) * gy_g (cout_g x P), then folded back onto the image.
+          T* gxn = gx + n * g.c_in * g.h * g.w;
+          T* dst = direct ? gxn : cols;
+          for (int64_t grp = 0; grp < g.groups; ++grp) {
+            gemm(true, false, k, p, cout_g, w + grp * cout_g * k, k, gyn + grp * cout_g * p, p, dst + grp * k * p, p,
+                 false);
+          }
+          if (!direct) {
+            std::memset(gxn, 0, static_cast<size_t>(g.c_in * g.h * g.w) * sizeof(T));
+            if (same_width) {
+              col2im_same_width(g, cols, gxn);
+            } else {
+              col2im(g, cols, gxn);
+            }
+          }
+        }
+      }
+    }
+  }
+  if (gw != nullptr) {
+    // gw[grp][co][kk] = sum over threads, in thread order, of part[grp][kk][co].
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      for (int64_t co = 0; co < cout_g; ++co) {
+        for (int64_t kk = 0; kk < k; ++kk) {
+          T s = 0;
+          for (int t = 0; t < team; ++t) s += wsp[t * per_thread + col_size + grp * cout_g * k + kk * cout_g + co];
+          gw[(grp * cout_g + co) * k + kk] = s;
+        }
+      }
+    }
+  }
+  if (gb != nullptr) {
+#pragma omp parallel for schedule(static)
+    for (int64_t oc = 0; oc < g.c_out; ++oc) {
+      double s = 0;
+      for (int64_t n = 0; n < g.n; ++n) s += row_sum(gy + (n * g.c_out + oc) * p, p);
+      gb[oc] = static_cast<T>(s);
+    }
+  }
+}
+
+template <class T>
+T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+}  // namespace
+
+void conv2d(const ConvGeom& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  if (x.dtype() == DType::F64) {
+    conv2d_forward_impl<double>(g, ptr_or_null<double>(x), ptr_or_null<double>(w), ptr_or_null<double>(b),
+                                ptr_or_null<double>(y));
+  } else {
+    conv2d_forward_impl<float>(g, ptr_or_null<float>(x), ptr_or_null<float>(w), ptr_or_null<float>(b),
+                               ptr_or_null<float>(y));
+  }
+}
+
+void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx,
+                     const Tensor& gw, const Tensor& gb) {
+  if (gy.dtype() == DType::F64) {
+    conv2d_backward_impl<double>(g, ptr_or_null<double>(gy), ptr_or_null<double>(x), ptr_or_null<double>(w),
+                                 ptr_or_null<double>(gx), ptr_or_null<double>(gw), ptr_or_null<double>(gb));
+  } else {
+    conv2d_backward_impl<float>(g, ptr_or_null<float>(gy), ptr_or_null<float>(x), ptr_or_null<float>(w),
+                                ptr_or_null<float>(gx), ptr_or_null<float>(gw), ptr_or_null<float>(gb));
+  }
+}
+
+}  // namespace brisk::kernels::cpu

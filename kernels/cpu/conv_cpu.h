@@ -1,0 +1,42 @@
+// CPU convolution and pooling implementations behind kernels/conv.h (internal header).
+// Inputs are contiguous and already validated; outputs are preallocated and contiguous.
+#pragma once
+#include <cstdint>
+
+#include "brisk/core/tensor.h"
+
+namespace brisk::kernels::cpu {
+
+// Sizes of one conv2d call, all validated.
+struct ConvGeom {
+  int64_t n, c_in, h, w;  // input
+  int64_t c_out, kh, kw;  // weight (c_out, c_in / groups, kh, kw)
+  int64_t oh, ow;         // output
+  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t groups;
+};
+
+// x: (N, C_in, H, W), w: (C_out, C_in/G, kH, kW), b: (C_out) or undefined, y: (N, C_out, OH, OW);
+// all contiguous, same dtype (f32 or f64).
+void conv2d(const ConvGeom& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+// gy: (N, C_out, OH, OW); gx / gw / gb: outputs shaped like x / w / b, each skipped if undefined.
+void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx,
+                     const Tensor& gw, const Tensor& gb);
+
+// Sizes of one pooling call over planes = N * C planes of (h, w) -> (oh, ow).
+struct PoolGeom {
+  int64_t planes, h, w, oh, ow;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+// x: (planes, H, W) -> values, indices (i64): (planes, OH, OW); any float dtype.
+void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& indices);
+// gx (planes, H, W) = scatter-add of gy by indices.
+void max_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& indices, const Tensor& gx);
+void avg_pool2d(const PoolGeom& g, bool count_include_pad, const Tensor& x, const Tensor& y);
+void avg_pool2d_backward(const PoolGeom& g, bool count_include_pad, const Tensor& gy, const Tensor& gx);
+// Only planes, h, w, oh, ow of g are used.
+void adaptive_avg_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& y);
+void adaptive_avg_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& gx);
+
+}  // namespace brisk::kernels::cpu

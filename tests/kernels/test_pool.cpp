@@ -1,0 +1,271 @@
+// Pooling kernels: max (values and argmax indices), average (count_include_pad both ways,
+// ceil_mode) and adaptive average, forward and backward, against naive loops and hand values.
+#include <gtest/gtest.h>
+
+#include <brisk/brisk.h>
+#include <brisk/kernels/conv.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/gradcheck.h"
+
+using namespace brisk;
+
+namespace {
+
+struct PoolCase {
+  int64_t n, c, h, w;
+  Size2 kernel, stride, padding, dilation = 1;
+  bool ceil_mode = false;
+};
+
+std::string describe(const PoolCase& p) {
+  std::ostringstream os;
+  os << "x (" << p.n << ", " << p.c << ", " << p.h << ", " << p.w << ") kernel " << p.kernel << " stride " << p.stride
+     << " pad " << p.padding << " dil " << p.dilation << (p.ceil_mode ? " ceil" : "");
+  return os.str();
+}
+
+// PyTorch's output size, written out independently of the kernel's helper.
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const double span = static_cast<double>(in + 2 * p - d * (k - 1) - 1) / static_cast<double>(s);
+  int64_t o = static_cast<int64_t>(ceil_mode ? std::ceil(span) : std::floor(span)) + 1;
+  if (ceil_mode && (o - 1) * s >= in + p) --o;
+  return o;
+}
+
+std::vector<PoolCase> max_grid() {
+  return {
+      {2, 3, 8, 8, 2, 2, 0},
+      {1, 2, 7, 9, 3, 2, 1},
+      {2, 1, 6, 10, {2, 3}, {1, 2}, {1, 1}},
+      {1, 2, 9, 9, 3, 1, 1, 2},
+      {1, 2, 7, 7, 2, 2, 0, 1, true},
+      {2, 2, 8, 7, {3, 2}, {2, 1}, {1, 0}, {1, 2}, true},
+      {3, 4, 28, 28, 2, 2, 0},  // the example CNN's pooling
+  };
+}
+
+// Distinct values (no ties), so the argmax is unambiguous.
+Tensor distinct_values(const Shape& s, DType dt, uint64_t seed) {
+  Generator gen(seed);
+  Tensor perm = randperm(shape_numel(s), &gen);
+  std::vector<double> v;
+  for (int64_t i : perm.to_vector<int64_t>()) v.push_back(0.25 * static_cast<double>(i) - 3.0);
+  return from_vector<double>(v, s).to(dt);
+}
+
+}  // namespace
+
+TEST(MaxPool2d, HandComputedValuesAndIndices) {
+  Tensor x = from_vector<float>({1, 5, 2, 0, 3, 4, 9, 8, -1, 7, 6, 2, 0, 0, 3, 1}, {1, 1, 4, 4});
+  kernels::MaxPool2dResult r = kernels::max_pool2d(x, 2);
+  EXPECT_EQ(r.values.to_vector<float>(), (std::vector<float>{5, 9, 7, 6}));
+  EXPECT_EQ(r.indices.to_vector<int64_t>(), (std::vector<int64_t>{1, 6, 9, 10}));
+  Tensor gx = kernels::max_pool2d_backward(ones({1, 1, 2, 2}), r.indices, x.sizes());
+  EXPECT_EQ(gx.to_vector<float>(), (std::vector<float>{0, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0}));
+}
+
+TEST(MaxPool2d, FirstMaximumWinsTiesAndNaNPropagates) {
+  Tensor x = from_vector<float>({2, 2, 2, 2}, {1, 1, 2, 2});
+  EXPECT_EQ(kernels::max_pool2d(x, 2).indices.to_vector<int64_t>(), (std::vector<int64_t>{0}));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor y = from_vector<float>({1, nan, 3, 2}, {1, 1, 2, 2});
+  kernels::MaxPool2dResult r = kernels::max_pool2d(y, 2);
+  EXPECT_TRUE(std::isnan(r.values.item<float>()));
+  EXPECT_EQ(r.indices.item<int64_t>(), 1);
+  // The same holds on the general (padded) path.
+  Tensor z = from_vector<float>({1, nan, 3, 2}, {1, 1, 2, 2});
+  kernels::MaxPool2dResult rp = kernels::max_pool2d(z, 3, {.stride = 1, .padding = 1});
+  EXPECT_TRUE(std::isnan(rp.values.to_vector<float>()[0]));
+}
+
+TEST(MaxPool2d, MatchesNaiveLoopsWithPaddingDilationAndCeilMode) {
+  for (DType dt : {DType::F64, DType::F32, DType::BF16}) {
+    for (const PoolCase& p : max_grid()) {
+      Tensor x = distinct_values({p.n, p.c, p.h, p.w}, dt, 3);
+      kernels::MaxPool2dResult r = kernels::max_pool2d(
+          brisk::testing::noncontiguous(x), p.kernel,
+          {.stride = p.stride, .padding = p.padding, .dilation = p.dilation, .ceil_mode = p.ceil_mode});
+      const int64_t oh = out_size(p.h, p.kernel.h, p.stride.h, p.padding.h, p.dilation.h, p.ceil_mode);
+      const int64_t ow = out_size(p.w, p.kernel.w, p.stride.w, p.padding.w, p.dilation.w, p.ceil_mode);
+      ASSERT_EQ(r.values.sizes(), (Shape{p.n, p.c, oh, ow})) << describe(p);
+      ASSERT_EQ(r.values.dtype(), dt);
+      const auto xv = x.to_vector<double>(), yv = r.values.to_vector<double>();
+      const auto iv = r.indices.to_vector<int64_t>();
+      for (int64_t pl = 0; pl < p.n * p.c; ++pl)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            double best = -INFINITY;
+            int64_t arg = -1;
+            for (int64_t a = 0; a < p.kernel.h; ++a)
+              for (int64_t b = 0; b < p.kernel.w; ++b) {
+                const int64_t ih = i * p.stride.h - p.padding.h + a * p.dilation.h;
+                const int64_t iw = j * p.stride.w - p.padding.w + b * p.dilation.w;
+                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                const double v = xv[pl * p.h * p.w + ih * p.w + iw];
+                if (v > best) best = v, arg = ih * p.w + iw;
+              }
+            const int64_t o = (pl * oh + i) * ow + j;
+            ASSERT_EQ(yv[o], best) << describe(p) << " output " << o;
+            ASSERT_EQ(iv[o], arg) << describe(p) << " output " << o;
+          }
+      // Backward: each output's gradient lands on its argmax (summed where windows overlap).
+      Tensor gy = distinct_values(r.values.sizes(), dt, 4);
+      Tensor gx = kernels::max_pool2d_backward(brisk::testing::noncontiguous(gy), r.indices, x.sizes());
+      std::vector<double> want(xv.size(), 0.0);
+      const auto gv = gy.to_vector<double>();
+      for (size_t o = 0; o < iv.size(); ++o) want[(o / (oh * ow)) * p.h * p.w + iv[o]] += gv[o];
+      const auto got = gx.to_vector<double>();
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], dt == DType::BF16 ? 0.05 * (1 + std::abs(want[i])) : 1e-6) << describe(p);
+    }
+  }
+}
+
+namespace {
+
+struct AvgCase {
+  PoolCase p;
+  bool count_include_pad = true;
+};
+
+// PyTorch's average: windows clipped to [-pad, size + pad) define the padded count; the sum runs
+// over the in-bounds part.
+std::vector<double> naive_avg(const AvgCase& c, const std::vector<double>& x, int64_t oh, int64_t ow) {
+  const PoolCase& p = c.p;
+  std::vector<double> y;
+  for (int64_t pl = 0; pl < p.n * p.c; ++pl)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double s = 0;
+        int64_t in_bounds = 0, in_padded = 0;
+        for (int64_t a = 0; a < p.kernel.h; ++a)
+          for (int64_t b = 0; b < p.kernel.w; ++b) {
+            const int64_t ih = i * p.stride.h - p.padding.h + a, iw = j * p.stride.w - p.padding.w + b;
+            if (ih < p.h + p.padding.h && iw < p.w + p.padding.w) ++in_padded;
+            if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+            s += x[pl * p.h * p.w + ih * p.w + iw];
+            ++in_bounds;
+          }
+        y.push_back(s / static_cast<double>(c.count_include_pad ? in_padded : in_bounds));
+      }
+  return y;
+}
+
+}  // namespace
+
+TEST(AvgPool2d, HandComputedWithAndWithoutPaddingInTheCount) {
+  Tensor x = from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2});
+  EXPECT_EQ(kernels::avg_pool2d(x, 2).to_vector<float>(), (std::vector<float>{2.5f}));
+  // 2x2 windows, stride 1, padding 1: the corner window holds one real value and three zeros.
+  Tensor with = kernels::avg_pool2d(x, 2, {.stride = 1, .padding = 1});
+  Tensor without = kernels::avg_pool2d(x, 2, {.stride = 1, .padding = 1, .count_include_pad = false});
+  EXPECT_EQ(with.to_vector<float>(), (std::vector<float>{0.25f, 0.75f, 0.5f, 1.f, 2.5f, 1.5f, 0.75f, 1.75f, 1.f}));
+  EXPECT_EQ(without.to_vector<float>(), (std::vector<float>{1.f, 1.5f, 2.f, 2.f, 2.5f, 3.f, 3.f, 3.5f, 4.f}));
+}
+
+TEST(AvgPool2d, MatchesNaiveLoopsForwardAndBackward) {
+  const std::vector<AvgCase> cases = {
+      {{2, 3, 8, 8, 2, 2, 0}},
+      {{1, 2, 7, 9, 3, 2, 1}},
+      {{1, 2, 7, 9, 3, 2, 1}, false},
+      {{2, 1, 6, 10, {2, 3}, {1, 2}, {1, 1}}},
+      {{1, 2, 7, 7, 2, 2, 1, 1, true}},
+      {{1, 2, 8, 7, {3, 2}, {2, 3}, {1, 1}, 1, true}, false},
+  };
+  for (const AvgCase& c : cases) {
+    const PoolCase& p = c.p;
+    const AvgPool2dOptions o{.stride = p.stride, .padding = p.padding, .ceil_mode = p.ceil_mode,
+                             .count_include_pad = c.count_include_pad};
+    Generator gen(5);
+    Tensor x = randn({p.n, p.c, p.h, p.w}, {.dtype = DType::F64}, &gen);
+    Tensor y = kernels::avg_pool2d(brisk::testing::noncontiguous(x), p.kernel, o);
+    const int64_t oh = out_size(p.h, p.kernel.h, p.stride.h, p.padding.h, 1, p.ceil_mode);
+    const int64_t ow = out_size(p.w, p.kernel.w, p.stride.w, p.padding.w, 1, p.ceil_mode);
+    ASSERT_EQ(y.sizes(), (Shape{p.n, p.c, oh, ow})) << describe(p);
+    const auto want = naive_avg(c, x.to_vector<double>(), oh, ow), got = y.to_vector<double>();
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-12) << describe(p);
+
+    // The backward is the adjoint: <avg(x), g> == <x, avg_backward(g)> for every x, so check it
+    // column by column of the naive forward's matrix (one-hot inputs).
+    Tensor gy = randn(y.sizes(), {.dtype = DType::F64}, &gen);
+    const auto gx = kernels::avg_pool2d_backward(brisk::testing::noncontiguous(gy), x.sizes(), p.kernel, o)
+                        .to_vector<double>();
+    const auto gv = gy.to_vector<double>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      std::vector<double> e(static_cast<size_t>(x.numel()), 0.0);
+      e[i] = 1.0;
+      const auto col = naive_avg(c, e, oh, ow);
+      double dot = 0;
+      for (size_t k = 0; k < col.size(); ++k) dot += col[k] * gv[k];
+      ASSERT_NEAR(gx[i], dot, 1e-12) << describe(p) << " input " << i;
+    }
+  }
+}
+
+TEST(AdaptiveAvgPool2d, UsesPyTorchWindows) {
+  // 5 -> 3: windows [0, 2), [1, 4), [3, 5) along each dim.
+  Tensor x = arange(0, 25, 1, {.dtype = DType::F64}).reshape({1, 1, 5, 5});
+  Tensor y = kernels::adaptive_avg_pool2d(x, 3);
+  const auto xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  const int64_t s[] = {0, 1, 3}, e[] = {2, 4, 5};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double sum = 0;
+      for (int64_t a = s[i]; a < e[i]; ++a)
+        for (int64_t b = s[j]; b < e[j]; ++b) sum += xv[a * 5 + b];
+      EXPECT_DOUBLE_EQ(yv[i * 3 + j], sum / static_cast<double>((e[i] - s[i]) * (e[j] - s[j])));
+    }
+  // Output 1x1 is the global mean; output equal to the input is the identity.
+  EXPECT_DOUBLE_EQ(kernels::adaptive_avg_pool2d(x, 1).item<double>(), 12.0);
+  EXPECT_EQ(kernels::adaptive_avg_pool2d(x, 5).to_vector<double>(), xv);
+}
+
+TEST(AdaptiveAvgPool2d, BackwardSpreadsEachGradientOverItsWindow) {
+  Generator gen(9);
+  Tensor x = randn({2, 3, 7, 10}, {.dtype = DType::F64}, &gen);
+  const Size2 out{3, 4};
+  Tensor gy = randn({2, 3, 3, 4}, {.dtype = DType::F64}, &gen);
+  const auto gx = kernels::adaptive_avg_pool2d_backward(brisk::testing::noncontiguous(gy), x.sizes()).to_vector<double>();
+  std::vector<double> want(gx.size(), 0.0);
+  const auto gv = gy.to_vector<double>();
+  for (int64_t pl = 0; pl < 6; ++pl)
+    for (int64_t i = 0; i < out.h; ++i)
+      for (int64_t j = 0; j < out.w; ++j) {
+        const int64_t h0 = static_cast<int64_t>(std::floor(i * 7.0 / 3)), h1 = static_cast<int64_t>(std::ceil((i + 1) * 7.0 / 3));
+        const int64_t w0 = static_cast<int64_t>(std::floor(j * 10.0 / 4)), w1 = static_cast<int64_t>(std::ceil((j + 1) * 10.0 / 4));
+        for (int64_t a = h0; a < h1; ++a)
+          for (int64_t b = w0; b < w1; ++b)
+            want[pl * 70 + a * 10 + b] += gv[(pl * 3 + i) * 4 + j] / static_cast<double>((h1 - h0) * (w1 - w0));
+      }
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(gx[i], want[i], 1e-12) << i;
+}
+
+TEST(Pooling, RejectsBadArgumentsNamingOp) {
+  auto expect_error = [](const std::function<void()>& f, const std::string& op, const std::string& fragment) {
+    try {
+      f();
+      ADD_FAILURE() << op << ": no error; expected one mentioning " << fragment;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(op), std::string::npos) << msg;
+      EXPECT_NE(msg.find(fragment), std::string::npos) << msg;
+    }
+  };
+  Tensor x = zeros({1, 2, 5, 5});
+  expect_error([&] { kernels::max_pool2d(zeros({2, 5, 5}), 2); }, "max_pool2d", "[2, 5, 5]");
+  expect_error([&] { kernels::max_pool2d(x, 6); }, "max_pool2d", "larger than the padded input");
+  expect_error([&] { kernels::max_pool2d(x, 2, {.stride = -1}); }, "max_pool2d", "stride");
+  expect_error([&] { kernels::max_pool2d(x, 2, {.padding = 2}); }, "max_pool2d", "half the kernel");
+  expect_error([&] { kernels::max_pool2d(x, 2, {.dilation = 0}); }, "max_pool2d", "dilation");
+  expect_error([&] { kernels::avg_pool2d(x, {0, 2}); }, "avg_pool2d", "kernel");
+  expect_error([&] { kernels::avg_pool2d(x, 3, {.padding = -1}); }, "avg_pool2d", "padding");
+  expect_error([&] { kernels::adaptive_avg_pool2d(x, {0, 1}); }, "adaptive_avg_pool2d", "output size");
+  expect_error([&] { kernels::avg_pool2d_backward(zeros({1, 2, 3, 3}), x.sizes(), 2, {}); }, "avg_pool2d_backward",
+               "[1, 2, 3, 3]");
+}
