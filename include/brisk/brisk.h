@@ -13,4 +13,5 @@
 #include "brisk/autograd/autograd.h"
 #include "brisk/nn/nn.h"
 #include "brisk/optim/optim.h"
+#include "brisk/models/models.h"
 #include "brisk/version.h"

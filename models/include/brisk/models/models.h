@@ -1,0 +1,3 @@
+// Reference models shared by examples, tests, benchmarks and the CLI.
+#pragma once
+#include "brisk/models/fashion_cnn.h"
