@@ -57,10 +57,12 @@ int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "T
 bool Tensor::is_contiguous() const {
   const auto& sz = sizes();
   const auto& st = strides();
+  // An empty tensor is contiguous whatever its strides (as in PyTorch): check before any stride.
+  for (int64_t s : sz)
+    if (s == 0) return true;
   int64_t expected = 1;
   for (size_t i = sz.size(); i-- > 0;) {
     if (sz[i] == 1) continue;
-    if (sz[i] == 0) return true;
     if (st[i] != expected) return false;
     expected *= sz[i];
   }

@@ -71,12 +71,17 @@ void uniform_(const Tensor& t, double lo, double hi, Generator* gen) {
   BRISK_CHECK(t.device().is_cpu() && t.is_contiguous(), "uniform_: needs a contiguous CPU tensor");
   kernels::check_float("uniform_", t);
   BRISK_CHECK(lo <= hi, "uniform_: low ", lo, " is greater than high ", hi);
+  // Draw only as many bits as the dtype's significand holds (as PyTorch does): k * 2^-digits
+  // is exact in the dtype, so rounding on store can never turn a value just below 1 into 1.
+  const int digits = t.dtype() == DType::F64 ? 53 : t.dtype() == DType::F32 ? 24 : t.dtype() == DType::F16 ? 11 : 8;
+  const double scale = std::ldexp(1.0, -digits);
   Generator& g = gen_or_default(gen);
   const uint64_t seed = g.seed(), base = g.reserve(static_cast<uint64_t>(t.numel()));
   fill_indexed(t, "uniform_", [=](int64_t i) {
     uint32_t r[4];
     Philox::block(seed, base + static_cast<uint64_t>(i), r);
-    return lo + (hi - lo) * Philox::to_unit_double(r[0], r[1]);
+    const uint64_t bits = ((static_cast<uint64_t>(r[0]) << 32) | r[1]) >> (64 - digits);
+    return lo + (hi - lo) * (static_cast<double>(bits) * scale);
   });
   t.bump_version();
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Gets a Debian/Ubuntu machine ready for brisk and builds it: installs the apt packages that
+# are missing (no network needed when all are present), then configures and builds into
+# build/ (Release; the CUDA kernels too when a CUDA toolkit is found).
+# Usage: scripts/setup.sh [extra cmake -D options...]   Env: BRISK_BUILD_DIR, BRISK_JOBS.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+packages=(build-essential cmake libeigen3-dev libgtest-dev libbenchmark-dev zlib1g-dev
+          libopenmpi-dev openmpi-bin dataset-fashion-mnist ccache)
+
+if command -v dpkg-query > /dev/null; then
+  missing=()
+  for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if ((${#missing[@]})); then
+    echo "setup: installing missing packages: ${missing[*]}"
+    sudo=()
+    if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+else
+  echo "setup: dpkg-query not found (not Debian/Ubuntu?): install these yourself: ${packages[*]}" >&2
+fi
+
+# nvcc often lives outside PATH; point CMake at it so CUDA is detected.
+if ! command -v nvcc > /dev/null && [[ -z ${CUDACXX:-} && -x /usr/local/cuda/bin/nvcc ]]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+
+build_dir=${BRISK_BUILD_DIR:-build}
+jobs=${BRISK_JOBS:-$(nproc 2> /dev/null || echo 2)}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_EXAMPLES=ON "$@"
+cmake --build "$build_dir" -j "$jobs"
