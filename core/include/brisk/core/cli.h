@@ -1,0 +1,68 @@
+// A small command-line parser shared by every brisk program: long flags in both spellings
+// (--batch_size and --batch-size), `--flag value` or `--flag=value`, optional one-letter aliases,
+// boolean switches, generated --help, and errors that say how to fix the call.
+//
+//   cli::Parser p("fashion_mnist", "Trains the example CNN on Fashion-MNIST.");
+//   int epochs = 8;
+//   p.add("epochs", "passes over the training set", &epochs);
+//   if (!p.parse(argc, argv)) return p.exit_code();   // --help printed, or a usage error
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace brisk::cli {
+
+class Parser {
+ public:
+  Parser(std::string program, std::string description);
+
+  // Registers a flag bound to a variable that holds its default. Names use '_' or '-' freely.
+  void add(const std::string& name, const std::string& help, int* value, char alias = 0);
+  void add(const std::string& name, const std::string& help, int64_t* value, char alias = 0);
+  void add(const std::string& name, const std::string& help, uint64_t* value, char alias = 0);
+  void add(const std::string& name, const std::string& help, double* value, char alias = 0);
+  void add(const std::string& name, const std::string& help, std::string* value, char alias = 0);
+  // A switch: `--cpu` sets it true; `--cpu=false` / `--no-cpu` set it false.
+  void add(const std::string& name, const std::string& help, bool* value, char alias = 0);
+  // Accept positional arguments (collected in positionals()); everything after the first
+  // positional, or after `--`, is positional when `stop_at_first` (as `brisk launch PROGRAM ARGS`).
+  void allow_positionals(const std::string& usage, bool stop_at_first = false);
+
+  // Parses; returns false when the program should exit now (after --help: exit_code() 0; after
+  // a usage error, printed to stderr with a hint: exit_code() 2).
+  bool parse(int argc, const char* const* argv);
+  bool parse(int argc, char** argv) { return parse(argc, const_cast<const char* const*>(argv)); }
+  int exit_code() const { return exit_code_; }
+  const std::vector<std::string>& positionals() const { return positionals_; }
+  // True if the flag was given on the command line (not just defaulted).
+  bool given(const std::string& name) const;
+  std::string help() const;
+
+ private:
+  using Target = std::variant<int*, int64_t*, uint64_t*, double*, std::string*, bool*>;
+  struct Flag {
+    std::string name;  // canonical, with '_'
+    std::string help;
+    Target target;
+    char alias;
+    std::string default_text;
+    bool given = false;
+  };
+  void add_flag(const std::string& name, const std::string& help, Target t, char alias, std::string default_text);
+  Flag* find(const std::string& name);
+  bool set(Flag& f, const std::string& value, std::string& error);
+  bool fail(const std::string& msg);
+
+  std::string program_, description_, positional_usage_;
+  std::vector<Flag> flags_;
+  std::vector<std::string> positionals_;
+  bool allow_positionals_ = false, stop_at_first_ = false;
+  int exit_code_ = 0;
+};
+
+// "1.5 GB/s"-style formatting helpers for progress output.
+std::string format_duration(double seconds);  // "1m05s", "12.3s"
+
+}  // namespace brisk::cli

@@ -1,0 +1,210 @@
+// The shared command-line parser.
+#include "brisk/core/cli.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace brisk::cli {
+
+namespace {
+std::string canonical(std::string s) {
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+std::string dashed(std::string s) {
+  for (char& c : s)
+    if (c == '_') c = '-';
+  return s;
+}
+template <class T>
+std::string text_of(const T& v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+}  // namespace
+
+Parser::Parser(std::string program, std::string description)
+    : program_(std::move(program)), description_(std::move(description)) {}
+
+void Parser::add_flag(const std::string& name, const std::string& help, Target t, char alias, std::string def) {
+  flags_.push_back({canonical(name), help, t, alias, std::move(def)});
+}
+void Parser::add(const std::string& n, const std::string& h, int* v, char a) { add_flag(n, h, v, a, text_of(*v)); }
+void Parser::add(const std::string& n, const std::string& h, int64_t* v, char a) { add_flag(n, h, v, a, text_of(*v)); }
+void Parser::add(const std::string& n, const std::string& h, uint64_t* v, char a) { add_flag(n, h, v, a, text_of(*v)); }
+void Parser::add(const std::string& n, const std::string& h, double* v, char a) { add_flag(n, h, v, a, text_of(*v)); }
+void Parser::add(const std::string& n, const std::string& h, std::string* v, char a) {
+  add_flag(n, h, v, a, v->empty() ? "" : *v);
+}
+void Parser::add(const std::string& n, const std::string& h, bool* v, char a) {
+  add_flag(n, h, v, a, *v ? "true" : "false");
+}
+
+void Parser::allow_positionals(const std::string& usage, bool stop_at_first) {
+  allow_positionals_ = true;
+  stop_at_first_ = stop_at_first;
+  positional_usage_ = usage;
+}
+
+Parser::Flag* Parser::find(const std::string& name) {
+  std::string c = canonical(name);
+  for (Flag& f : flags_)
+    if (f.name == c) return &f;
+  return nullptr;
+}
+
+bool Parser::given(const std::string& name) const {
+  std::string c = canonical(name);
+  for (const Flag& f : flags_)
+    if (f.name == c) return f.given;
+  return false;
+}
+
+bool Parser::set(Flag& f, const std::string& value, std::string& error) {
+  const std::string flag = "--" + dashed(f.name);
+  auto number = [&](auto* out, bool integral, bool non_negative) {
+    try {
+      size_t used = 0;
+      double d = std::stod(value, &used);
+      if (used != value.size() || !std::isfinite(d)) throw std::invalid_argument(value);
+      if (integral && d != std::floor(d)) {
+        error = flag + " expects an integer, got '" + value + "'";
+        return false;
+      }
+      if (non_negative && d < 0) {
+        error = flag + " must not be negative, got '" + value + "'";
+        return false;
+      }
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(d);
+      return true;
+    } catch (const std::exception&) {
+      error = flag + " expects a number, got '" + value + "'";
+      return false;
+    }
+  };
+  f.given = true;
+  return std::visit(
+      [&](auto* p) -> bool {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          *p = value;
+          return true;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (value == "true" || value == "1" || value == "yes") {
+            *p = true;
+          } else if (value == "false" || value == "0" || value == "no") {
+            *p = false;
+          } else {
+            error = flag + " expects true or false, got '" + value + "'";
+            return false;
+          }
+          return true;
+        } else if constexpr (std::is_same_v<T, double>) {
+          return number(p, false, false);
+        } else {
+          return number(p, true, std::is_unsigned_v<T>);
+        }
+      },
+      f.target);
+}
+
+bool Parser::fail(const std::string& msg) {
+  std::fprintf(stderr, "%s: %s\nRun '%s --help' to see the options.\n", program_.c_str(), msg.c_str(), program_.c_str());
+  exit_code_ = 2;
+  return false;
+}
+
+bool Parser::parse(int argc, const char* const* argv) {
+  positionals_.clear();
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(help().c_str(), stdout);
+      exit_code_ = 0;
+      return false;
+    }
+    if (arg == "--") {
+      if (!allow_positionals_) return fail("unexpected '--'");
+      for (++i; i < argc; ++i) positionals_.push_back(argv[i]);
+      break;
+    }
+    Flag* f = nullptr;
+    std::string value;
+    bool has_value = false;
+    if (arg.rfind("--", 0) == 0) {
+      std::string name = arg.substr(2);
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_value = true;
+      }
+      f = find(name);
+      if (!f && canonical(name).rfind("no_", 0) == 0) {  // --no-cpu
+        Flag* g = find(name.substr(3));
+        if (g && std::holds_alternative<bool*>(g->target) && !has_value) {
+          *std::get<bool*>(g->target) = false;
+          g->given = true;
+          continue;
+        }
+      }
+      if (!f) return fail("unknown option '--" + name + "'");
+    } else if (arg.size() == 2 && arg[0] == '-' && arg[1] != '-') {
+      for (Flag& g : flags_)
+        if (g.alias == arg[1]) f = &g;
+      if (!f) return fail("unknown option '" + arg + "'");
+    } else {
+      if (!allow_positionals_) return fail("unexpected argument '" + arg + "'");
+      positionals_.push_back(arg);
+      if (stop_at_first_) {
+        for (++i; i < argc; ++i) positionals_.push_back(argv[i]);
+        break;
+      }
+      continue;
+    }
+    if (!has_value) {
+      if (std::holds_alternative<bool*>(f->target)) {
+        value = "true";
+      } else {
+        if (i + 1 >= argc) return fail("--" + dashed(f->name) + " needs a value");
+        value = argv[++i];
+      }
+    }
+    std::string error;
+    if (!set(*f, value, error)) return fail(error);
+  }
+  return true;
+}
+
+std::string Parser::help() const {
+  std::ostringstream os;
+  os << "usage: " << program_ << " [options]" << (allow_positionals_ ? " " + positional_usage_ : "") << "\n\n"
+     << description_ << "\n\noptions (--snake_case and --kebab-case spellings are both accepted):\n";
+  for (const Flag& f : flags_) {
+    std::string left = "  " + (f.alias ? std::string("-") + f.alias + ", " : std::string()) + "--" + dashed(f.name);
+    if (!std::holds_alternative<bool*>(f.target)) left += " VALUE";
+    os << left;
+    os << std::string(left.size() < 30 ? 30 - left.size() : 1, ' ') << f.help;
+    if (!f.default_text.empty() && !(std::holds_alternative<bool*>(f.target) && f.default_text == "false"))
+      os << " (default: " << f.default_text << ")";
+    os << "\n";
+  }
+  os << "  -h, --help                  show this help and exit\n";
+  return os.str();
+}
+
+std::string format_duration(double s) {
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) / 60) % 60);
+  }
+  return buf;
+}
+
+}  // namespace brisk::cli
