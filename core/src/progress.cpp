@@ -54,8 +54,13 @@ void ProgressBar::draw(bool final) {
     char pct[16];
     std::snprintf(pct, sizeof pct, "%3d%% ", static_cast<int>(frac * 100));
     line += pct;
-    line += "[" + std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(width - filled), '.') + "] ";
-    line += std::to_string(count_) + "/" + std::to_string(total_);
+    line += '[';
+    line.append(static_cast<size_t>(filled), '#');
+    line.append(static_cast<size_t>(width - filled), '.');
+    line += "] ";
+    line += std::to_string(count_);
+    line += '/';
+    line += std::to_string(total_);
   } else {
     line += std::to_string(count_);
   }
@@ -63,7 +68,8 @@ void ProgressBar::draw(bool final) {
   std::snprintf(buf, sizeof buf, " [%s", cli::format_duration(t).c_str());
   line += buf;
   if (total_ > 0 && count_ > 0 && count_ < total_ && rate > 0) {
-    line += "<" + cli::format_duration(static_cast<double>(total_ - count_) / rate);
+    line += '<';
+    line += cli::format_duration(static_cast<double>(total_ - count_) / rate);
   }
   std::snprintf(buf, sizeof buf, ", %.1f %s/s]", rate, unit_.c_str());
   line += buf;
