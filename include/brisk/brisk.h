@@ -10,6 +10,7 @@
 #include "brisk/core/storage.h"
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/factory.h"
+#include "brisk/kernels/threads.h"
 #include "brisk/autograd/autograd.h"
 #include "brisk/nn/nn.h"
 #include "brisk/optim/optim.h"

@@ -1,0 +1,11 @@
+// CPU thread count for brisk's kernels (OpenMP underneath; Eigen follows it).
+#pragma once
+
+namespace brisk {
+
+// Threads the CPU kernels may use; set_num_threads(n <= 0) restores the default
+// (OMP_NUM_THREADS, else the number of cores).
+void set_num_threads(int n);
+int get_num_threads();
+
+}  // namespace brisk
