@@ -13,4 +13,5 @@
 #include "brisk/autograd/autograd.h"
 #include "brisk/nn/module.h"
 #include "brisk/optim/optim.h"
+#include "brisk/data/data.h"
 #include "brisk/version.h"
