@@ -108,6 +108,7 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
   out += text;
   for (const auto* entry : order) {
     Tensor t = entry->second;
+    if (t.numel() == 0) continue;
     if (t.device() != kCPU) t = kernels::to_device(t, kCPU);
     t = kernels::contiguous(t);
     out.append(static_cast<const char*>(t.data_ptr()), t.nbytes());

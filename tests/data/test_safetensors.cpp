@@ -145,7 +145,9 @@ TEST(Safetensors, RoundTripsEveryDtypeIncludingScalarsAndEmptyTensors) {
     EXPECT_EQ(got.dtype(), want.dtype()) << name;
     EXPECT_EQ(got.sizes(), want.sizes()) << name;
     ASSERT_EQ(got.nbytes(), want.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(got.data_ptr(), want.data_ptr(), got.nbytes()), 0) << name;
+    if (got.nbytes() > 0) {
+      EXPECT_EQ(std::memcmp(got.data_ptr(), want.data_ptr(), got.nbytes()), 0) << name;
+    }
   }
   EXPECT_EQ(f.metadata.at("step"), "12");
   EXPECT_EQ(f.metadata.at("note"), "héllo \"quoted\"\n");
