@@ -14,5 +14,6 @@
 #include "brisk/autograd/autograd.h"
 #include "brisk/nn/nn.h"
 #include "brisk/optim/optim.h"
+#include "brisk/data/data.h"
 #include "brisk/models/models.h"
 #include "brisk/version.h"

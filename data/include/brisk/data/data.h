@@ -1,0 +1,10 @@
+// The data layer: datasets, samplers, the DataLoader, transforms, IDX (MNIST) and
+// safetensors files, and the JSON value they share with checkpoints.
+#pragma once
+#include "brisk/data/dataloader.h"
+#include "brisk/data/dataset.h"
+#include "brisk/data/json.h"
+#include "brisk/data/mnist.h"
+#include "brisk/data/safetensors.h"
+#include "brisk/data/sampler.h"
+#include "brisk/data/transforms.h"

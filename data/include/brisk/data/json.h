@@ -1,0 +1,111 @@
+// A compact JSON value (null, bool, number, string, array, object with keys in insertion
+// order), a strict parser whose errors give line, column and byte offset, and a writer
+// whose compact form matches serde_json's (no spaces), as safetensors headers need.
+#pragma once
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace brisk::data::json {
+
+enum class Type { Null, Bool, Number, String, Array, Object };
+const char* type_name(Type t);
+
+class Value {
+ public:
+  using Array = std::vector<Value>;
+  using Object = std::vector<std::pair<std::string, Value>>;  // keys in insertion order
+
+  Value() = default;  // null
+  Value(std::nullptr_t) {}
+  Value(bool b) : type_(Type::Bool), bool_(b) {}
+  Value(int v) : Value(static_cast<int64_t>(v)) {}
+  Value(int64_t v) : type_(Type::Number), num_(Num::Int), int_(v), dbl_(static_cast<double>(v)) {}
+  Value(uint64_t v);
+  Value(double v) : type_(Type::Number), num_(Num::Double), dbl_(v) {}
+  Value(const char* s) : type_(Type::String), str_(s) {}
+  Value(std::string s) : type_(Type::String), str_(std::move(s)) {}
+  Value(std::string_view s) : type_(Type::String), str_(s) {}
+  static Value array(Array items = {});
+  static Value object(Object items = {});
+
+  Type type() const { return type_; }
+  bool is_null() const { return type_ == Type::Null; }
+  bool is_bool() const { return type_ == Type::Bool; }
+  bool is_number() const { return type_ == Type::Number; }
+  // A number written without fraction or exponent that fits int64 / uint64.
+  bool is_integer() const { return type_ == Type::Number && num_ != Num::Double; }
+  bool is_string() const { return type_ == Type::String; }
+  bool is_array() const { return type_ == Type::Array; }
+  bool is_object() const { return type_ == Type::Object; }
+
+  // Typed access; each throws brisk::Error naming the expected and actual type.
+  bool as_bool() const;
+  double as_double() const;
+  int64_t as_int() const;    // integers in int64 range only
+  uint64_t as_uint() const;  // non-negative integers only
+  const std::string& as_string() const;
+  const Array& as_array() const;
+  Array& as_array();
+  const Object& items() const;
+  Object& items();
+
+  // Arrays and objects: element count (0 for scalars).
+  size_t size() const;
+  const Value& at(size_t i) const;
+  template <std::integral I>  // a template so that v[0] does not also match the string_view key
+  const Value& operator[](I i) const {
+    return at(static_cast<size_t>(i));
+  }
+  template <std::integral I>
+  const Value& operator[](I i) {
+    return at(static_cast<size_t>(i));
+  }
+  void push_back(Value v);
+  // Objects: lookup (nullptr when absent), checked lookup, insert-or-assign.
+  const Value* find(std::string_view key) const;
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+  const Value& at(std::string_view key) const;
+  Value& operator[](std::string_view key);  // null inserted when absent (a null becomes an object)
+  void set(std::string_view key, Value v) { (*this)[key] = std::move(v); }
+
+  // Compact (indent < 0: `{"a":1,"b":[true,null]}`) or pretty-printed with `indent` spaces.
+  // Non-ASCII text is written as UTF-8; NaN and infinities (not JSON) are written as null.
+  std::string dump(int indent = -1) const;
+
+  friend bool operator==(const Value& a, const Value& b);
+
+ private:
+  enum class Num : uint8_t { Int, UInt, Double };
+  Type type_ = Type::Null;
+  Num num_ = Num::Int;
+  bool bool_ = false;
+  int64_t int_ = 0;
+  uint64_t uint_ = 0;
+  double dbl_ = 0.0;
+  std::string str_;
+  Array arr_;
+  Object obj_;
+  void check(Type t) const;
+  void dump_to(std::string& out, int indent, int depth) const;
+};
+
+struct ParseOptions {
+  // Duplicate object keys are an error unless allowed (then all are kept, in order).
+  bool allow_duplicate_keys = false;
+  int max_depth = 512;
+};
+// Parses exactly one JSON value (surrounding whitespace allowed). Errors throw brisk::Error:
+// "json: <what> at line L, column C (byte B)".
+Value parse(std::string_view text, const ParseOptions& options = {});
+
+// Whether `s` is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF);
+// on failure *bad_at is the offset of the first bad byte.
+bool valid_utf8(std::string_view s, size_t* bad_at = nullptr);
+// Appends `s` as a JSON string literal (quotes and escapes as serde_json writes them).
+void write_string(std::string& out, std::string_view s);
+
+}  // namespace brisk::data::json

@@ -1,0 +1,275 @@
+// safetensors: round trips of every dtype (0-dim and empty included), byte-for-byte interop
+// with files as the reference implementation writes them, atomic writes, and one test per
+// malformation the reader must reject.
+#include <gtest/gtest.h>
+
+#include <brisk/brisk.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "data/temp_dir.h"
+
+using namespace brisk;
+using namespace brisk::data;
+using brisk::testing::TempDir;
+
+namespace {
+
+std::string le64(uint64_t v) {
+  std::string s;
+  for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
+  return s;
+}
+
+// A file from a raw header and data section (header length = header.size()).
+std::string craft(const std::string& header, const std::string& data = "") { return le64(header.size()) + header + data; }
+
+std::string error_of(const std::string& bytes) {
+  TempDir dir;
+  const std::string path = dir.file("bad.safetensors");
+  brisk::testing::write_file(path, bytes);
+  try {
+    load_safetensors(path);
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find(path), std::string::npos) << "message should name the file: " << m;
+    return m;
+  }
+  return "no error";
+}
+
+#define EXPECT_REJECTS(bytes, fragment)                                        \
+  do {                                                                         \
+    const std::string msg_ = error_of(bytes);                                  \
+    EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_; \
+  } while (0)
+
+const std::string kF32x2 = R"("dtype":"F32","shape":[2],)";
+
+// The bytes of {"a": F32 [2] = {1, 2}, "b": I64 [1] = {7}} with metadata {"format": "pt"} as
+// the reference implementation writes them: "__metadata__" first, then tensors by dtype in
+// the crate's descending enum order (I64 before F32), each {dtype, shape, data_offsets};
+// compact JSON padded with spaces to a multiple of 8 (139 + 5 = 144 = 0x90); data in that order.
+const unsigned char kReference[] = {
+    0x90, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7b, 0x22, 0x5f, 0x5f, 0x6d, 0x65, 0x74, 0x61,
+    0x64, 0x61, 0x74, 0x61, 0x5f, 0x5f, 0x22, 0x3a, 0x7b, 0x22, 0x66, 0x6f, 0x72, 0x6d, 0x61, 0x74,
+    0x22, 0x3a, 0x22, 0x70, 0x74, 0x22, 0x7d, 0x2c, 0x22, 0x62, 0x22, 0x3a, 0x7b, 0x22, 0x64, 0x74,
+    0x79, 0x70, 0x65, 0x22, 0x3a, 0x22, 0x49, 0x36, 0x34, 0x22, 0x2c, 0x22, 0x73, 0x68, 0x61, 0x70,
+    0x65, 0x22, 0x3a, 0x5b, 0x31, 0x5d, 0x2c, 0x22, 0x64, 0x61, 0x74, 0x61, 0x5f, 0x6f, 0x66, 0x66,
+    0x73, 0x65, 0x74, 0x73, 0x22, 0x3a, 0x5b, 0x30, 0x2c, 0x38, 0x5d, 0x7d, 0x2c, 0x22, 0x61, 0x22,
+    0x3a, 0x7b, 0x22, 0x64, 0x74, 0x79, 0x70, 0x65, 0x22, 0x3a, 0x22, 0x46, 0x33, 0x32, 0x22, 0x2c,
+    0x22, 0x73, 0x68, 0x61, 0x70, 0x65, 0x22, 0x3a, 0x5b, 0x32, 0x5d, 0x2c, 0x22, 0x64, 0x61, 0x74,
+    0x61, 0x5f, 0x6f, 0x66, 0x66, 0x73, 0x65, 0x74, 0x73, 0x22, 0x3a, 0x5b, 0x38, 0x2c, 0x31, 0x36,
+    0x5d, 0x7d, 0x7d, 0x20, 0x20, 0x20, 0x20, 0x20, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40,
+};
+
+std::string reference_bytes() { return std::string(reinterpret_cast<const char*>(kReference), sizeof kReference); }
+
+}  // namespace
+
+// --- interop ---------------------------------------------------------------------
+
+TEST(Safetensors, LoadsAFileWrittenByTheReferenceImplementation) {
+  TempDir dir;
+  brisk::testing::write_file(dir.file("ref.safetensors"), reference_bytes());
+  SafetensorsFile f = load_safetensors(dir.file("ref.safetensors"));
+  ASSERT_EQ(f.tensors.size(), 2u);
+  EXPECT_EQ(f.tensors[0].first, "b");  // file order
+  EXPECT_EQ(f.at("a").dtype(), DType::F32);
+  EXPECT_EQ(f.at("a").to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(f.at("b").dtype(), DType::I64);
+  EXPECT_EQ(f.at("b").sizes(), (Shape{1}));
+  EXPECT_EQ(f.at("b").item<int64_t>(), 7);
+  EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{{"format", "pt"}}));
+}
+
+TEST(Safetensors, WritesTheSameBytesAsTheReferenceImplementation) {
+  NamedTensors t = {{"a", tensor<float>({1.0f, 2.0f})}, {"b", tensor<int64_t>({7})}};
+  EXPECT_EQ(safetensors_bytes(t, {{"format", "pt"}}), reference_bytes());
+  TempDir dir;
+  save_safetensors(dir.file("m.safetensors"), t, {{"format", "pt"}});
+  EXPECT_EQ(brisk::testing::read_file(dir.file("m.safetensors")), reference_bytes());
+}
+
+TEST(Safetensors, MatchesReferenceLayoutForSingleTensorsAndEmptyFiles) {
+  // One F32 (1, 2, 3) tensor named "attn.0": the header is exactly 64 bytes, no padding;
+  // "attn0" shaped (1, 1, 2, 3): 65 bytes, padded with 7 spaces to 72.
+  std::vector<float> v = {0, 1, 2, 3, 4, 5};
+  std::string data(reinterpret_cast<const char*>(v.data()), 24);
+  std::string header = R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})";
+  ASSERT_EQ(header.size(), 64u);
+  EXPECT_EQ(safetensors_bytes({{"attn.0", from_vector<float>(v, {1, 2, 3})}}), craft(header, data));
+  header = R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})";
+  EXPECT_EQ(safetensors_bytes({{"attn0", from_vector<float>(v, {1, 1, 2, 3})}}), craft(header + std::string(7, ' '), data));
+  EXPECT_EQ(safetensors_bytes({}), craft("{}      "));
+  EXPECT_EQ(safetensors_bytes({}, {{"framework", "pt"}}), craft(R"({"__metadata__":{"framework":"pt"}})" + std::string(5, ' ')));
+}
+
+TEST(Safetensors, OrdersTensorsByDtypeAlignmentThenName) {
+  NamedTensors t = {{"z_bool", tensor<bool>({true})},    {"u8", tensor<uint8_t>({1})},
+                    {"h", from_vector<Half>({Half(1.0f)}, {1})}, {"bf", from_vector<BFloat16>({BFloat16(1.0f)}, {1})},
+                    {"i32", tensor<int32_t>({1})},       {"f32b", tensor<float>({1})},
+                    {"f32a", tensor<float>({1})},        {"f64", tensor<double>({1})},
+                    {"i64", tensor<int64_t>({1})}};
+  SafetensorsFile f = parse_safetensors(safetensors_bytes(t));
+  std::vector<std::string> order;
+  for (auto& [n, x] : f.tensors) order.push_back(n);
+  EXPECT_EQ(order, (std::vector<std::string>{"i64", "f64", "f32a", "f32b", "i32", "bf", "h", "u8", "z_bool"}));
+}
+
+// --- round trips -------------------------------------------------------------------
+
+TEST(Safetensors, RoundTripsEveryDtypeIncludingScalarsAndEmptyTensors) {
+  NamedTensors t = {
+      {"f64", from_vector<double>({1.5, -2.25, 1e300}, {3})},
+      {"f32", from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})},
+      {"f16", from_vector<Half>({Half(0.5f), Half(-3.0f)}, {2})},
+      {"bf16", from_vector<BFloat16>({BFloat16(1.0f), BFloat16(-0.125f), BFloat16(7.0f)}, {3, 1})},
+      {"i32", from_vector<int32_t>({-1, 2147483647}, {2})},
+      {"i64", from_vector<int64_t>({-9, 1LL << 40}, {1, 2})},
+      {"u8", from_vector<uint8_t>({0, 255, 7}, {3})},
+      {"bool", from_vector<bool>({true, false, true, true}, {2, 2})},
+      {"scalar", from_vector<float>({3.5f}, {})},
+      {"empty", empty({0, 4}, DType::F32)},
+      {"empty_i64", empty({3, 0}, DType::I64)},
+  };
+  TempDir dir;
+  const std::string path = dir.file("all.safetensors");
+  save_safetensors(path, t, {{"step", "12"}, {"note", "héllo \"quoted\"\n"}});
+  SafetensorsFile f = load_safetensors(path);
+  EXPECT_EQ(f.tensors.size(), t.size());
+  for (const auto& [name, want] : t) {
+    const Tensor& got = f.at(name);
+    EXPECT_EQ(got.dtype(), want.dtype()) << name;
+    EXPECT_EQ(got.sizes(), want.sizes()) << name;
+    ASSERT_EQ(got.nbytes(), want.nbytes()) << name;
+    if (got.nbytes() > 0) {
+      EXPECT_EQ(std::memcmp(got.data_ptr(), want.data_ptr(), got.nbytes()), 0) << name;
+    }
+  }
+  EXPECT_EQ(f.metadata.at("step"), "12");
+  EXPECT_EQ(f.metadata.at("note"), "héllo \"quoted\"\n");
+  const std::string bytes = brisk::testing::read_file(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ(n % 8, 0u);
+}
+
+TEST(Safetensors, WritesNonContiguousTensorsInCOrder) {
+  Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).t();  // (3, 2) view
+  SafetensorsFile f = parse_safetensors(safetensors_bytes({{"x", x}}));
+  EXPECT_EQ(f.at("x").sizes(), (Shape{3, 2}));
+  EXPECT_EQ(f.at("x").to_vector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(Safetensors, SaveReplacesAtomicallyAndLeavesNoTemporaryFile) {
+  TempDir dir;
+  const std::string path = dir.file("w.safetensors");
+  save_safetensors(path, {{"a", tensor<float>({1})}});
+  save_safetensors(path, {{"a", tensor<float>({2})}});
+  EXPECT_EQ(load_safetensors(path).at("a").item<float>(), 2.0f);
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  EXPECT_THROW(save_safetensors(dir.file("no/such/dir/x.safetensors"), {{"a", tensor<float>({1})}}), Error);
+}
+
+TEST(Safetensors, WriterRejectsDuplicateAndReservedNames) {
+  EXPECT_THROW(safetensors_bytes({{"a", tensor<float>({1})}, {"a", tensor<float>({2})}}), Error);
+  EXPECT_THROW(safetensors_bytes({{"__metadata__", tensor<float>({1})}}), Error);
+}
+
+// --- rejections --------------------------------------------------------------------
+
+TEST(SafetensorsReader, RejectsFilesShorterThanEightBytes) {
+  EXPECT_REJECTS(std::string("abc"), "file is 3 bytes, smaller than the 8-byte header length");
+}
+
+TEST(SafetensorsReader, RejectsHeaderLengthOverTheLimit) {
+  EXPECT_REJECTS(le64(100'000'001) + "{}", "header length 100000001 exceeds the limit of 100000000 bytes");
+  EXPECT_REJECTS(le64(~0ull) + "{}", "exceeds the limit");
+}
+
+TEST(SafetensorsReader, RejectsHeaderRunningPastEndOfFile) {
+  EXPECT_REJECTS(le64(100) + "{}", "header length 100 runs past the end of the file (10 bytes)");
+}
+
+TEST(SafetensorsReader, RejectsInvalidUtf8) {
+  EXPECT_REJECTS(craft("{\"\xff\":{}}"), "header is not valid UTF-8 (byte 2 of the header)");
+  EXPECT_REJECTS(craft("{\"\xc0\xaf\":{}}"), "not valid UTF-8");  // overlong '/'
+}
+
+TEST(SafetensorsReader, RejectsInvalidJsonWithItsPosition) {
+  EXPECT_REJECTS(craft(R"({"a":)"), "header is not valid JSON: json: unexpected end of input at line 1, column 6");
+  EXPECT_REJECTS(craft(R"({"a":{}} x)"), "unexpected text after the value");
+  EXPECT_REJECTS(craft("[1, 2]"), "header must be a JSON object, got array");
+}
+
+TEST(SafetensorsReader, RejectsDuplicateNames) {
+  EXPECT_REJECTS(craft(R"({"a":{)" + kF32x2 + R"("data_offsets":[0,8]},"a":{)" + kF32x2 + R"("data_offsets":[8,16]}})",
+                       std::string(16, '\0')),
+                 "duplicate tensor name \"a\"");
+}
+
+TEST(SafetensorsReader, RejectsOffsetsThatAreNotContiguous) {
+  EXPECT_REJECTS(craft(R"({"a":{)" + kF32x2 + R"("data_offsets":[0,8]},"b":{)" + kF32x2 + R"("data_offsets":[12,20]}})",
+                       std::string(20, '\0')),
+                 "tensor \"b\" has data_offsets [12, 20] that are not contiguous: expected it to begin at 8");
+  EXPECT_REJECTS(craft(R"({"a":{)" + kF32x2 + R"("data_offsets":[4,12]}})", std::string(12, '\0')),
+                 "not contiguous: expected it to begin at 0");
+}
+
+TEST(SafetensorsReader, RejectsOverlappingOffsets) {
+  EXPECT_REJECTS(craft(R"({"a":{)" + kF32x2 + R"("data_offsets":[0,8]},"b":{)" + kF32x2 + R"("data_offsets":[4,12]}})",
+                       std::string(12, '\0')),
+                 "tensor \"b\" has data_offsets [4, 12] overlapping \"a\", which ends at 8");
+}
+
+TEST(SafetensorsReader, RejectsOffsetsThatAreNotSorted) {
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", std::string(8, '\0')),
+                 "data_offsets [8, 0] that are not sorted (end before begin)");
+}
+
+TEST(SafetensorsReader, AcceptsTensorsListedOutOfOffsetOrder) {
+  SafetensorsFile f = parse_safetensors(craft(R"({"b":{)" + kF32x2 + R"("data_offsets":[8,16]},"a":{)" + kF32x2 +
+                                              R"("data_offsets":[0,8]}})",
+                                              std::string(16, '\0')));
+  EXPECT_EQ(f.tensors[0].first, "a");
+}
+
+TEST(SafetensorsReader, RejectsByteCountThatDisagreesWithShapeAndDtype) {
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                 "tensor \"a\" has data_offsets [0, 8] (8 bytes) but shape [3] of F32 needs 12 bytes");
+}
+
+TEST(SafetensorsReader, RejectsShapesWhoseSizeOverflows) {
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})",
+                       std::string(8, '\0')),
+                 "element count overflows");
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}})",
+                       std::string(8, '\0')),
+                 "byte size overflows");
+}
+
+TEST(SafetensorsReader, RejectsDataThatDoesNotEndAtEndOfFile) {
+  const std::string h = R"({"a":{)" + kF32x2 + R"("data_offsets":[0,8]}})";
+  EXPECT_REJECTS(craft(h, std::string(9, '\0')), "data ends at byte 8 of the data section but the file has 9 data bytes (trailing bytes)");
+  EXPECT_REJECTS(craft(h, std::string(7, '\0')), "(truncated)");
+}
+
+TEST(SafetensorsReader, RejectsUnknownDtypes) {
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", std::string(1, '\0')),
+                 "tensor \"a\" has unknown dtype \"F8_E4M3\"");
+}
+
+TEST(SafetensorsReader, RejectsMalformedEntriesAndMetadata) {
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})"), "bad shape [-1]");
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[1]}})"), "needs \"dtype\", \"shape\" and \"data_offsets\"");
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})"), "bad data_offsets [0]");
+  EXPECT_REJECTS(craft(R"({"__metadata__":{"k":1}})"), "metadata \"k\" must be a string, got number");
+}
