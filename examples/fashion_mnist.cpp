@@ -21,6 +21,7 @@ struct Args {
   int threads = 0;   // 0: OMP_NUM_THREADS or all cores
   int64_t workers = 1;
   int64_t bench = 0;
+  int64_t steps_per_epoch = 0;  // 0: the whole training set
 };
 
 // Fashion-MNIST's mean and standard deviation over the training images.
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   p.add("threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", &a.threads);
   p.add("workers", "data-loading threads", &a.workers);
   p.add("bench", "time this many training steps after a warm-up and print images/s, then exit", &a.bench);
+  p.add("steps_per_epoch", "stop each epoch after this many steps (0: the whole training set)", &a.steps_per_epoch);
   if (!p.parse(argc, argv)) return p.exit_code();
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) {
     std::fprintf(stderr, "fashion_mnist: --epochs, --batch-size and --lr must be positive\n");
@@ -111,7 +113,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(a.batch_size), a.lr, get_num_threads(),
                 static_cast<long long>(net.num_parameters()));
     for (int epoch = 1; epoch <= a.epochs; ++epoch) {
-      ProgressBar bar(train.size(), "epoch " + std::to_string(epoch) + "/" + std::to_string(a.epochs), "step");
+      const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, train.size()) : train.size();
+      ProgressBar bar(planned, "epoch " + std::to_string(epoch) + "/" + std::to_string(a.epochs), "step");
       double loss_sum = 0;
       int64_t steps = 0, images = 0;
       for (auto& [x, y] : train) {
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
         std::snprintf(post, sizeof post, "loss %.4f, %.0f img/s", loss_sum / static_cast<double>(steps),
                       static_cast<double>(images) / bar.elapsed_seconds());
         bar.update(1, post);
+        if (steps == planned) break;
       }
       bar.close();
       const double seconds = bar.elapsed_seconds(), ips = static_cast<double>(images) / seconds;
