@@ -68,6 +68,14 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
     BRISK_CHECK(name != kMetadataKey, "save_safetensors: \"", kMetadataKey, "\" is reserved and cannot name a tensor");
     BRISK_CHECK(seen.insert(name).second, "save_safetensors: duplicate tensor name \"", name, "\"");
   }
+  // Like the reference implementation, refuse tensors that share memory (tied weights): the file
+  // would hold two copies that load back untied. nn::remove_tied_duplicates keeps one name each.
+  for (size_t i = 0; i < tensors.size(); ++i)
+    for (size_t j = i + 1; j < tensors.size(); ++j)
+      BRISK_CHECK(tensors[i].second.storage() != tensors[j].second.storage(), "save_safetensors: tensors \"",
+                  tensors[i].first, "\" and \"", tensors[j].first,
+                  "\" share memory (tied weights); save one name per shared tensor, e.g. with "
+                  "nn::remove_tied_duplicates(module.state_dict())");
   std::vector<const std::pair<std::string, Tensor>*> order;
   for (const auto& entry : tensors) order.push_back(&entry);
   std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {

@@ -12,6 +12,15 @@
 
 namespace brisk::nn {
 
+NamedTensors remove_tied_duplicates(const NamedTensors& state) {
+  NamedTensors out;
+  for (const auto& [name, t] : state) {
+    bool tied = std::any_of(out.begin(), out.end(), [&](const auto& kv) { return kv.second.is_same(t); });
+    if (!tied) out.emplace_back(name, t);
+  }
+  return out;
+}
+
 Tensor Module::forward(const Tensor&) {
   BRISK_THROW(name(), ": forward(const Tensor&) is not implemented; override it or call the module's own forward");
 }
@@ -185,7 +194,12 @@ LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
   for (auto& [name, dst] : mine) {
     auto it = std::find_if(state.begin(), state.end(), [&](const auto& kv) { return kv.first == name; });
     if (it == state.end()) {
-      r.missing_keys.push_back(name);
+      // A tied duplicate is filled through the name it shares its tensor with.
+      bool tied_to_loaded = std::any_of(mine.begin(), mine.end(), [&](const auto& kv) {
+        return kv.first != name && kv.second.is_same(dst) &&
+               std::any_of(state.begin(), state.end(), [&](const auto& s) { return s.first == kv.first; });
+      });
+      if (!tied_to_loaded) r.missing_keys.push_back(name);
       continue;
     }
     used[static_cast<size_t>(it - state.begin())] = true;

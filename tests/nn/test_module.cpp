@@ -166,3 +166,22 @@ TEST(Module, ParametersAreCountedAsParameterMemory) {
   }
   EXPECT_EQ(memory_stats().current[static_cast<int>(MemoryCategory::Parameters)], before);
 }
+
+TEST(Module, TiedWeightsSaveOnceAndLoadBackTied) {
+  Net net;
+  net.second.set_tensor("weight", net.first.w);
+  nn::NamedTensors sd = nn::remove_tied_duplicates(net.state_dict());
+  EXPECT_EQ(names(sd), (std::vector<std::string>{"first.weight", "first.bias", "second.bias", "steps"}));
+  EXPECT_THROW(data::safetensors_bytes(net.state_dict()), Error);  // two names, one tensor
+  std::string bytes = data::safetensors_bytes(sd);
+  Net other;
+  other.second.set_tensor("weight", other.first.w);
+  {
+    NoGradGuard ng;
+    fill_(net.first.w, 3.0);
+  }
+  other.load_state_dict(data::parse_safetensors(data::safetensors_bytes(nn::remove_tied_duplicates(net.state_dict()))).tensors);
+  EXPECT_EQ(other.get("second.weight").to_vector<float>(), (std::vector<float>{3, 3, 3}));
+  EXPECT_TRUE(other.get("second.weight").is_same(other.get("first.weight")));
+  (void)bytes;
+}

@@ -22,6 +22,11 @@ struct LoadResult {
   std::vector<std::string> shape_mismatches;  // "name: expected [a, b], got [c]"
 };
 
+// A state dict with one name per shared tensor (tied weights keep their first name), as Hugging
+// Face does before writing safetensors; load_state_dict re-ties them (a missing key whose tensor
+// is the same as a loaded one is not missing).
+NamedTensors remove_tied_duplicates(const NamedTensors& state);
+
 class Module {
  public:
   Module() = default;
