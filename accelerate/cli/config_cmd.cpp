@@ -77,10 +77,11 @@ int config(int argc, char** argv) {
                     default_config_hint() +
                     " unless --config_file says otherwise. Asks for each setting not given as a flag; with\n"
                     "--non-interactive (or when stdin is not a terminal) unset settings get their defaults.");
-  bool non_interactive = false;
+  bool non_interactive = false, force_interactive = false;
   std::string config_file;
   Config c;  // what the flags set; questions (or defaults) fill the rest
   p.add("non_interactive", "ask nothing: take the flags, defaults for the rest", &non_interactive);
+  p.add("interactive", "ask even when stdin is not a terminal (answers piped in, one per line)", &force_interactive);
   p.add("config_file", "where to write (default: " + default_config_hint() + ")", &config_file);
   p.add("compute_environment", "LOCAL_MACHINE (the only one brisk knows)", &c.compute_environment);
   p.add("distributed_type", "NO (one process), MULTI_CPU or MULTI_GPU (default: MULTI_GPU where GPUs are seen)",
@@ -99,7 +100,8 @@ int config(int argc, char** argv) {
   if (!p.parse(argc, argv)) return p.exit_code();
 
   const int gpus = usable_gpu_count();
-  const bool interactive = !non_interactive && ::isatty(STDIN_FILENO);
+  if (non_interactive && force_interactive) return fail(me, "--interactive and --non-interactive contradict each other");
+  const bool interactive = force_interactive || (!non_interactive && ::isatty(STDIN_FILENO));
   Asker asker;
   try {
     validate(c, "");

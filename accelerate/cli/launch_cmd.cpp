@@ -121,7 +121,7 @@ int launch(int argc, char** argv) {
                       "with -n 1, which needs no MPI");
     std::string version = mpi_version(mpirun);
     if (version.find("Open MPI") == std::string::npos)
-      return fail(me, "brisk launch needs OpenMPI's mpirun, but '" + mpirun + "' reports '" +
+      return fail(me, "OpenMPI's mpirun is needed, but '" + mpirun + "' reports '" +
                           (version.empty() ? std::string("nothing for --version") : version) +
                           "'; install openmpi-bin or set BRISK_MPIRUN to OpenMPI's mpirun");
   }

@@ -29,7 +29,8 @@ struct Value {
   int64_t as_int(const std::string& what) const;
   double as_double(const std::string& what) const;
   std::string as_string(const std::string& what) const;  // any non-null scalar, as written
-  bool operator==(const Value& o) const { return kind == o.kind && text == o.text; }
+  // Same kind and text (every null equals every other: "~", "null" and "" mean the same).
+  bool operator==(const Value& o) const { return kind == o.kind && (kind == Kind::Null || text == o.text); }
 };
 
 // Keys in file order.
