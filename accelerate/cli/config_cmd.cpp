@@ -58,8 +58,8 @@ int to_int(const std::string& s, const char* what, int min) {
   } catch (const std::exception&) {
     used = 0;
   }
-  BRISK_CHECK(used == s.size() && used > 0 && v >= min, what, ": expected a whole number of at least ", min,
-              ", got '", s, "'");
+  BRISK_CHECK(used == s.size() && used > 0 && v >= min, what, ": expected a whole number of at least ", min, ", got '",
+              s, "'");
   return v;
 }
 
@@ -72,11 +72,10 @@ bool to_bool(const std::string& s, const char* what) {
 
 int config(int argc, char** argv) {
   const std::string me = argv[0];
-  cli::Parser p(me,
-                "Writes the launch configuration that `brisk launch` (and the Accelerator) read, to\n" +
-                    default_config_hint() +
-                    " unless --config_file says otherwise. Asks for each setting not given as a flag; with\n"
-                    "--non-interactive (or when stdin is not a terminal) unset settings get their defaults.");
+  cli::Parser p(me, "Writes the launch configuration that `brisk launch` (and the Accelerator) read, to\n" +
+                        default_config_hint() +
+                        " unless --config_file says otherwise. Asks for each setting not given as a flag; with\n"
+                        "--non-interactive (or when stdin is not a terminal) unset settings get their defaults.");
   bool non_interactive = false, force_interactive = false;
   std::string config_file;
   Config c;  // what the flags set; questions (or defaults) fill the rest
@@ -100,7 +99,8 @@ int config(int argc, char** argv) {
   if (!p.parse(argc, argv)) return p.exit_code();
 
   const int gpus = usable_gpu_count();
-  if (non_interactive && force_interactive) return fail(me, "--interactive and --non-interactive contradict each other");
+  if (non_interactive && force_interactive)
+    return fail(me, "--interactive and --non-interactive contradict each other");
   const bool interactive = force_interactive || (!non_interactive && ::isatty(STDIN_FILENO));
   Asker asker;
   try {
@@ -141,7 +141,8 @@ int config(int argc, char** argv) {
       c.num_machines = c.num_machines.value_or(1);
       c.num_processes = c.num_processes.value_or(1);
     }
-    answer(c.num_machines, "How many machines (hosts)?", "1", [](const std::string& s) { return to_int(s, "num_machines", 1); });
+    answer(c.num_machines, "How many machines (hosts)?", "1",
+           [](const std::string& s) { return to_int(s, "num_machines", 1); });
     if (*c.num_machines > 1) {
       if (!c.hostfile && !interactive)
         BRISK_THROW("num_machines is ", *c.num_machines,

@@ -65,10 +65,12 @@ int env(int argc, char** argv) {
   o << "- brisk version: " << BRISK_VERSION << "\n"
     << "- Build: " << BRISK_BUILD_TYPE << ", CUDA kernels " << (BRISK_BUILD_WITH_CUDA ? "on" : "off") << "\n"
     << "- Compiler: " << BRISK_COMPILER << ", C++ " << __cplusplus << "\n"
-    << "- OpenMP: " << _OPENMP << ", " << omp_get_max_threads() << " threads (OMP_NUM_THREADS="
-    << (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset") << ")\n"
+    << "- OpenMP: " << _OPENMP << ", " << omp_get_max_threads()
+    << " threads (OMP_NUM_THREADS=" << (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset")
+    << ")\n"
     << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n"
-    << "- CUDA toolkit (build): " << or_not_found(BRISK_ENV_CUDA_TOOLKIT, BRISK_BUILD_WITH_CUDA ? "unknown" : "not used (CPU-only build)") << "\n"
+    << "- CUDA toolkit (build): "
+    << or_not_found(BRISK_ENV_CUDA_TOOLKIT, BRISK_BUILD_WITH_CUDA ? "unknown" : "not used (CPU-only build)") << "\n"
     << "- NVIDIA driver: " << or_not_found(nvidia_driver_version()) << "\n"
     << "- cuDNN (build headers): " << or_not_found(BRISK_ENV_CUDNN) << "\n"
     << "- NCCL (build headers): " << or_not_found(BRISK_ENV_NCCL) << "\n";

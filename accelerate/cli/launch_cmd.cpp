@@ -57,7 +57,8 @@ int launch(int argc, char** argv) {
                 "Starts PROGRAM as N processes with OpenMPI's mpirun (a single process runs directly, no\n"
                 "OpenMPI needed), passes the settings on as BRISK_* environment variables, stops every\n"
                 "process when one fails and exits with the program's status. Flags override the config file\n"
-                "(`brisk config` writes it; default " + default_config_hint() + ").");
+                "(`brisk config` writes it; default " +
+                    default_config_hint() + ").");
   Config flags;  // only what the command line sets; the config file and defaults fill the rest
   std::string config_file, mpirun_args;
   bool tag_output = false, dry_run = false;
@@ -100,13 +101,15 @@ int launch(int argc, char** argv) {
   std::string resolved = find_program(program[0]);
   if (resolved.empty()) {
     if (program[0].find('/') != std::string::npos)
-      return fail(me, "cannot run '" + program[0] + "': " +
-                          (::access(program[0].c_str(), F_OK) == 0 ? "it is not executable (chmod +x?)" : "no such file"));
+      return fail(me,
+                  "cannot run '" + program[0] + "': " +
+                      (::access(program[0].c_str(), F_OK) == 0 ? "it is not executable (chmod +x?)" : "no such file"));
     return fail(me, "program '" + program[0] + "' not found on PATH; give its path, e.g. ./" + program[0]);
   }
 
   std::string mpirun = find_mpirun();
-  LaunchCommand cmd = build_launch_command(settings, host, program, current_environment(), mpirun.empty() ? "mpirun" : mpirun);
+  LaunchCommand cmd =
+      build_launch_command(settings, host, program, current_environment(), mpirun.empty() ? "mpirun" : mpirun);
   if (dry_run) {
     for (const auto& [k, v] : cmd.env) std::printf("%s ", shell_join({k + "=" + v}).c_str());
     std::printf("%s\n", shell_join(cmd.argv).c_str());
@@ -117,8 +120,9 @@ int launch(int argc, char** argv) {
     if (mpirun.empty() && override_path && *override_path)
       return fail(me, std::string("BRISK_MPIRUN is '") + override_path + "', which is not an executable program");
     if (mpirun.empty())
-      return fail(me, "mpirun not found: install OpenMPI (apt-get install openmpi-bin), or run a single process "
-                      "with -n 1, which needs no MPI");
+      return fail(me,
+                  "mpirun not found: install OpenMPI (apt-get install openmpi-bin), or run a single process "
+                  "with -n 1, which needs no MPI");
     std::string version = mpi_version(mpirun);
     if (version.find("Open MPI") == std::string::npos)
       return fail(me, "OpenMPI's mpirun is needed, but '" + mpirun + "' reports '" +

@@ -42,8 +42,8 @@ CheckResult brisk_settings(const RankInfo&) {
   if (!read_int("OMP_NUM_THREADS", threads) || threads < 1)
     return {Status::Fail, "OMP_NUM_THREADS is not a positive number"};
   const char* mp = get(accelerate::env::kMixedPrecision);
-  return {Status::Pass, std::string("mixed_precision ") + (mp ? mp : "(unset)") + ", OMP_NUM_THREADS " +
-                            std::to_string(threads)};
+  return {Status::Pass,
+          std::string("mixed_precision ") + (mp ? mp : "(unset)") + ", OMP_NUM_THREADS " + std::to_string(threads)};
 }
 
 // The library loads and computes in every process: sum(1..100) in f32, and the same on a
@@ -54,8 +54,8 @@ CheckResult tensor_math(const RankInfo&) {
   Tensor odd = x.as_strided({50}, {2}, 0);
   float odd_total = kernels::sum(odd, {0}).item<float>();
   if (total != 5050.0f || odd_total != 2500.0f)
-    return {Status::Fail, "sum(1..100) = " + std::to_string(total) + " (expected 5050), odd = " +
-                              std::to_string(odd_total) + " (expected 2500)"};
+    return {Status::Fail, "sum(1..100) = " + std::to_string(total) +
+                              " (expected 5050), odd = " + std::to_string(odd_total) + " (expected 2500)"};
   return {Status::Pass, "sum(1..100) = 5050, strided sum = 2500"};
 }
 
@@ -85,10 +85,12 @@ std::vector<SelfCheck> self_checks() {
       // Extension point: the dist library's checks go here, one entry per collective (each op and
       // dtype against expected values, Accelerate's 2-rank table), then a data-parallel training step.
       // Until they exist they are listed as SKIP, never as PASS.
-      {"collectives", [](const RankInfo&) -> CheckResult {
+      {"collectives",
+       [](const RankInfo&) -> CheckResult {
          return {Status::Skip, "not checked: this build has no dist library yet"};
        }},
-      {"data-parallel training step", [](const RankInfo&) -> CheckResult {
+      {"data-parallel training step",
+       [](const RankInfo&) -> CheckResult {
          return {Status::Skip, "not checked: this build has no Accelerator yet"};
        }},
   };

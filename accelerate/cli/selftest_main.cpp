@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
   if (report_dir.empty()) {
     std::fputs(text.c_str(), stdout);
   } else if (!write_atomically(report_dir + "/report-" + std::to_string(report.pid) + ".txt", text)) {
-    std::fprintf(stderr, "brisk-selftest: cannot write a report into '%s': %s\n", report_dir.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "brisk-selftest: cannot write a report into '%s': %s\n", report_dir.c_str(),
+                 std::strerror(errno));
     return 1;
   }
   if (fail_rank >= 0) {

@@ -37,7 +37,8 @@ inline std::string to_text(const RankReport& r) {
   o << "pid\t" << r.pid << "\nhost\t" << r.host << "\nlauncher_vars\t" << r.launcher_vars << "\nrank\t" << r.rank
     << "\nsize\t" << r.size << "\nlocal_rank\t" << r.local_rank << "\nlocal_size\t" << r.local_size << "\n";
   for (const auto& [k, v] : r.env) o << "env\t" << k << "\t" << v << "\n";
-  for (const CheckRow& c : r.checks) o << "check\t" << status_name(c.status) << "\t" << c.name << "\t" << c.detail << "\n";
+  for (const CheckRow& c : r.checks)
+    o << "check\t" << status_name(c.status) << "\t" << c.name << "\t" << c.detail << "\n";
   return o.str();
 }
 
@@ -51,14 +52,22 @@ inline RankReport parse_report(const std::string& text) {
     for (std::string part; std::getline(ls, part, '\t');) f.push_back(part);
     if (f.size() < 2) continue;
     auto num = [&] { return std::atoi(f[1].c_str()); };
-    if (f[0] == "pid") r.pid = num();
-    else if (f[0] == "host") r.host = f[1];
-    else if (f[0] == "launcher_vars") r.launcher_vars = num() != 0;
-    else if (f[0] == "rank") r.rank = num();
-    else if (f[0] == "size") r.size = num();
-    else if (f[0] == "local_rank") r.local_rank = num();
-    else if (f[0] == "local_size") r.local_size = num();
-    else if (f[0] == "env" && f.size() >= 3) r.env.emplace_back(f[1], f[2]);
+    if (f[0] == "pid")
+      r.pid = num();
+    else if (f[0] == "host")
+      r.host = f[1];
+    else if (f[0] == "launcher_vars")
+      r.launcher_vars = num() != 0;
+    else if (f[0] == "rank")
+      r.rank = num();
+    else if (f[0] == "size")
+      r.size = num();
+    else if (f[0] == "local_rank")
+      r.local_rank = num();
+    else if (f[0] == "local_size")
+      r.local_size = num();
+    else if (f[0] == "env" && f.size() >= 3)
+      r.env.emplace_back(f[1], f[2]);
     else if (f[0] == "check" && f.size() >= 3) {
       Status s = f[1] == "PASS" ? Status::Pass : f[1] == "SKIP" ? Status::Skip : Status::Fail;
       r.checks.push_back({s, f[2], f.size() >= 4 ? f[3] : ""});

@@ -169,7 +169,8 @@ int test(int argc, char** argv) {
 
   std::vector<std::string> common{"-n", std::to_string(n)};
   if (!config_file.empty()) common.insert(common.end(), {"--config_file", config_file});
-  std::printf("brisk test: %d process%s, config %s\n", n, n == 1 ? "" : "es", cfg_path.empty() ? "none" : cfg_path.c_str());
+  std::printf("brisk test: %d process%s, config %s\n", n, n == 1 ? "" : "es",
+              cfg_path.empty() ? "none" : cfg_path.c_str());
   std::fflush(stdout);
 
   std::vector<CheckRow> rows;
@@ -185,9 +186,10 @@ int test(int argc, char** argv) {
   bool started = static_cast<int>(reports.size()) == n && !run.timed_out;
   row(started ? Status::Pass : Status::Fail, "processes started",
       std::to_string(reports.size()) + " of " + std::to_string(n) + " reported" +
-          (run.timed_out ? ", killed after " + std::to_string(static_cast<int>(timeout)) + " s" : "") + ", launch exit " +
-          std::to_string(run.exit_code));
-  if (!started || run.exit_code != 0) failure_log += "--- brisk launch (normal run) printed:\n" + tail_lines(run.log, 30);
+          (run.timed_out ? ", killed after " + std::to_string(static_cast<int>(timeout)) + " s" : "") +
+          ", launch exit " + std::to_string(run.exit_code));
+  if (!started || run.exit_code != 0)
+    failure_log += "--- brisk launch (normal run) printed:\n" + tail_lines(run.log, 30);
 
   if (!reports.empty()) {
     std::set<int> ranks;
@@ -196,7 +198,8 @@ int test(int argc, char** argv) {
       ranks.insert(r.rank);
       sizes &= r.size == n;
     }
-    row(sizes ? Status::Pass : Status::Fail, "world size agrees", sizes ? "every rank sees " + std::to_string(n) : "ranks disagree on the world size");
+    row(sizes ? Status::Pass : Status::Fail, "world size agrees",
+        sizes ? "every rank sees " + std::to_string(n) : "ranks disagree on the world size");
     bool distinct = static_cast<int>(ranks.size()) == static_cast<int>(reports.size()) && *ranks.begin() == 0 &&
                     *ranks.rbegin() == static_cast<int>(reports.size()) - 1;
     row(distinct ? Status::Pass : Status::Fail, "ranks distinct",
@@ -273,10 +276,12 @@ int test(int argc, char** argv) {
   size_t w = 5;
   for (const CheckRow& r : rows) w = std::max(w, r.name.size());
   int counts[3] = {0, 0, 0};
-  std::printf("\n| %-*s | result | detail\n|%s|--------|--------\n", static_cast<int>(w), "check", std::string(w + 2, '-').c_str());
+  std::printf("\n| %-*s | result | detail\n|%s|--------|--------\n", static_cast<int>(w), "check",
+              std::string(w + 2, '-').c_str());
   for (const CheckRow& r : rows) {
     ++counts[static_cast<int>(r.status)];
-    std::printf("| %-*s | %-6s | %s\n", static_cast<int>(w), r.name.c_str(), selftest::status_name(r.status), r.detail.c_str());
+    std::printf("| %-*s | %-6s | %s\n", static_cast<int>(w), r.name.c_str(), selftest::status_name(r.status),
+                r.detail.c_str());
   }
   std::printf("\n%d passed, %d failed, %d skipped (not checkable in this build)\n", counts[0], counts[1], counts[2]);
   if (counts[1] > 0 && !failure_log.empty()) std::printf("\n%s", failure_log.c_str());

@@ -6,8 +6,8 @@
 
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -68,13 +68,15 @@ std::vector<int> parse_gpu_ids(const std::string& s, const std::string& what) {
 void validate(const Config& c, const std::string& source) {
   auto where = [&](const char* key) { return source.empty() ? std::string(key) : source + ": " + key; };
   if (c.compute_environment)
-    BRISK_CHECK(*c.compute_environment == "LOCAL_MACHINE", where("compute_environment"), ": '",
-                *c.compute_environment, "' is not supported; brisk runs on LOCAL_MACHINE");
+    BRISK_CHECK(*c.compute_environment == "LOCAL_MACHINE", where("compute_environment"), ": '", *c.compute_environment,
+                "' is not supported; brisk runs on LOCAL_MACHINE");
   if (c.distributed_type) {
     const std::string& d = *c.distributed_type;
-    BRISK_CHECK(d == "NO" || d == "MULTI_CPU" || d == "MULTI_GPU", where("distributed_type"), ": expected NO, MULTI_CPU or MULTI_GPU, got '", d, "'");
+    BRISK_CHECK(d == "NO" || d == "MULTI_CPU" || d == "MULTI_GPU", where("distributed_type"),
+                ": expected NO, MULTI_CPU or MULTI_GPU, got '", d, "'");
   }
-  if (c.num_machines) BRISK_CHECK(*c.num_machines >= 1, where("num_machines"), ": must be at least 1, got ", *c.num_machines);
+  if (c.num_machines)
+    BRISK_CHECK(*c.num_machines >= 1, where("num_machines"), ": must be at least 1, got ", *c.num_machines);
   if (c.num_processes)
     BRISK_CHECK(*c.num_processes >= 1, where("num_processes"), ": must be at least 1, got ", *c.num_processes);
   if (c.num_processes && c.num_machines)
@@ -140,8 +142,8 @@ Config config_from_yaml(const std::string& text, const std::string& source) {
             c.*member = v->as_bool(what);
           } else if constexpr (std::is_same_v<T, int>) {
             int64_t i = v->as_int(what);
-            BRISK_CHECK(i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max(), what,
-                        ": ", i, " is out of range");
+            BRISK_CHECK(i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max(), what, ": ", i,
+                        " is out of range");
             c.*member = static_cast<int>(i);
           } else {
             c.*member = v->as_double(what);
@@ -172,8 +174,9 @@ std::string config_to_yaml(const Config& c) {
           }
         },
         k.member);
-  return yaml::write(doc, "brisk launch configuration, written by `brisk config`.\n"
-                          "`brisk launch` reads it; its flags override these values.");
+  return yaml::write(doc,
+                     "brisk launch configuration, written by `brisk config`.\n"
+                     "`brisk launch` reads it; its flags override these values.");
 }
 
 std::string default_config_path() {

@@ -40,8 +40,8 @@ LaunchSettings resolve_launch(const Config& c, const HostFacts& host) {
   } else {
     s.num_processes = 2;
   }
-  BRISK_CHECK(s.num_processes >= s.num_machines, "launch: ", s.num_processes, " processes cannot fill ",
-              s.num_machines, " machines; pass -n with at least one process per machine");
+  BRISK_CHECK(s.num_processes >= s.num_machines, "launch: ", s.num_processes, " processes cannot fill ", s.num_machines,
+              " machines; pass -n with at least one process per machine");
   return s;
 }
 

@@ -62,8 +62,7 @@ std::string lower(std::string s) {
 }
 
 bool is_key_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-         c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
 
 std::string shortest_double(double v) {
@@ -176,8 +175,7 @@ Document parse(const std::string& text, const std::string& source) {
 
     size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos || line[first] == '#') continue;
-    if (first > 0)
-      fail("indented line: brisk's config holds flat `key: value` lines only (no nested values)");
+    if (first > 0) fail("indented line: brisk's config holds flat `key: value` lines only (no nested values)");
     if (line.rfind("---", 0) == 0 && line.find_first_not_of(" \t", 3) == std::string::npos) {
       if (!doc.empty()) fail("a second YAML document ('---') is not supported");
       continue;

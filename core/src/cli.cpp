@@ -43,7 +43,9 @@ void Parser::add(const std::string& n, const std::string& h, bool* v, char a) {
   add_flag(n, h, v, a, *v ? "true" : "false");
 }
 
-void Parser::add(const std::string& n, const std::string& h, std::optional<int>* v, char a) { add_flag(n, h, v, a, ""); }
+void Parser::add(const std::string& n, const std::string& h, std::optional<int>* v, char a) {
+  add_flag(n, h, v, a, "");
+}
 void Parser::add(const std::string& n, const std::string& h, std::optional<double>* v, char a) {
   add_flag(n, h, v, a, "");
 }

@@ -1,11 +1,11 @@
 // The launch config file: keys, validation, unknown-key errors, default path, atomic save, and
 // the precedence flag > config file > default.
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <brisk/accelerate/config.h>
 #include <brisk/accelerate/launch.h>
 #include <brisk/core/error.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -103,30 +103,35 @@ TEST(Config, ReadsAnAccelerateStyleFile) {
 }
 
 TEST(Config, UnknownKeysAreAnErrorNamingEachAndListingTheValidOnes) {
-  std::string e = error_of([] { config_from_yaml("num_processes: 2\nnum_procs: 3\ndowncast_bf16: 'no'\n", "my.yaml"); });
+  std::string e =
+      error_of([] { config_from_yaml("num_processes: 2\nnum_procs: 3\ndowncast_bf16: 'no'\n", "my.yaml"); });
   EXPECT_NE(e.find("my.yaml: unknown keys 'num_procs' (line 2), 'downcast_bf16' (line 3)"), std::string::npos) << e;
-  EXPECT_NE(e.find("valid keys: compute_environment, distributed_type, num_machines, num_processes"), std::string::npos) << e;
+  EXPECT_NE(e.find("valid keys: compute_environment, distributed_type, num_machines, num_processes"), std::string::npos)
+      << e;
 }
 
 TEST(Config, BadValuesNameTheKeyTheValueAndWhatIsAllowed) {
-  EXPECT_NE(error_of([] { config_from_yaml("mixed_precision: fp8\n", "c.yaml"); })
-                .find("c.yaml: mixed_precision: expected no, fp16 or bf16, got 'fp8'"),
+  EXPECT_NE(error_of([] {
+              config_from_yaml("mixed_precision: fp8\n", "c.yaml");
+            }).find("c.yaml: mixed_precision: expected no, fp16 or bf16, got 'fp8'"),
             std::string::npos);
-  EXPECT_NE(error_of([] { config_from_yaml("num_processes: two\n", "c.yaml"); })
-                .find("c.yaml:1: num_processes: expected an integer, got 'two'"),
+  EXPECT_NE(error_of([] {
+              config_from_yaml("num_processes: two\n", "c.yaml");
+            }).find("c.yaml:1: num_processes: expected an integer, got 'two'"),
             std::string::npos);
   EXPECT_NE(error_of([] { config_from_yaml("num_processes: 0\n", "c.yaml"); }).find("at least 1"), std::string::npos);
   EXPECT_NE(error_of([] { config_from_yaml("gpu_ids: 0,x\n", "c.yaml"); }).find("gpu_ids: expected 'all'"),
             std::string::npos);
   EXPECT_NE(error_of([] { config_from_yaml("gpu_ids: 1,1\n", "c.yaml"); }).find("listed twice"), std::string::npos);
-  EXPECT_NE(error_of([] { config_from_yaml("distributed_type: NO\nnum_processes: 4\n", "c.yaml"); })
-                .find("NO means one process"),
+  EXPECT_NE(error_of([] {
+              config_from_yaml("distributed_type: NO\nnum_processes: 4\n", "c.yaml");
+            }).find("NO means one process"),
             std::string::npos);
   EXPECT_NE(error_of([] { config_from_yaml("num_machines: 2\nmachine_rank: 2\n", "c.yaml"); }).find("machine_rank"),
             std::string::npos);
-  EXPECT_NE(error_of([] { config_from_yaml("compute_environment: AMAZON_SAGEMAKER\n", "c.yaml"); })
-                .find("LOCAL_MACHINE"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] { config_from_yaml("compute_environment: AMAZON_SAGEMAKER\n", "c.yaml"); }).find("LOCAL_MACHINE"),
+      std::string::npos);
   EXPECT_NE(error_of([] { config_from_yaml("timeout: -1\n", "c.yaml"); }).find("positive"), std::string::npos);
   EXPECT_NE(error_of([] { config_from_yaml("main_process_port: 70000\n", "c.yaml"); }).find("1..65535"),
             std::string::npos);
@@ -197,8 +202,8 @@ TEST(ConfigPrecedence, FlagBeatsConfigFileBeatsDefault) {
   LaunchSettings s = resolve_launch(merged, HostFacts{.is_root = false, .cpu_cores = 2, .gpu_count = 0});
   EXPECT_EQ(s.num_processes, 4);
   EXPECT_EQ(s.mixed_precision, "bf16");
-  EXPECT_EQ(s.num_machines, 1);            // default
-  EXPECT_FALSE(s.use_cpu.has_value());     // unset stays unset: the program's Accelerator decides
+  EXPECT_EQ(s.num_machines, 1);         // default
+  EXPECT_FALSE(s.use_cpu.has_value());  // unset stays unset: the program's Accelerator decides
   flags.num_processes = 3;
   EXPECT_EQ(resolve_launch(merge(flags, file), {}).num_processes, 3);
 }

@@ -1,11 +1,11 @@
 // The command `brisk launch` builds, as a pure function of the settings, the host and the
 // launcher's environment: mpirun's options, the variables every rank gets, and the default
 // number of processes.
+#include <brisk/accelerate/launch.h>
+#include <brisk/core/error.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <brisk/accelerate/launch.h>
-#include <brisk/core/error.h>
 
 using namespace brisk::accelerate;
 
@@ -146,9 +146,7 @@ TEST(LaunchCommand, ExtraMpirunArgsComeBeforeTheProgram) {
   EXPECT_LT(it - c.argv.begin(), static_cast<long>(c.argv.size() - kProgram.size()));
 }
 
-TEST(LaunchCommand, NoProgramIsAnError) {
-  EXPECT_THROW(build_launch_command(with_n(2), kUser, {}, {}), brisk::Error);
-}
+TEST(LaunchCommand, NoProgramIsAnError) { EXPECT_THROW(build_launch_command(with_n(2), kUser, {}, {}), brisk::Error); }
 
 TEST(LaunchDefaults, ProcessCountComesFromConfigThenGpuIdsThenGpusThenTwo) {
   HostFacts gpus{.is_root = false, .cpu_cores = 16, .gpu_count = 4};

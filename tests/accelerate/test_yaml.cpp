@@ -1,8 +1,8 @@
 // The flat YAML reader/writer behind brisk's config file.
-#include <gtest/gtest.h>
-
 #include <brisk/accelerate/yaml.h>
 #include <brisk/core/error.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 
 namespace yaml = brisk::accelerate::yaml;
@@ -68,7 +68,8 @@ TEST(Yaml, ConversionErrorsNameTheKeyAndTheText) {
     doc[0].second.as_int("cfg.yaml:1: num_processes");
     FAIL() << "expected brisk::Error";
   } catch (const brisk::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("num_processes: expected an integer, got 'two'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("num_processes: expected an integer, got 'two'"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(doc[0].second.as_bool("x"), brisk::Error);
   EXPECT_THROW(yaml::parse("n: 99999999999999999999\n", "t")[0].second.as_int("n"), brisk::Error);
@@ -76,13 +77,20 @@ TEST(Yaml, ConversionErrorsNameTheKeyAndTheText) {
 
 TEST(Yaml, RoundTripsEveryKindAndAwkwardStrings) {
   yaml::Document doc = {
-      {"n", yaml::Value::null()},          {"b", yaml::Value::boolean(false)},
-      {"i", yaml::Value::integer(-42)},    {"f", yaml::Value::number(0.1)},
-      {"g", yaml::Value::number(2.0)},     {"s1", yaml::Value::string("no")},
-      {"s2", yaml::Value::string("3")},    {"s3", yaml::Value::string("")},
-      {"s4", yaml::Value::string("a: b")}, {"s5", yaml::Value::string("it's # not a comment")},
-      {"s6", yaml::Value::string("two\nlines\t\"x\"")}, {"s7", yaml::Value::string("true")},
-      {"s8", yaml::Value::string("plain/path_1.yaml")}, {"s9", yaml::Value::string(" padded ")},
+      {"n", yaml::Value::null()},
+      {"b", yaml::Value::boolean(false)},
+      {"i", yaml::Value::integer(-42)},
+      {"f", yaml::Value::number(0.1)},
+      {"g", yaml::Value::number(2.0)},
+      {"s1", yaml::Value::string("no")},
+      {"s2", yaml::Value::string("3")},
+      {"s3", yaml::Value::string("")},
+      {"s4", yaml::Value::string("a: b")},
+      {"s5", yaml::Value::string("it's # not a comment")},
+      {"s6", yaml::Value::string("two\nlines\t\"x\"")},
+      {"s7", yaml::Value::string("true")},
+      {"s8", yaml::Value::string("plain/path_1.yaml")},
+      {"s9", yaml::Value::string(" padded ")},
   };
   std::string text = yaml::write(doc, "header line\nsecond");
   EXPECT_EQ(text.rfind("# header line\n# second\n", 0), 0u) << text;

@@ -19,13 +19,13 @@ struct Config {
   std::optional<int> num_processes;                // processes over all hosts (>= 1)
   std::optional<int> machine_rank;                 // this host's index, 0 .. num_machines-1
   std::optional<std::string> main_process_ip;
-  std::optional<int> main_process_port;            // 1 .. 65535
-  std::optional<std::string> mixed_precision;      // no, fp16 or bf16
-  std::optional<std::string> gpu_ids;              // "all" or a comma list such as "0,1"
-  std::optional<bool> use_cpu;                     // run on the CPU even where GPUs are present
-  std::optional<bool> debug;                       // BRISK_DEBUG: collective signature checks
-  std::optional<std::string> hostfile;             // brisk: OpenMPI hostfile for multi-host jobs
-  std::optional<double> timeout;                   // brisk: collective timeout in seconds
+  std::optional<int> main_process_port;        // 1 .. 65535
+  std::optional<std::string> mixed_precision;  // no, fp16 or bf16
+  std::optional<std::string> gpu_ids;          // "all" or a comma list such as "0,1"
+  std::optional<bool> use_cpu;                 // run on the CPU even where GPUs are present
+  std::optional<bool> debug;                   // BRISK_DEBUG: collective signature checks
+  std::optional<std::string> hostfile;         // brisk: OpenMPI hostfile for multi-host jobs
+  std::optional<double> timeout;               // brisk: collective timeout in seconds
 
   bool operator==(const Config&) const = default;
 };

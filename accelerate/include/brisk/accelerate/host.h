@@ -14,8 +14,8 @@ struct HostFacts {
 };
 HostFacts detect_host();
 
-int usable_cpu_cores();   // sched_getaffinity, else hardware_concurrency, at least 1
-int usable_gpu_count();   // brisk::cuda::device_count(): honours CUDA_VISIBLE_DEVICES; 0 without CUDA
+int usable_cpu_cores();  // sched_getaffinity, else hardware_concurrency, at least 1
+int usable_gpu_count();  // brisk::cuda::device_count(): honours CUDA_VISIBLE_DEVICES; 0 without CUDA
 // GPUs the driver reports whatever the build: `nvidia-smi -L` lines, else the models listed in
 // /proc/driver/nvidia/gpus; empty without a driver.
 std::vector<std::string> driver_gpus();

@@ -19,17 +19,17 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 struct LaunchSettings {
   int num_processes = 2;
   int num_machines = 1;
-  std::string hostfile;                         // empty: this host only
-  std::optional<std::string> mixed_precision;   // BRISK_MIXED_PRECISION
-  std::optional<bool> use_cpu;                  // BRISK_CPU
-  std::vector<int> gpu_ids;                     // empty: all (CUDA_VISIBLE_DEVICES untouched)
-  std::optional<double> timeout;                // BRISK_TIMEOUT_SECONDS
-  std::optional<bool> debug;                    // BRISK_DEBUG
-  std::optional<std::string> main_process_ip;   // BRISK_MAIN_PROCESS_IP
-  std::optional<int> main_process_port;         // BRISK_MAIN_PROCESS_PORT
-  std::string config_file;                      // the file that was read; empty when none
-  bool tag_output = false;                      // prefix each output line with its rank
-  std::vector<std::string> mpirun_args;         // passed to mpirun as they are, before PROGRAM
+  std::string hostfile;                        // empty: this host only
+  std::optional<std::string> mixed_precision;  // BRISK_MIXED_PRECISION
+  std::optional<bool> use_cpu;                 // BRISK_CPU
+  std::vector<int> gpu_ids;                    // empty: all (CUDA_VISIBLE_DEVICES untouched)
+  std::optional<double> timeout;               // BRISK_TIMEOUT_SECONDS
+  std::optional<bool> debug;                   // BRISK_DEBUG
+  std::optional<std::string> main_process_ip;  // BRISK_MAIN_PROCESS_IP
+  std::optional<int> main_process_port;        // BRISK_MAIN_PROCESS_PORT
+  std::string config_file;                     // the file that was read; empty when none
+  bool tag_output = false;                     // prefix each output line with its rank
+  std::vector<std::string> mpirun_args;        // passed to mpirun as they are, before PROGRAM
 };
 
 // `config` is the flags merged over the config file (merge()). With no num_processes there:
