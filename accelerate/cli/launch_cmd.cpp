@@ -81,12 +81,18 @@ int launch(int argc, char** argv) {
     return fail(me, "no program given\nusage: " + me + " [options] PROGRAM [ARGS...]   (see '" + me + " --help')");
 
   LaunchSettings settings;
-  HostFacts host = detect_host();
+  HostFacts host;
   try {
     validate(flags, "");
     Config file;
     std::string used = read_config(config_file, file);
-    settings = resolve_launch(merge(flags, file), host);
+    Config merged = merge(flags, file);
+    // Counting GPUs starts the CUDA runtime: only do it when the process count depends on it.
+    host = {::geteuid() == 0, usable_cpu_cores(),
+            merged.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false)
+                ? 0
+                : usable_gpu_count()};
+    settings = resolve_launch(merged, host);
     settings.config_file = used;
   } catch (const brisk::Error& e) {
     return fail(me, e.message());
