@@ -43,6 +43,23 @@ void Parser::add(const std::string& n, const std::string& h, bool* v, char a) {
   add_flag(n, h, v, a, *v ? "true" : "false");
 }
 
+void Parser::add(const std::string& n, const std::string& h, std::optional<int>* v, char a) {
+  add_flag(n, h, v, a, "");
+}
+void Parser::add(const std::string& n, const std::string& h, std::optional<double>* v, char a) {
+  add_flag(n, h, v, a, "");
+}
+void Parser::add(const std::string& n, const std::string& h, std::optional<std::string>* v, char a) {
+  add_flag(n, h, v, a, "");
+}
+void Parser::add(const std::string& n, const std::string& h, std::optional<bool>* v, char a) {
+  add_flag(n, h, v, a, "");
+}
+
+bool Parser::is_switch(const Flag& f) {
+  return std::holds_alternative<bool*>(f.target) || std::holds_alternative<std::optional<bool>*>(f.target);
+}
+
 void Parser::allow_positionals(const std::string& usage, bool stop_at_first) {
   allow_positionals_ = true;
   stop_at_first_ = stop_at_first;
@@ -85,30 +102,35 @@ bool Parser::set(Flag& f, const std::string& value, std::string& error) {
       return false;
     }
   };
+  // Parses into a plain value; optional targets parse into a temporary, then hold it.
+  auto assign = [&](auto* p, auto& self) -> bool {
+    using T = std::remove_pointer_t<decltype(p)>;
+    if constexpr (std::is_same_v<T, std::string>) {
+      *p = value;
+      return true;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (value == "true" || value == "1" || value == "yes") {
+        *p = true;
+      } else if (value == "false" || value == "0" || value == "no") {
+        *p = false;
+      } else {
+        error = flag + " expects true or false, got '" + value + "'";
+        return false;
+      }
+      return true;
+    } else if constexpr (std::is_same_v<T, double>) {
+      return number(p, false, false);
+    } else if constexpr (std::is_integral_v<T>) {
+      return number(p, true, std::is_unsigned_v<T>);
+    } else {
+      typename T::value_type inner{};
+      if (!self(&inner, self)) return false;
+      *p = inner;
+      return true;
+    }
+  };
   f.given = true;
-  return std::visit(
-      [&](auto* p) -> bool {
-        using T = std::remove_pointer_t<decltype(p)>;
-        if constexpr (std::is_same_v<T, std::string>) {
-          *p = value;
-          return true;
-        } else if constexpr (std::is_same_v<T, bool>) {
-          if (value == "true" || value == "1" || value == "yes") {
-            *p = true;
-          } else if (value == "false" || value == "0" || value == "no") {
-            *p = false;
-          } else {
-            error = flag + " expects true or false, got '" + value + "'";
-            return false;
-          }
-          return true;
-        } else if constexpr (std::is_same_v<T, double>) {
-          return number(p, false, false);
-        } else {
-          return number(p, true, std::is_unsigned_v<T>);
-        }
-      },
-      f.target);
+  return std::visit([&](auto* p) { return assign(p, assign); }, f.target);
 }
 
 bool Parser::fail(const std::string& msg) {
@@ -144,8 +166,12 @@ bool Parser::parse(int argc, const char* const* argv) {
       f = find(name);
       if (!f && canonical(name).rfind("no_", 0) == 0) {  // --no-cpu
         Flag* g = find(name.substr(3));
-        if (g && std::holds_alternative<bool*>(g->target) && !has_value) {
-          *std::get<bool*>(g->target) = false;
+        if (g && is_switch(*g) && !has_value) {
+          if (auto* b = std::get_if<bool*>(&g->target)) {
+            **b = false;
+          } else {
+            *std::get<std::optional<bool>*>(g->target) = false;
+          }
           g->given = true;
           continue;
         }
@@ -165,7 +191,7 @@ bool Parser::parse(int argc, const char* const* argv) {
       continue;
     }
     if (!has_value) {
-      if (std::holds_alternative<bool*>(f->target)) {
+      if (is_switch(*f)) {
         value = "true";
       } else {
         if (i + 1 >= argc) return fail("--" + dashed(f->name) + " needs a value");
@@ -184,10 +210,10 @@ std::string Parser::help() const {
      << description_ << "\n\noptions (--snake_case and --kebab-case spellings are both accepted):\n";
   for (const Flag& f : flags_) {
     std::string left = "  " + (f.alias ? std::string("-") + f.alias + ", " : std::string()) + "--" + dashed(f.name);
-    if (!std::holds_alternative<bool*>(f.target)) left += " VALUE";
+    if (!is_switch(f)) left += " VALUE";
     os << left;
     os << std::string(left.size() < 30 ? 30 - left.size() : 1, ' ') << f.help;
-    if (!f.default_text.empty() && !(std::holds_alternative<bool*>(f.target) && f.default_text == "false"))
+    if (!f.default_text.empty() && !(is_switch(f) && f.default_text == "false"))
       os << " (default: " << f.default_text << ")";
     os << "\n";
   }

@@ -18,4 +18,5 @@
 #include "brisk/optim/optim.h"
 #include "brisk/data/data.h"
 #include "brisk/models/models.h"
+#include "brisk/accelerate/accelerate.h"
 #include "brisk/version.h"

@@ -8,6 +8,7 @@
 //   if (!p.parse(argc, argv)) return p.exit_code();   // --help printed, or a usage error
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -26,6 +27,12 @@ class Parser {
   void add(const std::string& name, const std::string& help, std::string* value, char alias = 0);
   // A switch: `--cpu` sets it true; `--cpu=false` / `--no-cpu` set it false.
   void add(const std::string& name, const std::string& help, bool* value, char alias = 0);
+  // Optional targets stay empty unless the flag is given ("unset" is not the same as a default,
+  // so a config file can fill what the command line left open); --help shows no default for them.
+  void add(const std::string& name, const std::string& help, std::optional<int>* value, char alias = 0);
+  void add(const std::string& name, const std::string& help, std::optional<double>* value, char alias = 0);
+  void add(const std::string& name, const std::string& help, std::optional<std::string>* value, char alias = 0);
+  void add(const std::string& name, const std::string& help, std::optional<bool>* value, char alias = 0);
   // Accept positional arguments (collected in positionals()); everything after the first
   // positional, or after `--`, is positional when `stop_at_first` (as `brisk launch PROGRAM ARGS`).
   void allow_positionals(const std::string& usage, bool stop_at_first = false);
@@ -41,7 +48,8 @@ class Parser {
   std::string help() const;
 
  private:
-  using Target = std::variant<int*, int64_t*, uint64_t*, double*, std::string*, bool*>;
+  using Target = std::variant<int*, int64_t*, uint64_t*, double*, std::string*, bool*, std::optional<int>*,
+                              std::optional<double>*, std::optional<std::string>*, std::optional<bool>*>;
   struct Flag {
     std::string name;  // canonical, with '_'
     std::string help;
@@ -53,6 +61,7 @@ class Parser {
   void add_flag(const std::string& name, const std::string& help, Target t, char alias, std::string default_text);
   Flag* find(const std::string& name);
   bool set(Flag& f, const std::string& value, std::string& error);
+  static bool is_switch(const Flag& f);
   bool fail(const std::string& msg);
 
   std::string program_, description_, positional_usage_;

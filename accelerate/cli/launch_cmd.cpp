@@ -1,0 +1,147 @@
+// `brisk launch [options] PROGRAM [ARGS]`: flags over the config file over defaults, then exec
+// OpenMPI's mpirun (or the program itself for one process) with the command build_launch_command made.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "brisk/accelerate/config.h"
+#include "brisk/accelerate/host.h"
+#include "brisk/accelerate/launch.h"
+#include "brisk/core/cli.h"
+#include "brisk/core/error.h"
+#include "commands.h"
+
+namespace brisk::cli_commands {
+
+using namespace brisk::accelerate;
+
+int fail(const std::string& command, const std::string& message) {
+  // Library errors name their op ("launch: ..."); do not repeat it after "brisk launch: ".
+  std::string text = message;
+  std::string op = command.substr(command.rfind(' ') + 1) + ": ";
+  if (text.rfind(op, 0) == 0) text = text.substr(op.size());
+  std::fprintf(stderr, "%s: %s\n", command.c_str(), text.c_str());
+  return 1;
+}
+
+// The config file in force: --config_file (must exist), else the default path when it exists.
+// Returns the path read (empty when none) and fills `out`.
+std::string read_config(const std::string& given_path, accelerate::Config& out) {
+  if (!given_path.empty()) {
+    out = load_config(given_path);
+    return given_path;
+  }
+  std::string path = default_config_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "";
+  out = load_config(path);
+  return path;
+}
+
+std::string default_config_hint() {
+  try {
+    return default_config_path();
+  } catch (const brisk::Error&) {
+    return "~/.config/brisk/default_config.yaml";
+  }
+}
+
+int launch(int argc, char** argv) {
+  const std::string me = argv[0];
+  cli::Parser p(me,
+                "Starts PROGRAM as N processes with OpenMPI's mpirun (a single process runs directly, no\n"
+                "OpenMPI needed), passes the settings on as BRISK_* environment variables, stops every\n"
+                "process when one fails and exits with the program's status. Flags override the config file\n"
+                "(`brisk config` writes it; default " +
+                    default_config_hint() + ").");
+  Config flags;  // only what the command line sets; the config file and defaults fill the rest
+  std::string config_file, mpirun_args;
+  bool tag_output = false, dry_run = false;
+  p.add("num_processes", "processes to start (default: the config's, else one per GPU, else 2)", &flags.num_processes,
+        'n');
+  p.add("num_machines", "hosts in the job (more than 1 needs --hostfile) (default: 1)", &flags.num_machines);
+  p.add("hostfile", "OpenMPI hostfile: one 'HOST slots=N' line per machine", &flags.hostfile);
+  p.add("mixed_precision", "no, fp16 or bf16 (BRISK_MIXED_PRECISION)", &flags.mixed_precision);
+  p.add("cpu", "run on the CPU even where GPUs are present (BRISK_CPU=1)", &flags.use_cpu);
+  p.add("gpu_ids", "GPUs to use, e.g. 0,1 (sets CUDA_VISIBLE_DEVICES; default all)", &flags.gpu_ids);
+  p.add("config_file", "config to read instead of the default one", &config_file);
+  p.add("timeout", "seconds a collective may take before the job fails (BRISK_TIMEOUT_SECONDS)", &flags.timeout);
+  p.add("debug", "ranks check they call the same collectives (BRISK_DEBUG=1)", &flags.debug);
+  p.add("tag_output", "prefix each output line with [job,rank]", &tag_output);
+  p.add("mpirun_args", "extra arguments for mpirun, split at spaces (e.g. \"--mca plm_rsh_agent ssh\")", &mpirun_args);
+  p.add("dry_run", "print the command (and the variables it sets) instead of running it", &dry_run);
+  p.allow_positionals("PROGRAM [ARGS...]", /*stop_at_first=*/true);
+  if (!p.parse(argc, argv)) return p.exit_code();
+  if (p.positionals().empty())
+    return fail(me, "no program given\nusage: " + me + " [options] PROGRAM [ARGS...]   (see '" + me + " --help')");
+
+  LaunchSettings settings;
+  HostFacts host;
+  try {
+    validate(flags, "");
+    Config file;
+    std::string used = read_config(config_file, file);
+    Config merged = merge(flags, file);
+    // Counting GPUs starts the CUDA runtime: only do it when the process count depends on it.
+    host = {::geteuid() == 0, usable_cpu_cores(),
+            merged.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false)
+                ? 0
+                : usable_gpu_count()};
+    settings = resolve_launch(merged, host);
+    settings.config_file = used;
+  } catch (const brisk::Error& e) {
+    return fail(me, e.message());
+  }
+  settings.tag_output = tag_output;
+  std::istringstream extra(mpirun_args);
+  for (std::string word; extra >> word;) settings.mpirun_args.push_back(word);
+  if (!settings.hostfile.empty() && ::access(settings.hostfile.c_str(), R_OK) != 0)
+    return fail(me, "cannot read hostfile '" + settings.hostfile + "': " + std::strerror(errno));
+
+  const std::vector<std::string>& program = p.positionals();
+  std::string resolved = find_program(program[0]);
+  if (resolved.empty()) {
+    if (program[0].find('/') != std::string::npos)
+      return fail(me,
+                  "cannot run '" + program[0] + "': " +
+                      (::access(program[0].c_str(), F_OK) == 0 ? "it is not executable (chmod +x?)" : "no such file"));
+    return fail(me, "program '" + program[0] + "' not found on PATH; give its path, e.g. ./" + program[0]);
+  }
+
+  std::string mpirun = find_mpirun();
+  LaunchCommand cmd =
+      build_launch_command(settings, host, program, current_environment(), mpirun.empty() ? "mpirun" : mpirun);
+  if (dry_run) {
+    for (const auto& [k, v] : cmd.env) std::printf("%s ", shell_join({k + "=" + v}).c_str());
+    std::printf("%s\n", shell_join(cmd.argv).c_str());
+    return 0;
+  }
+  if (cmd.uses_mpirun) {
+    const char* override_path = std::getenv("BRISK_MPIRUN");
+    if (mpirun.empty() && override_path && *override_path)
+      return fail(me, std::string("BRISK_MPIRUN is '") + override_path + "', which is not an executable program");
+    if (mpirun.empty())
+      return fail(me,
+                  "mpirun not found: install OpenMPI (apt-get install openmpi-bin), or run a single process "
+                  "with -n 1, which needs no MPI");
+    std::string version = mpi_version(mpirun);
+    if (version.find("Open MPI") == std::string::npos)
+      return fail(me, "OpenMPI's mpirun is needed, but '" + mpirun + "' reports '" +
+                          (version.empty() ? std::string("nothing for --version") : version) +
+                          "'; install openmpi-bin or set BRISK_MPIRUN to OpenMPI's mpirun");
+  }
+  for (const auto& [k, v] : cmd.env) ::setenv(k.c_str(), v.c_str(), 1);
+  std::fflush(nullptr);
+  std::vector<char*> args;
+  for (const std::string& a : cmd.argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  return fail(me, "cannot start '" + cmd.argv[0] + "': " + std::strerror(errno));
+}
+
+}  // namespace brisk::cli_commands

@@ -1,0 +1,8 @@
+// The accelerate layer: launch configuration, host detection and launch command building
+// (the Accelerator joins later).
+#pragma once
+#include "brisk/accelerate/config.h"
+#include "brisk/accelerate/env_vars.h"
+#include "brisk/accelerate/host.h"
+#include "brisk/accelerate/launch.h"
+#include "brisk/accelerate/yaml.h"

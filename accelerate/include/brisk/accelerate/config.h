@@ -1,0 +1,67 @@
+// The launch configuration written by `brisk config` and read by `brisk launch` (and later by the
+// Accelerator): a flat YAML file whose keys follow Hugging Face Accelerate's where they mean the same.
+#pragma once
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "brisk/accelerate/yaml.h"
+
+namespace brisk::accelerate {
+
+// Every field is optional: unset is not the same as the default, so a flag, then the config file,
+// then brisk's default can each decide (merge()).
+struct Config {
+  std::optional<std::string> compute_environment;  // LOCAL_MACHINE (the only one brisk knows)
+  std::optional<std::string> distributed_type;     // NO, MULTI_CPU or MULTI_GPU
+  std::optional<int> num_machines;                 // hosts in the job (>= 1)
+  std::optional<int> num_processes;                // processes over all hosts (>= 1)
+  std::optional<int> machine_rank;                 // this host's index, 0 .. num_machines-1
+  std::optional<std::string> main_process_ip;
+  std::optional<int> main_process_port;        // 1 .. 65535
+  std::optional<std::string> mixed_precision;  // no, fp16 or bf16
+  std::optional<std::string> gpu_ids;          // "all" or a comma list such as "0,1"
+  std::optional<bool> use_cpu;                 // run on the CPU even where GPUs are present
+  std::optional<bool> debug;                   // BRISK_DEBUG: collective signature checks
+  std::optional<std::string> hostfile;         // brisk: OpenMPI hostfile for multi-host jobs
+  std::optional<double> timeout;               // brisk: collective timeout in seconds
+
+  bool operator==(const Config&) const = default;
+};
+
+// One row of the key table that drives reading, writing, validation and `brisk config`'s flags.
+struct ConfigKey {
+  const char* name;
+  const char* help;
+  std::variant<std::optional<std::string> Config::*, std::optional<int> Config::*, std::optional<bool> Config::*,
+               std::optional<double> Config::*>
+      member;
+};
+const std::vector<ConfigKey>& config_keys();
+// "compute_environment, distributed_type, ..." for error messages.
+std::string valid_keys_text();
+
+// Throws brisk::Error naming the key, the bad value and what is allowed. `source` prefixes messages.
+void validate(const Config& c, const std::string& source = "config");
+
+// Field by field: `high` where set, else `low` (flags over file over defaults).
+Config merge(const Config& high, const Config& low);
+
+// YAML text <-> Config. Unknown keys are an error that names each of them and lists the valid keys.
+Config config_from_yaml(const std::string& text, const std::string& source);
+std::string config_to_yaml(const Config& c);  // only the keys that are set, in table order
+
+// $XDG_CONFIG_HOME/brisk/default_config.yaml, else $HOME/.config/brisk/default_config.yaml.
+std::string default_config_path();
+// Reads and validates a config file; throws when it is missing or wrong.
+Config load_config(const std::string& path);
+// Writes atomically (a temp file in the same folder, fsync, rename), creating the folder.
+void save_config(const Config& c, const std::string& path);
+
+// Valid values, shared by the CLI and the Accelerator.
+bool is_valid_mixed_precision(const std::string& s);  // no, fp16, bf16
+// "all" -> empty; "0,2" -> {0, 2}; throws on anything else (negative, repeated, not a number).
+std::vector<int> parse_gpu_ids(const std::string& s, const std::string& what = "gpu_ids");
+
+}  // namespace brisk::accelerate

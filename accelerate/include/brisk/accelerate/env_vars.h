@@ -1,0 +1,31 @@
+// The environment variables `brisk launch` sets in every process it starts (and forwards to
+// other hosts with mpirun's `-x`). A program's Accelerator reads them: what the program sets in
+// code wins, then these, then the defaults (REFERENCE.md, Accelerator "options").
+#pragma once
+
+namespace brisk::accelerate::env {
+
+// "1" in every process started by `brisk launch` (also with -n 1, where no mpirun is used).
+inline constexpr const char* kLaunched = "BRISK_LAUNCHED";
+// "no", "fp16" or "bf16": --mixed_precision / the config's mixed_precision.
+inline constexpr const char* kMixedPrecision = "BRISK_MIXED_PRECISION";
+// "1" to run on the CPU even where GPUs are present: --cpu / the config's use_cpu.
+inline constexpr const char* kCpu = "BRISK_CPU";
+// Seconds a collective may take before it fails (default 600): --timeout / the config's timeout.
+inline constexpr const char* kTimeoutSeconds = "BRISK_TIMEOUT_SECONDS";
+// "1": ranks compare each collective's signature before running it: --debug / the config's debug.
+inline constexpr const char* kDebug = "BRISK_DEBUG";
+// The number of machines the job spans: --num_machines / the config's num_machines.
+inline constexpr const char* kNumMachines = "BRISK_NUM_MACHINES";
+// Where the main process listens, when the config names it (main_process_ip / main_process_port);
+// OpenMPI bootstraps brisk jobs, so these are informational unless a backend wants its own rendezvous.
+inline constexpr const char* kMainProcessIp = "BRISK_MAIN_PROCESS_IP";
+inline constexpr const char* kMainProcessPort = "BRISK_MAIN_PROCESS_PORT";
+// The config file the launch read (absent when none was found).
+inline constexpr const char* kConfigFile = "BRISK_CONFIG_FILE";
+
+// Besides these, `brisk launch` forwards every BRISK_* variable already in its environment, sets
+// CUDA_VISIBLE_DEVICES from --gpu_ids, and sets OMP_NUM_THREADS to (cores / processes per host)
+// unless it is already set, so N processes do not each start one OpenMP thread per core.
+
+}  // namespace brisk::accelerate::env

@@ -1,0 +1,231 @@
+// The launch configuration file: key table, validation, YAML conversion, atomic save.
+#include "brisk/accelerate/config.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "brisk/core/error.h"
+
+namespace brisk::accelerate {
+
+namespace fs = std::filesystem;
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = {
+      {"compute_environment", "where the job runs: LOCAL_MACHINE", &Config::compute_environment},
+      {"distributed_type", "NO (one process), MULTI_CPU or MULTI_GPU", &Config::distributed_type},
+      {"num_machines", "hosts in the job", &Config::num_machines},
+      {"num_processes", "processes over all hosts", &Config::num_processes},
+      {"machine_rank", "this host's index (0 .. num_machines-1)", &Config::machine_rank},
+      {"main_process_ip", "address of the host running rank 0", &Config::main_process_ip},
+      {"main_process_port", "port on the main host", &Config::main_process_port},
+      {"mixed_precision", "no, fp16 or bf16", &Config::mixed_precision},
+      {"gpu_ids", "GPUs to use: all, or a comma list such as 0,1 (sets CUDA_VISIBLE_DEVICES)", &Config::gpu_ids},
+      {"use_cpu", "run on the CPU even where GPUs are present", &Config::use_cpu},
+      {"debug", "check that ranks call the same collectives (BRISK_DEBUG=1)", &Config::debug},
+      {"hostfile", "OpenMPI hostfile listing the hosts of a multi-host job", &Config::hostfile},
+      {"timeout", "seconds a collective may take before the job fails", &Config::timeout},
+  };
+  return keys;
+}
+
+std::string valid_keys_text() {
+  std::string s;
+  for (const ConfigKey& k : config_keys()) s += (s.empty() ? "" : ", ") + std::string(k.name);
+  return s;
+}
+
+bool is_valid_mixed_precision(const std::string& s) { return s == "no" || s == "fp16" || s == "bf16"; }
+
+std::vector<int> parse_gpu_ids(const std::string& s, const std::string& what) {
+  if (s == "all") return {};
+  std::vector<int> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t a = item.find_first_not_of(' '), b = item.find_last_not_of(' ');
+    item = a == std::string::npos ? "" : item.substr(a, b - a + 1);
+    bool digits = !item.empty() && item.size() < 6;
+    for (char c : item) digits &= c >= '0' && c <= '9';
+    BRISK_CHECK(digits, what, ": expected 'all' or a comma list of GPU indices such as 0,1, got '", s, "'");
+    int id = std::stoi(item);
+    for (int old : ids) BRISK_CHECK(old != id, what, ": GPU ", id, " is listed twice in '", s, "'");
+    ids.push_back(id);
+  }
+  BRISK_CHECK(!ids.empty(), what, ": expected 'all' or a comma list of GPU indices such as 0,1, got '", s, "'");
+  return ids;
+}
+
+void validate(const Config& c, const std::string& source) {
+  auto where = [&](const char* key) { return source.empty() ? std::string(key) : source + ": " + key; };
+  if (c.compute_environment)
+    BRISK_CHECK(*c.compute_environment == "LOCAL_MACHINE", where("compute_environment"), ": '", *c.compute_environment,
+                "' is not supported; brisk runs on LOCAL_MACHINE");
+  if (c.distributed_type) {
+    const std::string& d = *c.distributed_type;
+    BRISK_CHECK(d == "NO" || d == "MULTI_CPU" || d == "MULTI_GPU", where("distributed_type"),
+                ": expected NO, MULTI_CPU or MULTI_GPU, got '", d, "'");
+  }
+  if (c.num_machines)
+    BRISK_CHECK(*c.num_machines >= 1, where("num_machines"), ": must be at least 1, got ", *c.num_machines);
+  if (c.num_processes)
+    BRISK_CHECK(*c.num_processes >= 1, where("num_processes"), ": must be at least 1, got ", *c.num_processes);
+  if (c.num_processes && c.num_machines)
+    BRISK_CHECK(*c.num_processes >= *c.num_machines, where("num_processes"), ": ", *c.num_processes,
+                " processes cannot fill ", *c.num_machines, " machines (need at least one per machine)");
+  if (c.distributed_type && *c.distributed_type == "NO" && c.num_processes)
+    BRISK_CHECK(*c.num_processes == 1, where("distributed_type"), ": NO means one process, but num_processes is ",
+                *c.num_processes, "; set distributed_type to MULTI_CPU or MULTI_GPU");
+  if (c.machine_rank) {
+    BRISK_CHECK(*c.machine_rank >= 0, where("machine_rank"), ": must not be negative, got ", *c.machine_rank);
+    if (c.num_machines)
+      BRISK_CHECK(*c.machine_rank < *c.num_machines, where("machine_rank"), ": ", *c.machine_rank,
+                  " is not below num_machines (", *c.num_machines, ")");
+  }
+  if (c.main_process_port)
+    BRISK_CHECK(*c.main_process_port >= 1 && *c.main_process_port <= 65535, where("main_process_port"),
+                ": expected a port in 1..65535, got ", *c.main_process_port);
+  if (c.mixed_precision)
+    BRISK_CHECK(is_valid_mixed_precision(*c.mixed_precision), where("mixed_precision"),
+                ": expected no, fp16 or bf16, got '", *c.mixed_precision, "'");
+  if (c.gpu_ids) parse_gpu_ids(*c.gpu_ids, where("gpu_ids"));
+  if (c.hostfile) BRISK_CHECK(!c.hostfile->empty(), where("hostfile"), ": empty path");
+  if (c.timeout)
+    BRISK_CHECK(std::isfinite(*c.timeout) && *c.timeout > 0, where("timeout"),
+                ": expected a positive number of seconds, got ", *c.timeout);
+}
+
+Config merge(const Config& high, const Config& low) {
+  Config out = low;
+  for (const ConfigKey& k : config_keys())
+    std::visit(
+        [&](auto member) {
+          if ((high.*member).has_value()) out.*member = high.*member;
+        },
+        k.member);
+  return out;
+}
+
+Config config_from_yaml(const std::string& text, const std::string& source) {
+  yaml::Document doc = yaml::parse(text, source);
+  std::vector<std::string> unknown;
+  for (const auto& [key, v] : doc) {
+    bool known = false;
+    for (const ConfigKey& k : config_keys()) known |= key == k.name;
+    if (!known) unknown.push_back("'" + key + "' (line " + std::to_string(v.line) + ")");
+  }
+  if (!unknown.empty()) {
+    std::string names;
+    for (const std::string& u : unknown) names += (names.empty() ? "" : ", ") + u;
+    BRISK_THROW(source, ": unknown key", unknown.size() > 1 ? "s " : " ", names, "; valid keys: ", valid_keys_text());
+  }
+  Config c;
+  for (const ConfigKey& k : config_keys()) {
+    const yaml::Value* v = yaml::find(doc, k.name);
+    if (!v || v->is_null()) continue;
+    std::string what = source + ":" + std::to_string(v->line) + ": " + k.name;
+    std::visit(
+        [&](auto member) {
+          using T = typename std::remove_reference_t<decltype(c.*member)>::value_type;
+          if constexpr (std::is_same_v<T, std::string>) {
+            c.*member = v->as_string(what);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            c.*member = v->as_bool(what);
+          } else if constexpr (std::is_same_v<T, int>) {
+            int64_t i = v->as_int(what);
+            BRISK_CHECK(i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max(), what, ": ", i,
+                        " is out of range");
+            c.*member = static_cast<int>(i);
+          } else {
+            c.*member = v->as_double(what);
+          }
+        },
+        k.member);
+  }
+  validate(c, source);
+  return c;
+}
+
+std::string config_to_yaml(const Config& c) {
+  yaml::Document doc;
+  for (const ConfigKey& k : config_keys())
+    std::visit(
+        [&](auto member) {
+          const auto& field = c.*member;
+          if (!field) return;
+          using T = typename std::remove_reference_t<decltype(field)>::value_type;
+          if constexpr (std::is_same_v<T, std::string>) {
+            doc.emplace_back(k.name, yaml::Value::string(*field));
+          } else if constexpr (std::is_same_v<T, bool>) {
+            doc.emplace_back(k.name, yaml::Value::boolean(*field));
+          } else if constexpr (std::is_same_v<T, int>) {
+            doc.emplace_back(k.name, yaml::Value::integer(*field));
+          } else {
+            doc.emplace_back(k.name, yaml::Value::number(*field));
+          }
+        },
+        k.member);
+  return yaml::write(doc,
+                     "brisk launch configuration, written by `brisk config`.\n"
+                     "`brisk launch` reads it; its flags override these values.");
+}
+
+std::string default_config_path() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg && *xdg) return (fs::path(xdg) / "brisk" / "default_config.yaml").string();
+  const char* home = std::getenv("HOME");
+  BRISK_CHECK(home && *home, "config: neither XDG_CONFIG_HOME nor HOME is set; pass --config_file PATH");
+  return (fs::path(home) / ".config" / "brisk" / "default_config.yaml").string();
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BRISK_CHECK(in.good(), "config: cannot read '", path, "'; write one with `brisk config --config_file ", path, "`");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return config_from_yaml(ss.str(), path);
+}
+
+void save_config(const Config& c, const std::string& path) {
+  validate(c, path);
+  fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) {
+    fs::create_directories(target.parent_path(), ec);
+    BRISK_CHECK(!ec, "config: cannot create folder '", target.parent_path().string(), "': ", ec.message());
+  }
+  std::string text = config_to_yaml(c);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  BRISK_CHECK(fd >= 0, "config: cannot write '", tmp, "': ", std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string err = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      BRISK_THROW("config: writing '", tmp, "' failed: ", err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    BRISK_THROW("config: cannot replace '", path, "': ", err);
+  }
+}
+
+}  // namespace brisk::accelerate

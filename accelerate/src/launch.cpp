@@ -1,0 +1,147 @@
+// Building `brisk launch`'s command line (pure; the CLI only execs the result).
+#include "brisk/accelerate/launch.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "brisk/accelerate/env_vars.h"
+#include "brisk/core/error.h"
+
+extern char** environ;
+
+namespace brisk::accelerate {
+
+LaunchSettings resolve_launch(const Config& c, const HostFacts& host) {
+  validate(c, "launch");
+  LaunchSettings s;
+  s.num_machines = c.num_machines.value_or(1);
+  s.hostfile = c.hostfile.value_or("");
+  BRISK_CHECK(s.num_machines == 1 || !s.hostfile.empty(), "launch: num_machines is ", s.num_machines,
+              " but no hostfile was given: list the machines in a file, one 'HOST slots=N' per line, and pass "
+              "--hostfile FILE (or set hostfile in the config)");
+  s.mixed_precision = c.mixed_precision;
+  s.use_cpu = c.use_cpu;
+  if (c.gpu_ids) s.gpu_ids = parse_gpu_ids(*c.gpu_ids, "launch: gpu_ids");
+  s.timeout = c.timeout;
+  s.debug = c.debug;
+  s.main_process_ip = c.main_process_ip;
+  s.main_process_port = c.main_process_port;
+
+  bool cpu = c.use_cpu.value_or(false);
+  if (c.num_processes) {
+    s.num_processes = *c.num_processes;
+  } else if (!cpu && !s.gpu_ids.empty()) {
+    s.num_processes = static_cast<int>(s.gpu_ids.size()) * s.num_machines;
+  } else if (!cpu && host.gpu_count > 0 && c.distributed_type.value_or("") != "MULTI_CPU") {
+    s.num_processes = host.gpu_count * s.num_machines;
+  } else if (c.distributed_type.value_or("") == "NO") {
+    s.num_processes = 1;
+  } else {
+    s.num_processes = 2;
+  }
+  BRISK_CHECK(s.num_processes >= s.num_machines, "launch: ", s.num_processes, " processes cannot fill ", s.num_machines,
+              " machines; pass -n with at least one process per machine");
+  return s;
+}
+
+LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& host,
+                                   const std::vector<std::string>& program, const EnvList& environment,
+                                   const std::string& mpirun) {
+  BRISK_CHECK(!program.empty(), "launch: no program given; usage: brisk launch [options] PROGRAM [ARGS]");
+  BRISK_CHECK(s.num_processes >= 1, "launch: num_processes must be at least 1, got ", s.num_processes);
+  auto inherited = [&](const std::string& name) -> const std::string* {
+    for (const auto& [k, v] : environment)
+      if (k == name) return &v;
+    return nullptr;
+  };
+
+  LaunchCommand cmd;
+  auto set = [&](const std::string& name, const std::string& value) { cmd.env.emplace_back(name, value); };
+  set(env::kLaunched, "1");
+  set(env::kNumMachines, std::to_string(s.num_machines));
+  if (s.mixed_precision) set(env::kMixedPrecision, *s.mixed_precision);
+  if (s.use_cpu) set(env::kCpu, *s.use_cpu ? "1" : "0");
+  if (s.timeout) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", *s.timeout);
+    set(env::kTimeoutSeconds, buf);
+  }
+  if (s.debug) set(env::kDebug, *s.debug ? "1" : "0");
+  if (s.main_process_ip) set(env::kMainProcessIp, *s.main_process_ip);
+  if (s.main_process_port) set(env::kMainProcessPort, std::to_string(*s.main_process_port));
+  if (!s.config_file.empty()) set(env::kConfigFile, s.config_file);
+  if (!s.gpu_ids.empty()) {
+    std::string ids;
+    for (int id : s.gpu_ids) {
+      if (!ids.empty()) ids += ',';
+      ids += std::to_string(id);
+    }
+    set("CUDA_VISIBLE_DEVICES", ids);
+  }
+  // N processes each starting one OpenMP thread per core would fight over the cores.
+  int per_host = (s.num_processes + s.num_machines - 1) / s.num_machines;
+  if (!inherited("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", std::to_string(std::max(1, host.cpu_cores / per_host)));
+
+  bool single_host = s.num_machines == 1 && s.hostfile.empty();
+  if (s.num_processes == 1 && single_host && !s.tag_output) {
+    cmd.argv = program;
+    return cmd;
+  }
+
+  cmd.uses_mpirun = true;
+  std::vector<std::string>& a = cmd.argv;
+  a.push_back(mpirun);
+  if (host.is_root) a.push_back("--allow-run-as-root");
+  a.insert(a.end(), {"-n", std::to_string(s.num_processes)});
+  if (single_host && s.num_processes > host.cpu_cores) a.push_back("--oversubscribe");
+  if (!s.hostfile.empty()) a.insert(a.end(), {"--hostfile", s.hostfile});
+  if (s.tag_output) a.push_back("--tag-output");
+  a.insert(a.end(), {"--bind-to", "none"});
+  if (single_host) {
+    // Shared memory between local ranks; TCP (and OpenMPI's own out-of-band channel) on loopback
+    // only, so a host without a usable network, or with several interfaces, still works.
+    a.insert(a.end(), {"--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", "lo", "--mca",
+                       "oob_tcp_if_include", "lo"});
+  }
+  std::vector<std::string> forward;
+  for (const auto& [k, v] : cmd.env) forward.push_back(k);
+  for (const auto& [k, v] : environment)
+    if (k.rfind("BRISK_", 0) == 0 || k == "OMP_NUM_THREADS") forward.push_back(k);
+  std::sort(forward.begin(), forward.end());
+  forward.erase(std::unique(forward.begin(), forward.end()), forward.end());
+  for (const std::string& name : forward) a.insert(a.end(), {"-x", name});
+  a.insert(a.end(), s.mpirun_args.begin(), s.mpirun_args.end());
+  a.insert(a.end(), program.begin(), program.end());
+  return cmd;
+}
+
+EnvList current_environment() {
+  EnvList out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) out.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return out;
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    bool plain = !a.empty();
+    for (char c : a)
+      plain &= std::isalnum(static_cast<unsigned char>(c)) || std::string("-_./=:,+@%").find(c) != std::string::npos;
+    if (!out.empty()) out += ' ';
+    if (plain) {
+      out += a;
+    } else {
+      out += '\'';
+      for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      out += '\'';
+    }
+  }
+  return out;
+}
+
+}  // namespace brisk::accelerate
