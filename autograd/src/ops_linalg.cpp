@@ -2,6 +2,7 @@
 // transposed views (read in place by the GEMM, never copied).
 #include "brisk/autograd/ops_linalg.h"
 
+#include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
@@ -30,7 +31,9 @@ Tensor reshaped(const Tensor& t, const Shape& sizes) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autograd::autocast(a_in, AutocastCategory::LowerPrecision);
+  const Tensor b = autograd::autocast(b_in, AutocastCategory::LowerPrecision);
   Tensor out = kernels::matmul(a, b);
   if (!autograd::any_requires_grad({&a, &b})) return out;
   record("matmul", {a, b}, out, [a, b](const GradCtx& g) -> std::vector<Tensor> {
@@ -63,7 +66,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::LowerPrecision);
+  const Tensor weight = autograd::autocast(weight_in, AutocastCategory::LowerPrecision);
+  const Tensor bias = autograd::autocast(bias_in, AutocastCategory::LowerPrecision);
   Tensor out = kernels::linear(x, weight, bias);
   if (!autograd::any_requires_grad({&x, &weight, &bias})) return out;
   record("linear", {x, weight, bias}, out, [x, weight](const GradCtx& g) -> std::vector<Tensor> {

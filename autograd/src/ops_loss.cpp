@@ -3,6 +3,7 @@
 // binary_cross_entropy_with_logits has its own closure for a gradient exact at x == 0.
 #include "brisk/autograd/ops_loss.h"
 
+#include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
 #include "brisk/autograd/ops_elementwise.h"
 #include "brisk/autograd/ops_reduce.h"
@@ -60,8 +61,11 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_id
   return out;
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
+  const Tensor weight = autograd::autocast(weight_in, AutocastCategory::Fp32);
+  const Tensor bias = autograd::autocast(bias_in, AutocastCategory::Fp32);
   kernels::LayerNormResult r = kernels::layer_norm(x, normalized_shape, weight, bias, eps);
   if (!autograd::any_requires_grad({&x, &weight, &bias})) return r.y;
   Tensor mean = r.mean, rstd = r.rstd;
@@ -84,7 +88,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   return r.y;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& o) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const CrossEntropyOptions& o) {
+  const Tensor logits = autograd::autocast(logits_in, AutocastCategory::Fp32);
   const Reduction red = kernels::reduction_from_name(o.reduction, "cross_entropy");
   kernels::ClassLossResult r = kernels::cross_entropy(logits, targets, o.ignore_index, o.label_smoothing, red);
   if (!autograd::any_requires_grad({&logits})) return r.loss;
@@ -99,7 +104,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
   return r.loss;
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const CrossEntropyOptions& o) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const CrossEntropyOptions& o) {
+  const Tensor log_probs = autograd::autocast(log_probs_in, AutocastCategory::Fp32);
   BRISK_CHECK(o.label_smoothing == 0.0, "nll_loss: label_smoothing is not supported (got ", o.label_smoothing,
               "); use cross_entropy");
   const Reduction red = kernels::reduction_from_name(o.reduction, "nll_loss");
@@ -113,19 +119,25 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const CrossEntro
   return r.loss;
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, std::string_view reduction) {
+  const Tensor input = autograd::autocast(input_in, AutocastCategory::Fp32);
+  const Tensor target = autograd::autocast(target_in, AutocastCategory::Fp32);
   const Reduction red = kernels::reduction_from_name(reduction, "mse_loss");
   check_pair("mse_loss", input, target);
   return reduce(square(input - target), red);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, std::string_view reduction) {
+Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, std::string_view reduction) {
+  const Tensor input = autograd::autocast(input_in, AutocastCategory::Fp32);
+  const Tensor target = autograd::autocast(target_in, AutocastCategory::Fp32);
   const Reduction red = kernels::reduction_from_name(reduction, "l1_loss");
   check_pair("l1_loss", input, target);
   return reduce(abs(input - target), red);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, std::string_view reduction) {
+Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& targets_in, std::string_view reduction) {
+  const Tensor logits = autograd::autocast(logits_in, AutocastCategory::Fp32);
+  const Tensor targets = autograd::autocast(targets_in, AutocastCategory::Fp32);
   const char* op = "binary_cross_entropy_with_logits";
   const Reduction red = kernels::reduction_from_name(reduction, op);
   check_pair(op, logits, targets);

@@ -2,6 +2,7 @@
 #include "brisk/autograd/ops_nn.h"
 
 #include "brisk/autograd/grad_mode.h"
+#include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
 #include "brisk/kernels/conv.h"
 
@@ -10,7 +11,10 @@ namespace brisk {
 using autograd::GradCtx;
 using autograd::record;
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& o) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::LowerPrecision);
+  const Tensor weight = autograd::autocast(weight_in, AutocastCategory::LowerPrecision);
+  const Tensor bias = autograd::autocast(bias_in, AutocastCategory::LowerPrecision);
   Tensor y = kernels::conv2d(x, weight, bias, o);
   if (autograd::any_requires_grad({&x, &weight, &bias})) {
     // Saved as detached handles: the forward's inputs, not its output.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/reduce.h"
@@ -80,8 +81,9 @@ ValuesIndices pick_along_dim(const char* name, const Tensor& x, ValuesIndices r,
   return r;
 }
 
-Tensor var_std(const char* name, const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim,
+Tensor var_std(const char* name, const Tensor& x_in, const std::vector<int64_t>& dims, int64_t correction, bool keepdim,
                bool is_std) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = is_std ? kernels::std(x, dims, correction, keepdim) : kernels::var(x, dims, correction, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape ks = keep_shape(x.sizes(), dims);
@@ -101,7 +103,8 @@ Tensor var_std(const char* name, const Tensor& x, const std::vector<int64_t>& di
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = kernels::sum(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape in = x.sizes(), ks = keep_shape(in, dims);
@@ -110,7 +113,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return out;
 }
 
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor mean(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = kernels::mean(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape in = x.sizes(), ks = keep_shape(in, dims);
@@ -168,7 +172,8 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
   return var_std("std", x, dims, correction, keepdim, true);
 }
 
-Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = kernels::logsumexp(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape ks = keep_shape(x.sizes(), dims);
@@ -179,7 +184,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   return out;
 }
 
-Tensor cumsum(const Tensor& x, int64_t dim) {
+Tensor cumsum(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = kernels::cumsum(x, dim);
   if (!autograd::any_requires_grad({&x})) return out;
   record("cumsum", {x}, out,
@@ -191,7 +197,8 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
   return pick_along_dim("topk", x, kernels::topk(x, k, dim, largest, sorted), dim, /*keepdim=*/true);
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor y = kernels::softmax(x, dim);
   if (!autograd::any_requires_grad({&x})) return y;
   record("softmax", {x}, y, [dim, ys = y.detach()](const GradCtx& g) -> std::vector<Tensor> {
@@ -200,7 +207,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return y;
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor y = kernels::log_softmax(x, dim);
   if (!autograd::any_requires_grad({&x})) return y;
   record("log_softmax", {x}, y, [dim, ys = y.detach()](const GradCtx& g) -> std::vector<Tensor> {

@@ -16,6 +16,7 @@
 #include "brisk/autograd/autograd.h"
 #include "brisk/nn/nn.h"
 #include "brisk/optim/optim.h"
+#include "brisk/amp/amp.h"
 #include "brisk/data/data.h"
 #include "brisk/models/models.h"
 #include "brisk/accelerate/accelerate.h"

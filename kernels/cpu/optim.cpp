@@ -160,3 +160,32 @@ double max_abs(const std::vector<Tensor>& tensors) {
 }
 
 }  // namespace brisk::kernels
+
+namespace brisk::kernels {
+
+bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale) {
+  bool found = false;
+  for (const Tensor& g : grads) {
+    BRISK_CHECK(g.device().is_cpu() && g.is_contiguous(), "unscale_and_check_: needs contiguous CPU gradients, got shape ",
+                g.sizes(), " on ", g.device().str());
+    visit_float(g.dtype(), g.device(), "unscale_and_check_", [&](auto tag) {
+      using T = decltype(tag);
+      using A = acc_t<T>;
+      T* x = static_cast<T*>(g.data_ptr());
+      const A s = static_cast<A>(inv_scale);
+      const int64_t n = g.numel();
+      int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) {
+        A v = static_cast<A>(x[i]) * s;
+        bad |= !std::isfinite(static_cast<double>(v));
+        x[i] = static_cast<T>(v);
+      }
+      found |= bad != 0;
+    });
+    g.bump_version();
+  }
+  return found;
+}
+
+}  // namespace brisk::kernels

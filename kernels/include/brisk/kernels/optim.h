@@ -31,3 +31,9 @@ double sum_of_squares(const std::vector<Tensor>& tensors);
 double max_abs(const std::vector<Tensor>& tensors);
 
 }  // namespace brisk::kernels
+
+namespace brisk::kernels {
+// grads *= inv_scale in place, in one pass that also reports whether any element (before or
+// after scaling) is inf or NaN: the GradScaler's unscale step.
+bool unscale_and_check_(const std::vector<Tensor>& grads, double inv_scale);
+}  // namespace brisk::kernels

@@ -1,0 +1,27 @@
+// The autocast guard: inside its scope, matmul, linear, conv and attention run in f16 or bf16 and
+// softmax, log-softmax, losses, norms and reductions in f32; parameters stay f32.
+//
+//   { amp::Autocast ac(DType::BF16); loss = nn::cross_entropy(net(x), y); }
+//   loss.backward();   // outside the guard, as in PyTorch
+#pragma once
+#include <string>
+
+#include "brisk/core/autocast.h"
+
+namespace brisk::amp {
+
+class Autocast {
+ public:
+  explicit Autocast(DType dtype = DType::BF16, bool enabled = true);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  AutocastState prev_;
+};
+
+// "no" -> autocast off, "fp16" -> F16, "bf16" -> BF16; anything else throws naming the value.
+DType mixed_precision_dtype(const std::string& mixed_precision, bool* enabled);
+
+}  // namespace brisk::amp
