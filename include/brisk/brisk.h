@@ -14,4 +14,5 @@
 #include "brisk/nn/nn.h"
 #include "brisk/optim/optim.h"
 #include "brisk/models/models.h"
+#include "brisk/dist/dist.h"
 #include "brisk/version.h"
