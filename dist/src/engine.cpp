@@ -241,17 +241,28 @@ void ProcessGroupImpl::run_task(Task& task) {
       return;
     }
   }
+  auto set_in_backend = [&](bool v) {
+    std::lock_guard lk(m_);
+    in_backend_ = v;
+  };
+  set_in_backend(true);
+  Request req;
+  std::string error;
   try {
     if (debug_ && task.collective) check_signature(task.sig);
-    Request req = task.run();
-    if (req.active) {
-      std::lock_guard lk(m_);
-      inflight_.push_back(InFlight{task.work, req, Clock::now(), task.sig});
-    } else {
-      task.work->finish();
-    }
+    req = task.run();
   } catch (const std::exception& e) {
-    fail(message_of(e), task.work);
+    error = message_of(e);
+  }
+  // Out of the backend before anyone hears about it, so shutdown() knows nothing is stuck.
+  set_in_backend(false);
+  if (!error.empty()) {
+    fail(error, task.work);
+  } else if (req.active) {
+    std::lock_guard lk(m_);
+    inflight_.push_back(InFlight{task.work, req, Clock::now(), task.sig});
+  } else {
+    task.work->finish();
   }
 }
 
@@ -407,7 +418,7 @@ void ProcessGroupImpl::shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
     if (!threaded_) return;
-    if (poisoned_ && current_) {
+    if (poisoned_ && in_backend_) {
       std::fprintf(stderr,
                    "[brisk rank %d] dist: shutting down after an earlier failure (%s) while an operation is still "
                    "stuck inside the backend; aborting the job so that no rank waits forever\n",

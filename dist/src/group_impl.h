@@ -118,7 +118,8 @@ class ProcessGroupImpl {
   std::condition_variable cv_watch_;   // wakes the watchdog (to stop it)
   std::deque<Task> queue_;
   std::vector<InFlight> inflight_;
-  std::shared_ptr<WorkImpl> current_;  // the operation the communication thread is inside
+  std::shared_ptr<WorkImpl> current_;  // the operation the communication thread is running
+  bool in_backend_ = false;            // ... and it is inside the backend (or brisk's algorithm) now
   Signature current_sig_;
   std::chrono::steady_clock::time_point current_start_;
   int64_t next_seq_ = 0;     // collectives issued

@@ -46,9 +46,9 @@ enum class OnError : uint8_t { Abort, Throw };
 
 struct InitOptions {
   // Seconds a collective may take before it fails; unset: BRISK_TIMEOUT_SECONDS, else 600.
-  std::optional<double> timeout_seconds;
+  std::optional<double> timeout_seconds = std::nullopt;
   // Compare every collective's signature across ranks first; unset: BRISK_DEBUG=1.
-  std::optional<bool> debug;
+  std::optional<bool> debug = std::nullopt;
   OnError on_error = OnError::Abort;
   // "auto" (MPI when a launcher's environment is present, else a world of one), "mpi", "self".
   std::string backend = "auto";
