@@ -4,6 +4,7 @@
 // thread, so the caller's thread keeps computing while NCCL works.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <set>
@@ -225,6 +226,7 @@ class NcclTransport final : public Transport {
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
     bootstrap_.abort(code);
+    std::_Exit(code);  // not reached: the bootstrap transport ends the job
   }
 
  private:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one multi-process test: `mpirun -n NP PROGRAM ARGS` with the options every brisk test
-# uses (oversubscribed, unbound, TCP on loopback only, root allowed, one OpenMP thread), then
+# uses (oversubscribed, unbound, yielding, TCP on loopback only, root allowed, one OpenMP thread), then
 # checks the exit status, the elapsed time, the output, and that no process is left behind.
 #
 #   run_mpi.sh --np N --expect pass|fail [--grep REGEX]... [--max-seconds S] [--env K=V]...
@@ -22,8 +22,10 @@ done
 mpirun=${MPIEXEC:-mpirun}
 command -v "$mpirun" >/dev/null || { echo "run_mpi.sh: $mpirun not found: install openmpi-bin"; exit 2; }
 token="brisk_mp_token_$$_${RANDOM}${RANDOM}"
-opts=(-n "$np" --oversubscribe --bind-to none --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
-      -x OMP_NUM_THREADS=1)
+# yield_when_idle: a rank waiting in MPI gives its core away instead of spinning, which
+# matters when ranks (and other programs) outnumber the cores.
+opts=(-n "$np" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1
+      --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x OMP_NUM_THREADS=1)
 [[ $(id -u) -eq 0 ]] && opts+=(--allow-run-as-root)
 for e in ${envs[@]+"${envs[@]}"}; do export "$e"; opts+=(-x "${e%%=*}"); done
 out=$(mktemp)
