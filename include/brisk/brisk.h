@@ -19,5 +19,6 @@
 #include "brisk/amp/amp.h"
 #include "brisk/data/data.h"
 #include "brisk/models/models.h"
+#include "brisk/dist/dist.h"
 #include "brisk/accelerate/accelerate.h"
 #include "brisk/version.h"

@@ -1,0 +1,153 @@
+// All-reduce bandwidth, nccl-tests style: a size sweep for MPI's all-reduce and each of
+// brisk's algorithms (ring, recursive halving-doubling), run under mpirun:
+//
+//   mpirun -n 4 --oversubscribe ./build/bench/bench_allreduce --algos mpi,ring,rhd
+//
+// time = mean over a block of iterations of the slowest rank, the best of --repeats blocks
+// (timed interleaved with the other algorithms, so background load hits all alike);
+// algbw = bytes / time; busbw = algbw * 2(n-1)/n (the bytes each rank must send and
+// receive in a bandwidth-optimal all-reduce).
+#include <brisk/brisk.h>
+#include <brisk/core/cli.h>
+#include <brisk/kernels/elementwise.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace brisk;
+
+namespace {
+
+// "8", "64K", "16M", "1G" -> bytes.
+int64_t parse_bytes(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string unit = end ? end : "";
+  double mult = unit.empty() || unit == "B" ? 1
+                : (unit == "K" || unit == "KiB") ? 1024.0
+                : (unit == "M" || unit == "MiB") ? 1024.0 * 1024
+                : (unit == "G" || unit == "GiB") ? 1024.0 * 1024 * 1024
+                                                 : -1;
+  BRISK_CHECK(v > 0 && mult > 0, "bench_allreduce: cannot read size '", s, "' (examples: 8, 64K, 16M, 1G)");
+  return static_cast<int64_t>(v * mult);
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string algos = "mpi,ring,rhd", min_s = "8", max_s = "256M", dtype_s = "f32";
+  int iters = 20, warmup = 2, repeats = 3;
+  double step = 2;
+  bool check = true;
+  cli::Parser p("bench_allreduce",
+                "All-reduce bandwidth sweep (nccl-tests columns) for MPI and brisk's algorithms; run it under mpirun.");
+  p.add("algos", "comma-separated algorithms: mpi, ring, rhd", &algos);
+  p.add("min_bytes", "smallest message (suffixes K, M, G)", &min_s);
+  p.add("max_bytes", "largest message (suffixes K, M, G)", &max_s);
+  p.add("step_factor", "multiply the size by this each step", &step);
+  p.add("iters", "timed iterations per size (fewer for big sizes: at most ~2 GiB moved per measurement)", &iters);
+  p.add("warmup", "untimed iterations before each timed block", &warmup);
+  p.add("repeats", "timed blocks per size and algorithm (interleaved); the fastest is reported", &repeats);
+  p.add("dtype", "element type: f32, f16, bf16, i32, i64, u8, f64", &dtype_s);
+  p.add("check", "verify each algorithm's result once per size", &check);
+  if (!p.parse(argc, argv)) return p.exit_code();
+
+  try {
+    auto& pg = dist::init();
+    const int W = pg.size(), me = pg.rank();
+    const DType dt = dtype_from_name(dtype_s);
+    const int64_t es = static_cast<int64_t>(dtype_size(dt));
+    const int64_t lo = std::max(parse_bytes(min_s), es), hi = parse_bytes(max_s);
+    BRISK_CHECK(step > 1, "bench_allreduce: --step_factor must be > 1, got ", step);
+    std::vector<dist::Algorithm> list;
+    for (auto& a : split(algos)) list.push_back(dist::algorithm_from_name(a));
+
+    if (me == 0) {
+      char host[256] = {};
+      gethostname(host, sizeof(host));
+      std::time_t now = std::time(nullptr);
+      char date[64];
+      std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M", std::localtime(&now));
+      std::printf("# bench_allreduce: %d processes (%d on this host), backend %s, dtype %s, %s\n", W, pg.local_size(),
+                  pg.backend().c_str(), dtype_name(dt), date);
+      std::printf("# host %s: %s, %ld cores\n", host, cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
+      std::printf("# time: mean per iteration of the slowest rank, best of %d interleaved blocks; busbw = algbw * 2(n-1)/n\n",
+                  repeats);
+      std::printf("#%11s %12s %6s %6s %11s %11s %11s %7s\n", "size", "count", "type", "algo", "time(us)", "algbw(GB/s)",
+                  "busbw(GB/s)", "#wrong");
+    }
+    for (double sz = static_cast<double>(lo); sz <= static_cast<double>(hi) * 1.0001; sz *= step) {
+      const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(sz) / es);
+      const int64_t bytes = count * es;
+      // Fewer iterations for big messages: ~2 GiB through each measurement at most.
+      const int n_iter = static_cast<int>(std::clamp<int64_t>((int64_t{2} << 30) / bytes, 3, iters));
+      Tensor buf = zeros({count}, {.dtype = dt});  // zeros stay zeros: no overflow, no denormals
+      // Each repeat times every algorithm once, interleaved, so that a burst of load from
+      // other programs hits them alike; the best repeat is reported (noisy shared machines).
+      std::vector<double> best(list.size(), 1e300);
+      std::vector<int64_t> wrong(list.size(), 0);
+      for (size_t a = 0; a < list.size(); ++a) {
+        if (!check) break;
+        // every rank contributes rank+1: each element must become W(W+1)/2
+        Tensor c = full({count}, me + 1.0, {.dtype = dt});
+        pg.all_reduce(c, {.op = dist::ReduceOp::Sum, .algorithm = list[a]});
+        for (double x : kernels::cast(c, DType::F64).to_vector<double>()) wrong[a] += x != W * (W + 1) / 2.0;
+      }
+      for (int rep = 0; rep < repeats; ++rep) {
+        for (size_t a = 0; a < list.size(); ++a) {
+          dist::AllReduceOptions o{.op = dist::ReduceOp::Sum, .algorithm = list[a]};
+          for (int i = 0; i < warmup; ++i) pg.all_reduce(buf, o);
+          pg.barrier();
+          auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < n_iter; ++i) pg.all_reduce(buf, o);
+          double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n_iter;
+          Tensor slowest = from_vector<double>({us}, {1});
+          pg.all_reduce(slowest, {.op = dist::ReduceOp::Max, .algorithm = dist::Algorithm::Backend});
+          best[a] = std::min(best[a], slowest.item<double>());
+        }
+      }
+      Tensor w = from_vector<int64_t>(wrong, {static_cast<int64_t>(wrong.size())});
+      pg.all_reduce(w, {.op = dist::ReduceOp::Sum, .algorithm = dist::Algorithm::Backend});
+      auto wrong_all = w.to_vector<int64_t>();
+      for (size_t a = 0; a < list.size() && me == 0; ++a) {
+        double algbw = static_cast<double>(bytes) / (best[a] * 1e3);  // GB/s = bytes / us / 1e3
+        double busbw = algbw * 2.0 * (W - 1) / W;
+        std::printf("%12lld %12lld %6s %6s %11.1f %11.3f %11.3f %7lld\n", static_cast<long long>(bytes),
+                    static_cast<long long>(count), dtype_name(dt),
+                    list[a] == dist::Algorithm::Backend ? pg.backend().c_str() : dist::algorithm_name(list[a]), best[a],
+                    algbw, busbw, static_cast<long long>(wrong_all[a]));
+        std::fflush(stdout);
+      }
+    }
+    dist::finalize();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_allreduce: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

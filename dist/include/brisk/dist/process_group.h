@@ -1,0 +1,168 @@
+// ProcessGroup: collectives and point-to-point messages between the processes of one job,
+// on CPU tensors (MPI) and CUDA tensors (NCCL), with async Work handles, brisk's own
+// teaching algorithms, a debug mode that catches mismatched collectives, and timeouts.
+//
+//   auto& pg = dist::init();                    // reads mpirun / srun's environment
+//   Tensor g = ...;                              // contiguous, on the CPU
+//   pg.all_reduce(g, {.op = dist::ReduceOp::Avg});
+//   auto w = pg.all_reduce_async(h);             // runs on the communication thread
+//   ... compute ...
+//   w->wait();                                   // rethrows a failure
+//
+// Without a launcher's environment init() gives a world of one process and needs no MPI.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "brisk/core/tensor.h"
+#include "brisk/dist/launch_env.h"
+
+namespace brisk::dist {
+
+enum class ReduceOp : uint8_t { Sum, Avg, Max, Min, Prod };
+const char* reduce_op_name(ReduceOp op);
+
+// Who computes an all-reduce or a broadcast. Default: the environment variable
+// (BRISK_ALLREDUCE_ALGO=mpi|ring|rhd, BRISK_BROADCAST_ALGO=mpi|tree), else the backend's own.
+enum class Algorithm : uint8_t {
+  Default,
+  Backend,  // the backend's collective (MPI_Allreduce, ncclAllReduce ...)
+  Ring,     // all-reduce: ring reduce-scatter + ring all-gather (bandwidth-optimal)
+  Rhd,      // all-reduce: recursive halving (reduce-scatter) + recursive doubling (all-gather)
+  Tree,     // broadcast: binomial tree
+};
+const char* algorithm_name(Algorithm a);
+// "mpi" / "backend" / "nccl", "ring", "rhd", "tree", "default"; anything else throws naming the value.
+Algorithm algorithm_from_name(const std::string& name);
+
+// What happens when the group fails (a timeout, a debug-mode mismatch, a peer that left, an
+// MPI error). Abort (the default, like PyTorch's NCCL watchdog): print the error and abort the
+// whole job, so no rank is left waiting in a collective that can never finish. Throw: the
+// failing call (or Work::wait) throws brisk::Error and the group refuses further use.
+enum class OnError : uint8_t { Abort, Throw };
+
+struct InitOptions {
+  // Seconds a collective may take before it fails; unset: BRISK_TIMEOUT_SECONDS, else 600.
+  std::optional<double> timeout_seconds = std::nullopt;
+  // Compare every collective's signature across ranks first; unset: BRISK_DEBUG=1.
+  std::optional<bool> debug = std::nullopt;
+  OnError on_error = OnError::Abort;
+  // "auto" (MPI when a launcher's environment is present, else a world of one), "mpi", "self".
+  std::string backend = "auto";
+};
+
+struct AllReduceOptions {
+  ReduceOp op = ReduceOp::Sum;
+  Algorithm algorithm = Algorithm::Default;
+};
+struct BroadcastOptions {
+  int root = 0;
+  Algorithm algorithm = Algorithm::Default;
+};
+struct ReduceOptions {
+  int root = 0;
+  ReduceOp op = ReduceOp::Sum;
+};
+
+// The handle of an operation running on the communication thread (or stream).
+class Work {
+ public:
+  Work(std::string op, int64_t seq) : op_(std::move(op)), seq_(seq) {}
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  // Blocks until the operation finished; rethrows its failure as brisk::Error.
+  virtual void wait() = 0;
+  // True once it finished (successfully or not); never blocks.
+  virtual bool is_completed() const = 0;
+  // "all_reduce", "broadcast" ...; seq is the collective's sequence number (-1 for send/recv).
+  const std::string& op() const { return op_; }
+  int64_t seq() const { return seq_; }
+
+ private:
+  std::string op_;
+  int64_t seq_;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+namespace detail {
+class ProcessGroupImpl;
+}
+
+// Every tensor must be contiguous. Tensors on the CPU use the MPI backend; CUDA tensors use
+// NCCL when the build has it (else they are staged through pinned host memory). In place
+// where PyTorch is in place (all_reduce, broadcast, reduce on the root, recv).
+// Shapes: "(W*n, ...)" means W = size() blocks of the per-rank shape stacked along dim 0.
+class ProcessGroup {
+ public:
+  explicit ProcessGroup(std::unique_ptr<detail::ProcessGroupImpl> impl);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;
+  int local_size() const;
+  std::string backend() const;  // "mpi" or "self"
+  double timeout_seconds() const;
+  bool debug() const;
+
+  // t: any shape, in place on every rank.
+  void all_reduce(const Tensor& t, AllReduceOptions o = {});
+  WorkPtr all_reduce_async(const Tensor& t, AllReduceOptions o = {});
+  // t: any shape; the root's values land in every rank's t.
+  void broadcast(const Tensor& t, BroadcastOptions o = {});
+  WorkPtr broadcast_async(const Tensor& t, BroadcastOptions o = {});
+  // t: any shape; on the root t becomes the reduction, other ranks' t are left unchanged.
+  void reduce(const Tensor& t, ReduceOptions o = {});
+  WorkPtr reduce_async(const Tensor& t, ReduceOptions o = {});
+  // in: (n, ...) equal on all ranks; out: (W*n, ...), rank r's block at r.
+  void all_gather(const Tensor& out, const Tensor& in);
+  WorkPtr all_gather_async(const Tensor& out, const Tensor& in);
+  Tensor all_gather(const Tensor& in);  // allocates out (Accelerate's gather)
+  // in: (n_r, ...) where n_r may differ per rank (trailing dims must match); returns one
+  // tensor per rank (views into one buffer: concatenated along dim 0 it is rank order).
+  std::vector<Tensor> all_gather_uneven(const Tensor& in);
+  // in: (n, ...); on the root out is (W*n, ...), elsewhere out is ignored (may be undefined).
+  void gather(const Tensor& out, const Tensor& in, int root = 0);
+  WorkPtr gather_async(const Tensor& out, const Tensor& in, int root = 0);
+  // out: (n, ...); on the root in is (W*n, ...) and block r goes to rank r; elsewhere ignored.
+  void scatter(const Tensor& out, const Tensor& in, int root = 0);
+  WorkPtr scatter_async(const Tensor& out, const Tensor& in, int root = 0);
+  // in: (W*n, ...); out: (n, ...) = reduction over ranks of every rank's block r (this rank r).
+  void reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum);
+  WorkPtr reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum);
+  // in, out: (W*n, ...); in's block j goes to rank j; out's block j came from rank j.
+  void all_to_all(const Tensor& out, const Tensor& in);
+  WorkPtr all_to_all_async(const Tensor& out, const Tensor& in);
+  void barrier();
+  WorkPtr barrier_async();
+  // Point to point: t's bytes to / from one peer; shapes and dtypes must agree.
+  void send(const Tensor& t, int dst, int tag = 0);
+  void recv(const Tensor& t, int src, int tag = 0);
+  WorkPtr send_async(const Tensor& t, int dst, int tag = 0);
+  WorkPtr recv_async(const Tensor& t, int src, int tag = 0);
+
+  // Drains outstanding work, tells the other ranks this one is leaving, waits for them and
+  // shuts the backend down. Called by dist::finalize() and at exit.
+  void shutdown();
+  detail::ProcessGroupImpl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<detail::ProcessGroupImpl> impl_;
+};
+
+// The job-wide group ("world"). init() is idempotent: later calls return the same group
+// (their options are ignored).
+ProcessGroup& init(const InitOptions& options = {});
+bool is_initialized();
+// The group from init(); throws when init() was not called.
+ProcessGroup& world();
+// Shuts the world group down (also registered with atexit by init()).
+void finalize();
+
+}  // namespace brisk::dist

@@ -1,0 +1,473 @@
+// The communication thread, the watchdog, Work handles, debug-mode signature checks and the
+// failure policy of a ProcessGroup (see group_impl.h).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "group_impl.h"
+
+namespace brisk::dist::detail {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double env_timeout() {
+  const char* v = std::getenv("BRISK_TIMEOUT_SECONDS");
+  if (!v || !*v) return 600;
+  char* end = nullptr;
+  double s = std::strtod(v, &end);
+  BRISK_CHECK(end && *end == '\0' && s > 0, "dist::init: BRISK_TIMEOUT_SECONDS='", v,
+              "' is not a positive number of seconds");
+  return s;
+}
+
+bool env_debug() {
+  const char* v = std::getenv("BRISK_DEBUG");
+  if (!v) return false;
+  std::string s(v);
+  return s == "1" || s == "true" || s == "yes" || s == "on";
+}
+
+std::string message_of(const std::exception& e) {
+  if (auto* be = dynamic_cast<const Error*>(&e)) return be->message();
+  return e.what();
+}
+}  // namespace
+
+// --- Signature -----------------------------------------------------------------------------
+std::string Signature::str() const {
+  std::ostringstream os;
+  os << op;
+  if (seq >= 0) os << " #" << seq;
+  os << " (" << dtype_name(static_cast<DType>(dtype)) << ", [";
+  for (int i = 0; i < ndim; ++i) {
+    os << (i ? ", " : "");
+    if (dims[i] < 0) {
+      os << '*';
+    } else {
+      os << dims[i];
+    }
+  }
+  os << ']';
+  if (reduce_op >= 0) os << ", " << reduce_op_name(static_cast<ReduceOp>(reduce_op));
+  if (root >= 0) os << ", root " << root;
+  os << ')';
+  return os.str();
+}
+
+bool Signature::operator==(const Signature& o) const {
+  if (std::strncmp(op, o.op, sizeof(op)) != 0 || seq != o.seq || dtype != o.dtype || ndim != o.ndim ||
+      root != o.root || reduce_op != o.reduce_op)
+    return false;
+  for (int i = 0; i < ndim && i < 8; ++i)
+    if (dims[i] != o.dims[i]) return false;
+  return true;
+}
+
+// --- Work ---------------------------------------------------------------------------------
+void WorkImpl::wait() {
+  std::unique_lock lk(m_);
+  cv_.wait(lk, [&] { return done_; });
+  if (!error_.empty()) throw_error(error_, __FILE__, __LINE__);
+}
+
+bool WorkImpl::is_completed() const {
+  std::lock_guard lk(m_);
+  return done_;
+}
+
+void WorkImpl::finish() {
+  {
+    std::lock_guard lk(m_);
+    if (done_) return;
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+void WorkImpl::fail(const std::string& message) {
+  {
+    std::lock_guard lk(m_);
+    if (done_) return;
+    done_ = true;
+    error_ = message.empty() ? "failed" : message;
+  }
+  cv_.notify_all();
+}
+
+// --- construction ---------------------------------------------------------------------------
+ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o, std::function<std::unique_ptr<Transport>()> make_transport,
+                                   bool threaded)
+    : threaded_(threaded) {
+  timeout_s_ = o.timeout_seconds ? *o.timeout_seconds : env_timeout();
+  BRISK_CHECK(timeout_s_ > 0, "dist::init: timeout_seconds must be positive, got ", timeout_s_);
+  debug_ = o.debug ? *o.debug : env_debug();
+  on_error_ = o.on_error;
+  if (!threaded_) {
+    transport_ = make_transport();
+  } else {
+    // The transport is created on the communication thread: with MPI_THREAD_FUNNELED only
+    // the thread that called MPI_Init_thread may call MPI.
+    std::string init_error;
+    bool ready = false;
+    comm_ = std::thread([&, make_transport] {
+      std::unique_ptr<Transport> t;
+      try {
+        t = make_transport();
+      } catch (const std::exception& e) {
+        std::lock_guard lk(m_);
+        init_error = message_of(e);
+      }
+      {
+        std::lock_guard lk(m_);
+        transport_ = std::move(t);
+        ready = true;
+      }
+      cv_.notify_all();
+      if (transport_) comm_loop();
+    });
+    std::unique_lock lk(m_);
+    cv_.wait(lk, [&] { return ready; });
+    if (!transport_) {
+      lk.unlock();
+      comm_.join();
+      BRISK_THROW(init_error);
+    }
+  }
+  rank_ = transport_->rank();
+  size_ = transport_->size();
+  if (threaded_) watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+ProcessGroupImpl::~ProcessGroupImpl() {
+  shutdown();
+  if (watchdog_.joinable()) watchdog_.join();
+  if (comm_.joinable()) comm_.join();
+}
+
+// --- submission -----------------------------------------------------------------------------
+WorkPtr ProcessGroupImpl::submit(Signature sig, bool collective, Body run) {
+  if (!threaded_) {
+    // A world of one: nothing to wait for, run on the caller's thread.
+    BRISK_CHECK(!shut_down_, sig.op, ": the process group was shut down (dist::finalize)");
+    if (collective) sig.seq = next_seq_++;
+    auto work = std::make_shared<WorkImpl>(sig.op, sig.seq);
+    try {
+      Request r = run();
+      if (r.active) transport_->wait(r);
+      work->finish();
+    } catch (const std::exception& e) {
+      work->fail(message_of(e));
+    }
+    return work;
+  }
+  std::lock_guard lk(m_);
+  BRISK_CHECK(!shut_down_, sig.op, ": the process group was shut down (dist::finalize)");
+  if (collective) sig.seq = next_seq_++;
+  auto work = std::make_shared<WorkImpl>(sig.op, sig.seq);
+  if (poisoned_) {
+    work->fail(std::string(sig.op) + ": the process group is unusable after an earlier failure: " + poison_message_);
+    return work;
+  }
+  queue_.push_back(Task{work, sig, collective, std::move(run), {}});
+  cv_.notify_one();
+  return work;
+}
+
+void ProcessGroupImpl::run_control(std::function<void()> fn) {
+  auto work = std::make_shared<WorkImpl>("shutdown", -1);
+  {
+    std::lock_guard lk(m_);
+    queue_.push_back(Task{work, Signature{}, false, {}, std::move(fn)});
+  }
+  cv_.notify_one();
+  work->wait();
+}
+
+// --- the communication thread ----------------------------------------------------------------
+void ProcessGroupImpl::comm_loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lk(m_);
+      while (queue_.empty() && !stop_comm_) {
+        if (inflight_.empty()) {
+          cv_.wait(lk);
+        } else {
+          // Nonblocking sends/receives are outstanding: MPI only moves them while we are
+          // inside MPI, so poll them (briefly sleeping) until something new arrives.
+          lk.unlock();
+          poll_inflight();
+          lk.lock();
+          if (queue_.empty() && !stop_comm_) cv_.wait_for(lk, std::chrono::microseconds(50));
+        }
+      }
+      if (queue_.empty()) return;  // stop_comm_ and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      if (!task.control) {
+        current_ = task.work;
+        current_sig_ = task.sig;
+        current_start_ = Clock::now();
+        running_seq_ = task.collective ? task.sig.seq : -1;
+      }
+    }
+    run_task(task);
+    {
+      std::lock_guard lk(m_);
+      current_.reset();
+      running_seq_ = -1;
+    }
+    if (!inflight_.empty()) poll_inflight();
+  }
+}
+
+void ProcessGroupImpl::run_task(Task& task) {
+  if (task.control) {
+    try {
+      task.control();
+      task.work->finish();
+    } catch (const std::exception& e) {
+      task.work->fail(message_of(e));
+    }
+    return;
+  }
+  {
+    std::lock_guard lk(m_);
+    if (poisoned_) {
+      task.work->fail(std::string(task.sig.op) + ": the process group is unusable after an earlier failure: " +
+                      poison_message_);
+      return;
+    }
+  }
+  auto set_in_backend = [&](bool v) {
+    std::lock_guard lk(m_);
+    in_backend_ = v;
+  };
+  set_in_backend(true);
+  Request req;
+  std::string error;
+  try {
+    if (debug_ && task.collective) check_signature(task.sig);
+    req = task.run();
+  } catch (const std::exception& e) {
+    error = message_of(e);
+  }
+  // Out of the backend before anyone hears about it, so shutdown() knows nothing is stuck.
+  set_in_backend(false);
+  if (!error.empty()) {
+    fail(error, task.work);
+  } else if (req.active) {
+    std::lock_guard lk(m_);
+    inflight_.push_back(InFlight{task.work, req, Clock::now(), task.sig});
+  } else {
+    task.work->finish();
+  }
+}
+
+void ProcessGroupImpl::poll_inflight() {
+  std::vector<std::shared_ptr<WorkImpl>> done;
+  {
+    std::lock_guard lk(m_);
+    for (size_t i = 0; i < inflight_.size();) {
+      if (transport_->test(inflight_[i].req)) {
+        done.push_back(inflight_[i].work);
+        inflight_.erase(inflight_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+  for (auto& w : done) w->finish();
+}
+
+// Debug mode: every rank contributes its signature; all compare against rank 0's, so every
+// rank finds the same first mismatch and reports the same message.
+void ProcessGroupImpl::check_signature(const Signature& sig) {
+  std::vector<Signature> all(static_cast<size_t>(size_));
+  Signature mine = sig;
+  transport_->all_gather(&mine, all.data(), static_cast<int64_t>(sizeof(Signature)), DType::U8);
+  for (int i = 1; i < size_; ++i) {
+    if (!(all[static_cast<size_t>(i)] == all[0])) {
+      BRISK_THROW("collective mismatch (BRISK_DEBUG): rank 0 called ", all[0].str(), " but rank ", i, " called ",
+                  all[static_cast<size_t>(i)].str(),
+                  "; every rank must call the same collectives in the same order with the same dtype and shape");
+    }
+  }
+}
+
+// --- failures -------------------------------------------------------------------------------
+void ProcessGroupImpl::fail(const std::string& message, const std::shared_ptr<WorkImpl>& work) {
+  std::vector<std::shared_ptr<WorkImpl>> also;
+  {
+    std::lock_guard lk(m_);
+    if (!poisoned_) {
+      poisoned_ = true;
+      poison_message_ = message;
+    }
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->control) {
+        ++it;
+      } else {
+        also.push_back(it->work);
+        it = queue_.erase(it);
+      }
+    }
+    for (auto& f : inflight_) also.push_back(f.work);
+    inflight_.clear();
+  }
+  if (on_error_ == OnError::Abort) {
+    std::fprintf(stderr,
+                 "[brisk rank %d] dist error: %s\n[brisk rank %d] aborting the whole job (dist::OnError::Abort) so "
+                 "that no rank waits forever\n",
+                 rank_, message.c_str(), rank_);
+    std::fflush(stderr);
+    transport_->abort(1);
+  }
+  if (work) work->fail(message);
+  for (auto& w : also) w->fail(message);
+}
+
+void ProcessGroupImpl::collect_exits() {
+  std::vector<PeerExit> v;
+  {
+    std::lock_guard lk(exits_m_);
+    v = transport_->poll_exits();
+  }
+  if (v.empty()) return;
+  std::lock_guard lk(m_);
+  for (auto& e : v) peer_exits_[e.rank] = e.issued;
+}
+
+std::string ProcessGroupImpl::check_peer_exits_locked() {
+  if (peer_exits_.empty() || poisoned_) return {};
+  // The oldest collective this rank still needs every peer for.
+  int64_t waiting = running_seq_;
+  Signature sig = current_sig_;
+  if (waiting < 0) {
+    for (auto& t : queue_)
+      if (t.collective) {
+        waiting = t.sig.seq;
+        sig = t.sig;
+        break;
+      }
+  }
+  if (waiting < 0) return {};
+  for (auto& [peer, issued] : peer_exits_) {
+    if (issued <= waiting) {
+      std::ostringstream os;
+      os << "rank " << peer << " left the job (its program exited after issuing " << issued
+         << " collectives) while this rank waits in " << sig.str() << ", which it will never join";
+      return os.str();
+    }
+  }
+  return {};
+}
+
+void ProcessGroupImpl::watchdog_loop() {
+  const auto timeout = std::chrono::duration<double>(timeout_s_);
+  const bool poll = transport_->concurrent_polling();
+  for (;;) {
+    std::unique_lock lk(m_);
+    if (cv_watch_.wait_for(lk, std::chrono::milliseconds(20), [&] { return stop_watch_; })) return;
+    if (poisoned_) continue;
+    const auto now = Clock::now();
+    std::string message;
+    std::shared_ptr<WorkImpl> victim;
+    auto timed_out = [&](const Signature& sig, Clock::time_point start) {
+      std::ostringstream os;
+      os << sig.str() << " did not finish within the timeout of " << timeout_s_
+         << " s (dist::InitOptions::timeout_seconds / BRISK_TIMEOUT_SECONDS, started "
+         << std::chrono::duration<double>(now - start).count()
+         << " s ago): another rank is not taking part (it is stuck, or in a different collective: run with "
+            "BRISK_DEBUG=1 to check); an MPI collective cannot be cancelled, so the process group is now unusable";
+      return os.str();
+    };
+    if (current_ && now - current_start_ > timeout) {
+      message = timed_out(current_sig_, current_start_);
+      victim = current_;
+    }
+    for (auto& f : inflight_) {
+      if (message.empty() && now - f.start > timeout) {
+        message = timed_out(f.sig, f.start);
+        victim = f.work;
+      }
+    }
+    if (message.empty() && poll) {
+      lk.unlock();
+      collect_exits();
+      lk.lock();
+      message = check_peer_exits_locked();
+      victim = current_;
+    }
+    lk.unlock();
+    if (!message.empty()) fail(message, victim);
+  }
+}
+
+// --- shutdown ---------------------------------------------------------------------------------
+// The exit protocol. MPI_Finalize waits for every rank, so a rank that leaves while others
+// still wait in a collective would hang them all. Instead, a leaving rank (1) lets its queued
+// work finish, (2) tells every peer how many collectives it issued, (3) waits until every
+// peer said the same. A peer that waits in a later collective sees the notice and fails
+// (aborting the job by default) instead of hanging. Then MPI_Finalize is safe.
+void ProcessGroupImpl::shutdown() {
+  {
+    std::lock_guard lk(m_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    if (!threaded_) return;
+    if (poisoned_ && in_backend_) {
+      std::fprintf(stderr,
+                   "[brisk rank %d] dist: shutting down after an earlier failure (%s) while an operation is still "
+                   "stuck inside the backend; aborting the job so that no rank waits forever\n",
+                   rank_, poison_message_.c_str());
+      std::fflush(stderr);
+      transport_->abort(1);
+    }
+  }
+  int64_t issued = 0;
+  {
+    std::lock_guard lk(m_);
+    issued = next_seq_;
+  }
+  // (1) + (2): runs after everything queued before it.
+  run_control([&] {
+    for (;;) {  // outstanding sends/receives complete first (the watchdog times them out)
+      poll_inflight();
+      std::lock_guard lk(m_);
+      if (inflight_.empty() || poisoned_) break;
+    }
+    transport_->announce_exit(issued);
+  });
+  // (3), polled on the communication thread (the only thread allowed without MULTIPLE).
+  run_control([&] {
+    for (;;) {
+      collect_exits();
+      {
+        std::lock_guard lk(m_);
+        if (static_cast<int>(peer_exits_.size()) >= size_ - 1) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  {
+    std::lock_guard lk(m_);
+    stop_watch_ = true;
+  }
+  cv_watch_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  run_control([&] {
+    cuda_.clear();
+    transport_->finalize();
+  });
+  {
+    std::lock_guard lk(m_);
+    stop_comm_ = true;
+  }
+  cv_.notify_all();
+  if (comm_.joinable()) comm_.join();
+}
+
+}  // namespace brisk::dist::detail

@@ -1,0 +1,83 @@
+// Reads rank, world size, local rank and local world size from mpirun's, srun's or a PMIx
+// launcher's environment variables.
+#include "brisk/dist/launch_env.h"
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "brisk/core/error.h"
+
+namespace brisk::dist {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  BRISK_CHECK(end && *end == '\0' && x >= 0 && x < (1L << 30), "dist::detect_launch: environment variable ", name,
+              "='", v, "' is not a non-negative integer");
+  return static_cast<int>(x);
+}
+
+// Slurm writes tasks per node compressed: "2(x3),1" = 2, 2, 2, 1. Returns the entry of `node`.
+int slurm_tasks_on_node(const std::string& spec, int node) {
+  int index = 0;
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    int count = std::atoi(item.c_str());
+    int repeat = 1;
+    if (size_t x = item.find("(x"); x != std::string::npos) repeat = std::atoi(item.c_str() + x + 2);
+    BRISK_CHECK(count > 0 && repeat > 0, "dist::detect_launch: cannot parse SLURM_TASKS_PER_NODE='", spec, "'");
+    if (node < index + repeat) return count;
+    index += repeat;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  BRISK_THROW("dist::detect_launch: SLURM_TASKS_PER_NODE='", spec, "' has no entry for SLURM_NODEID=", node);
+}
+
+}  // namespace
+
+LaunchInfo detect_launch() {
+  LaunchInfo info;
+  if (env("OMPI_COMM_WORLD_SIZE")) {
+    info.launcher = "openmpi";
+    info.rank = env_int("OMPI_COMM_WORLD_RANK", 0);
+    info.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1);
+    info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    info.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+  } else if (env("SLURM_PROCID") && env_int("SLURM_NTASKS", 1) > 1) {
+    info.launcher = "slurm";
+    info.rank = env_int("SLURM_PROCID", 0);
+    info.world_size = env_int("SLURM_NTASKS", 1);
+    info.local_rank = env_int("SLURM_LOCALID", 0);
+    if (const char* per_node = env("SLURM_NTASKS_PER_NODE"); per_node && !env("SLURM_TASKS_PER_NODE")) {
+      info.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 1);
+    } else if (const char* spec = env("SLURM_TASKS_PER_NODE")) {
+      info.local_world_size = slurm_tasks_on_node(spec, env_int("SLURM_NODEID", 0));
+    } else {
+      info.local_world_size = info.world_size;
+    }
+  } else if (env("PMIX_RANK")) {
+    // PMIx exports only the rank; the MPI backend learns the rest when it starts.
+    info.launcher = "pmix";
+    info.rank = env_int("PMIX_RANK", 0);
+    info.world_size = env_int("PMIX_SIZE", 0);
+    info.local_rank = env_int("PMIX_LOCAL_RANK", 0);
+    info.local_world_size = env_int("PMIX_LOCAL_SIZE", 0);
+  }
+  BRISK_CHECK(info.world_size == 0 || info.rank < info.world_size, "dist::detect_launch: rank ", info.rank,
+              " is not below the world size ", info.world_size, " (launcher ", info.launcher, ")");
+  return info;
+}
+
+}  // namespace brisk::dist

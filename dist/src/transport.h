@@ -1,0 +1,105 @@
+// Transport: the raw layer under a ProcessGroup. It moves bytes between ranks and runs the
+// backend's own collectives on plain pointers; tensors, validation, threads, timeouts and
+// brisk's algorithms live above it. Implementations: SelfTransport (a world of one),
+// MpiTransport (libbrisk_dist_mpi.so, loaded on demand) and NcclTransport (CUDA builds).
+// Internal header: shared by libbrisk_dist and the MPI plugin, not installed.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brisk/core/dtype.h"
+#include "brisk/dist/process_group.h"
+
+namespace brisk::dist::detail {
+
+// Which message space a point-to-point call uses, so brisk's algorithms never match a
+// user's send/recv with the same peer and tag.
+enum class Channel : uint8_t { User, Algorithm };
+
+// An outstanding nonblocking send or receive (the backend's handle, e.g. an MPI_Request).
+struct Request {
+  void* handle = nullptr;
+  bool active = false;
+  bool is_recv = false;
+  int64_t bytes = 0;  // expected size of a receive, checked when it completes
+  int peer = -1;
+};
+
+// "Rank `rank` is leaving after issuing `issued` collectives" (see ProcessGroupImpl::shutdown).
+struct PeerExit {
+  int rank = 0;
+  int64_t issued = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const { return 0; }
+  virtual int local_size() const { return 1; }
+  // True when another thread may call poll_exits() while a collective runs (MPI_THREAD_MULTIPLE).
+  virtual bool concurrent_polling() const { return false; }
+
+  // --- collectives: every count `n` is in elements of dt; buffers are on the transport's
+  // device (host memory for MPI). ReduceOp::Avg never reaches a transport: the group sums
+  // and divides. Called from one thread at a time (the communication thread).
+  virtual void all_reduce(void* buf, int64_t n, DType dt, ReduceOp op) = 0;       // in place
+  virtual void broadcast(void* buf, int64_t n, DType dt, int root) = 0;           // in place
+  virtual void reduce(const void* in, void* out, int64_t n, DType dt, ReduceOp op, int root) = 0;
+  virtual void all_gather(const void* in, void* out, int64_t n, DType dt) = 0;    // out: size()*n
+  // Rank r contributes counts[r] elements; out holds them in rank order.
+  virtual void all_gather_v(const void* in, void* out, const std::vector<int64_t>& counts, DType dt) = 0;
+  virtual void gather(const void* in, void* out, int64_t n, DType dt, int root) = 0;
+  virtual void scatter(const void* in, void* out, int64_t n, DType dt, int root) = 0;
+  virtual void reduce_scatter(const void* in, void* out, int64_t n, DType dt, ReduceOp op) = 0;  // in: size()*n
+  virtual void all_to_all(const void* in, void* out, int64_t n, DType dt) = 0;    // both: size()*n
+  virtual void barrier() = 0;
+
+  // --- point to point, in bytes ----------------------------------------------------------
+  virtual Request isend(const void* buf, int64_t bytes, int peer, int tag, Channel ch) = 0;
+  virtual Request irecv(void* buf, int64_t bytes, int peer, int tag, Channel ch) = 0;
+  virtual void wait(Request& r) = 0;
+  // True (and r inactive) once r finished; never blocks.
+  virtual bool test(Request& r) = 0;
+  void wait_all(Request* rs, int count) {
+    for (int i = 0; i < count; ++i)
+      if (rs[i].active) wait(rs[i]);
+  }
+
+  // --- leaving and failing ------------------------------------------------------------------
+  // Tells every other rank this one is leaving after `issued` collectives (nonblocking).
+  virtual void announce_exit(int64_t issued) { (void)issued; }
+  // Notices received since the last call; never blocks.
+  virtual std::vector<PeerExit> poll_exits() { return {}; }
+  // Ends the whole job now (MPI_Abort); never returns.
+  [[noreturn]] virtual void abort(int code);
+  // Releases the backend (MPI_Finalize). The transport is unusable afterwards.
+  virtual void finalize() {}
+};
+
+// dst[i] = op(dst[i], src[i]) for n elements (Avg reduces as Sum). 16-bit floats are
+// combined in f32 and rounded once per call; integers wrap like MPI's (no UB on overflow).
+// dst and src: n contiguous elements of dt.
+void reduce_into(void* dst, const void* src, int64_t n, DType dt, ReduceOp op);
+// buf[i] /= divisor: the second half of an average (integers truncate toward zero).
+void divide_by(void* buf, int64_t n, DType dt, int divisor);
+// Throws unless dt is one of the dtypes collectives support (f64, f32, f16, bf16, i32, i64, u8).
+void check_collective_dtype(const char* op, DType dt);
+
+// Host memory for staging CUDA tensors (pinned in CUDA builds) and algorithm scratch.
+void* host_alloc(size_t bytes);
+void host_free(void* p);
+
+// A world of one process: collectives are identities (self_transport.cpp).
+std::unique_ptr<Transport> make_self_transport();
+
+// The signature of the function libbrisk_dist_mpi.so exports (extern "C"): creates the MPI
+// transport (MPI_Init_thread on the calling thread) or returns nullptr with a message in err.
+using CreateTransportFn = Transport* (*)(char* err, size_t err_len);
+inline constexpr const char* kMpiPluginSymbol = "brisk_dist_mpi_create_transport";
+
+}  // namespace brisk::dist::detail

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Two "hosts" on one machine: two network namespaces joined by a veth pair, each with its
+# own address (10.231.0.1 and .2) and, through unshare -u, its own host name. mpirun runs in
+# the first and starts its daemon in the second through a tiny remote agent that wraps
+# `ip netns exec` (in place of ssh), with a --hostfile naming both addresses: OpenMPI's
+# ordinary multi-host launch, over TCP on the veth pair only. Exits 77 (skipped) where
+# namespaces cannot be made (not root, no ip(8), no CAP_NET_ADMIN).
+#   run_two_hosts.sh WORKER
+set -u
+worker=$1
+skip() { echo "SKIPPED: $*"; exit 77; }
+[[ $(id -u) -eq 0 ]] || skip "making network namespaces needs root"
+command -v ip >/dev/null || skip "ip(8) not found (install iproute2)"
+command -v unshare >/dev/null || skip "unshare(1) not found (install util-linux)"
+mpirun=${MPIEXEC:-mpirun}
+id=$$
+ns_a=brisk_a_$id ns_b=brisk_b_$id
+tmp=$(mktemp -d)
+cleanup() {
+  ip netns del "$ns_a" 2>/dev/null
+  ip netns del "$ns_b" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+ip netns add "$ns_a" 2>/dev/null || skip "cannot create network namespaces here (ip netns add failed)"
+ip netns add "$ns_b" || skip "cannot create a second network namespace"
+ip link add "bva$id" type veth peer name "bvb$id" || skip "cannot create a veth pair"
+ip link set "bva$id" netns "$ns_a"
+ip link set "bvb$id" netns "$ns_b"
+ip -n "$ns_a" addr add 10.231.0.1/24 dev "bva$id"
+ip -n "$ns_b" addr add 10.231.0.2/24 dev "bvb$id"
+for ns in "$ns_a" "$ns_b"; do
+  ip -n "$ns" link set lo up
+done
+ip -n "$ns_a" link set "bva$id" up
+ip -n "$ns_b" link set "bvb$id" up
+
+# The remote agent: called as `agent [options] HOST COMMAND...` like ssh.
+cat >"$tmp/agent" <<AGENT
+#!/usr/bin/env bash
+while [[ \$1 == -* ]]; do shift; done
+host=\$1; shift
+case \$host in
+  10.231.0.1) ns=$ns_a name=brisk-host-a ;;
+  10.231.0.2) ns=$ns_b name=brisk-host-b ;;
+  *) echo "agent: unknown host \$host" >&2; exit 1 ;;
+esac
+exec ip netns exec \$ns unshare -u bash -c "hostname \$name; \$*"
+AGENT
+chmod +x "$tmp/agent"
+printf '10.231.0.1 slots=1\n10.231.0.2 slots=1\n' >"$tmp/hosts"
+
+opts=(--hostfile "$tmp/hosts" -n 2 --allow-run-as-root --mca plm_rsh_agent "$tmp/agent"
+      --mca btl tcp,self --mca btl_tcp_if_include 10.231.0.0/24 --mca oob_tcp_if_include 10.231.0.0/24
+      -x OMP_NUM_THREADS=1)
+[[ -n ${LD_LIBRARY_PATH:-} ]] && opts+=(-x LD_LIBRARY_PATH)
+start=$(date +%s%N)
+out=$(OMP_NUM_THREADS=1 timeout -k 5 90 ip netns exec "$ns_a" unshare -u bash -c \
+  'hostname brisk-host-a; exec "$@"' _ "$mpirun" "${opts[@]}" "$worker" facts 2>&1)
+rc=$?
+echo "$out"
+echo "---- two hosts: exit status $rc after $(( ($(date +%s%N) - start) / 1000000 )) ms"
+fail=0
+[[ $rc -eq 0 ]] || { echo "FAIL: the two-host job failed"; fail=1; }
+echo "$out" | grep -q "host brisk-host-a" || { echo "FAIL: no rank ran on host a"; fail=1; }
+echo "$out" | grep -q "host brisk-host-b" || { echo "FAIL: no rank ran on host b"; fail=1; }
+[[ $fail -eq 0 ]] && echo PASS
+exit $fail

@@ -1,0 +1,122 @@
+// Launcher detection (mpirun, srun, PMIx) and the world of one: everything here runs in a
+// single process without MPI.
+#include <gtest/gtest.h>
+
+#include <brisk/brisk.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+using namespace brisk;
+
+namespace {
+
+// Sets environment variables for one test and restores the previous values.
+class EnvGuard {
+ public:
+  using Vars = std::initializer_list<std::pair<const char*, const char*>>;
+  explicit EnvGuard(Vars vars) {
+    for (const char* k : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                          "SLURM_NODEID", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "PMIX_RANK"}) {
+      const char* v = std::getenv(k);
+      if (v) saved_[k] = v;
+      unsetenv(k);
+    }
+    for (auto& [k, v] : vars) {
+      setenv(k, v, 1);
+      set_[k] = v;
+    }
+  }
+  ~EnvGuard() {
+    for (auto& [k, v] : set_) unsetenv(k.c_str());
+    for (auto& [k, v] : saved_) setenv(k.c_str(), v.c_str(), 1);
+  }
+
+ private:
+  std::map<std::string, std::string> saved_, set_;
+};
+
+}  // namespace
+
+TEST(LaunchEnv, PlainProcessIsAWorldOfOne) {
+  EnvGuard g(EnvGuard::Vars{});
+  auto info = dist::detect_launch();
+  EXPECT_EQ(info.launcher, "none");
+  EXPECT_FALSE(info.multi_process());
+  EXPECT_EQ(info.rank, 0);
+  EXPECT_EQ(info.world_size, 1);
+}
+
+TEST(LaunchEnv, ReadsOpenMpiVariables) {
+  EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+              {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  auto info = dist::detect_launch();
+  EXPECT_EQ(info.launcher, "openmpi");
+  EXPECT_TRUE(info.multi_process());
+  EXPECT_EQ(info.rank, 5);
+  EXPECT_EQ(info.world_size, 8);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world_size, 4);
+}
+
+TEST(LaunchEnv, OpenMpiWinsOverSlurm) {
+  EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"SLURM_PROCID", "0"},
+              {"SLURM_NTASKS", "16"}});
+  EXPECT_EQ(dist::detect_launch().launcher, "openmpi");
+  EXPECT_EQ(dist::detect_launch().world_size, 2);
+}
+
+TEST(LaunchEnv, ReadsSlurmWithCompressedTasksPerNode) {
+  // 2(x3),1: nodes 0..2 run 2 tasks, node 3 runs 1.
+  EnvGuard g({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "3"},
+              {"SLURM_TASKS_PER_NODE", "2(x3),1"}});
+  auto info = dist::detect_launch();
+  EXPECT_EQ(info.launcher, "slurm");
+  EXPECT_EQ(info.rank, 6);
+  EXPECT_EQ(info.world_size, 7);
+  EXPECT_EQ(info.local_world_size, 1);
+}
+
+TEST(LaunchEnv, SlurmWithOneTaskIsNotAJob) {
+  // A batch script's own shell has SLURM_PROCID=0 and SLURM_NTASKS=1: no MPI needed.
+  EnvGuard g({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_FALSE(dist::detect_launch().multi_process());
+}
+
+TEST(LaunchEnv, PmixRankAloneMeansALauncher) {
+  EnvGuard g({{"PMIX_RANK", "3"}});
+  auto info = dist::detect_launch();
+  EXPECT_EQ(info.launcher, "pmix");
+  EXPECT_EQ(info.rank, 3);
+  EXPECT_TRUE(info.multi_process());
+}
+
+TEST(LaunchEnv, MalformedValueNamesTheVariable) {
+  EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "two"}});
+  try {
+    dist::detect_launch();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("OMPI_COMM_WORLD_SIZE='two'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LaunchEnv, RankBeyondWorldIsAnError) {
+  EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "2"}});
+  EXPECT_THROW(dist::detect_launch(), Error);
+}
+
+TEST(Algorithms, NamesRoundTrip) {
+  EXPECT_EQ(dist::algorithm_from_name("mpi"), dist::Algorithm::Backend);
+  EXPECT_EQ(dist::algorithm_from_name("ring"), dist::Algorithm::Ring);
+  EXPECT_EQ(dist::algorithm_from_name("rhd"), dist::Algorithm::Rhd);
+  EXPECT_EQ(dist::algorithm_from_name("tree"), dist::Algorithm::Tree);
+  try {
+    dist::algorithm_from_name("butterfly");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'butterfly'"), std::string::npos);
+  }
+}
