@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "cpu/cpu_kernels.h"
+#include "cpu/fast_math.h"
 #include "cpu/loops.h"
 #include "brisk/kernels/dispatch.h"
 
@@ -12,7 +13,7 @@ namespace {
 
 template <class A>
 A sigmoid_of(A x) {
-  return A(1) / (A(1) + std::exp(-x));
+  return A(1) / (A(1) + fast_exp(-x));
 }
 
 constexpr double kSqrt2OverPi = 0.7978845608028654;
@@ -25,7 +26,7 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out) {
   using A = acc_t<T>;
   switch (op) {
     case UnaryOp::Neg: return map1<T, T>(x, out, [](A v) { return -v; });
-    case UnaryOp::Exp: return map1<T, T>(x, out, [](A v) { return std::exp(v); });
+    case UnaryOp::Exp: return map1<T, T>(x, out, [](A v) { return fast_exp(v); });
     case UnaryOp::Log: return map1<T, T>(x, out, [](A v) { return std::log(v); });
     case UnaryOp::Sqrt: return map1<T, T>(x, out, [](A v) { return std::sqrt(v); });
     case UnaryOp::Rsqrt: return map1<T, T>(x, out, [](A v) { return A(1) / std::sqrt(v); });
