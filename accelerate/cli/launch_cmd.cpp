@@ -89,9 +89,12 @@ int launch(int argc, char** argv) {
     Config merged = merge(flags, file);
     // Counting GPUs starts the CUDA runtime: only do it when the process count depends on it.
     host = {::geteuid() == 0, usable_cpu_cores(),
-            merged.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false)
+            flags.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false)
                 ? 0
                 : usable_gpu_count()};
+    // Without -n: one process per GPU where GPUs are present, else the configured number, else 2.
+    if (!flags.num_processes && host.gpu_count > 0 && merged.distributed_type.value_or("") != "MULTI_CPU")
+      merged.num_processes = host.gpu_count * merged.num_machines.value_or(1);
     settings = resolve_launch(merged, host);
     settings.config_file = used;
   } catch (const brisk::Error& e) {

@@ -406,6 +406,14 @@ void ProcessGroupImpl::watchdog_loop() {
   }
 }
 
+void ProcessGroupImpl::abort_job(int code) {
+  std::fprintf(stderr, "[brisk rank %d] exiting with status %d: stopping the other %d rank(s) of the job\n", rank_, code,
+               size_ - 1);
+  std::fflush(stderr);
+  if (transport_) transport_->abort(code);
+  std::_Exit(code);  // no transport yet (start-up failed): nothing to stop but this process
+}
+
 // --- shutdown ---------------------------------------------------------------------------------
 // The exit protocol. MPI_Finalize waits for every rank, so a rank that leaves while others
 // still wait in a collective would hang them all. Instead, a leaving rank (1) lets its queued

@@ -75,6 +75,9 @@ class ProcessGroupImpl {
   WorkPtr submit(Signature sig, bool collective, Body run);
 
   void shutdown();
+  // A rank that exits with a failure status stops the whole job at once (the other ranks may be
+  // computing, not communicating, and would otherwise only notice at their next collective).
+  [[noreturn]] void abort_job(int code);
 
  private:
   struct Task {

@@ -71,8 +71,21 @@ ProcessGroup& init(const InitOptions& options) {
   g_world = std::make_unique<ProcessGroup>(std::move(impl));
   if (!g_atexit_registered) {
     // A program that returns from main without finalize() must neither hang the other ranks
-    // nor be reported as a crash: leave the job properly at exit.
-    std::atexit([] { finalize(); });
+    // nor be reported as a crash: leave the job properly at exit. A failure status (exit(1),
+    // return 3 from main) stops the whole job at once instead, as `brisk launch` promises.
+    ::on_exit(
+        [](int status, void*) {
+          if (status != 0) {
+            ProcessGroup* w = nullptr;
+            {
+              std::lock_guard lk(g_world_m);
+              w = g_world.get();
+            }
+            if (w && w->size() > 1 && w->backend() != "self") w->impl().abort_job(status);
+          }
+          finalize();
+        },
+        nullptr);
     g_atexit_registered = true;
   }
   return *g_world;
