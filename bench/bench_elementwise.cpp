@@ -50,6 +50,15 @@ void BM_AddTransposed(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 3 * 4);
 }
 
+void BM_ContiguousOfTransposed(benchmark::State& state) {  // x.transpose(0, 1).contiguous()
+  bench::ThreadScope threads(static_cast<int>(state.range(1)));
+  const int64_t n = state.range(0);
+  Tensor a = randn({1024, n / 1024});
+  Tensor at = a.as_strided({n / 1024, 1024}, {1, n / 1024}, 0);
+  for (auto _ : state) benchmark::DoNotOptimize(kernels::contiguous(at).data_ptr());
+  state.SetBytesProcessed(state.iterations() * n * 2 * 4);
+}
+
 void BM_CastF32ToBF16(benchmark::State& state) {
   bench::ThreadScope threads(static_cast<int>(state.range(1)));
   const int64_t n = state.range(0);
@@ -71,5 +80,6 @@ BENCHMARK(BM_MulBroadcastRow)->Apply(sizes);
 BENCHMARK(BM_Relu)->Apply(sizes);
 BENCHMARK(BM_Exp)->Apply(sizes);
 BENCHMARK(BM_AddTransposed)->Apply(sizes);
+BENCHMARK(BM_ContiguousOfTransposed)->Apply(sizes);
 BENCHMARK(BM_CastF32ToBF16)->Apply(sizes);
 BENCHMARK_MAIN();

@@ -248,7 +248,61 @@ void clamp_backward(const Tensor& grad, const Tensor& x, std::optional<double> l
   });
 }
 
+namespace {
+
+// Copies a view whose last two dims are transposed relative to the destination (src strides
+// (1, R) where dst has (C, 1)) in 32x32 tiles, so both sides are read and written a cache line
+// at a time; the row-by-row strided loop would touch a new line for every element read.
+// Returns false when the layout is not that case. Same dtype only.
+template <class T>
+bool copy_transposed_tiles(const Tensor& dst, const Tensor& src) {
+  auto s = coalesce<2>(dst.sizes(), {dst.strides(), broadcast_strides(src.sizes(), src.strides(), dst.sizes())});
+  const int64_t nd = static_cast<int64_t>(s.sizes.size());
+  if (nd < 2) return false;
+  const int64_t R = s.sizes[nd - 2], C = s.sizes[nd - 1];
+  const auto& ds = s.strides[0];
+  const auto& ss = s.strides[1];
+  if (ds[nd - 1] != 1 || ds[nd - 2] != C || ss[nd - 2] != 1 || ss[nd - 1] == 1 || R < 16 || C < 16) return false;
+  const int64_t col_stride = ss[nd - 1];
+  int64_t outer = 1;
+  for (int64_t d = 0; d + 2 < nd; ++d) outer *= s.sizes[d];
+  constexpr int64_t B = 32;
+  const int64_t rb = (R + B - 1) / B, cb = (C + B - 1) / B;
+  T* dbase = static_cast<T*>(dst.data_ptr());
+  const T* sbase = static_cast<const T*>(src.data_ptr());
+#pragma omp parallel for schedule(static) if (outer * R * C > 65536)
+  for (int64_t task = 0; task < outer * rb * cb; ++task) {
+    int64_t o = task / (rb * cb), blk = task % (rb * cb);
+    int64_t i0 = (blk / cb) * B, j0 = (blk % cb) * B;
+    int64_t doff = 0, soff = 0, rem = o;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      int64_t idx = rem % s.sizes[d];
+      rem /= s.sizes[d];
+      doff += idx * ds[d];
+      soff += idx * ss[d];
+    }
+    const int64_t i1 = std::min(R, i0 + B), j1 = std::min(C, j0 + B);
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = j0; j < j1; ++j) dbase[doff + i * C + j] = sbase[soff + i + j * col_stride];
+  }
+  return true;
+}
+
+// Element copies by size: the bytes are moved unchanged.
+bool copy_transposed_same_dtype(const Tensor& dst, const Tensor& src) {
+  switch (dst.element_size()) {
+    case 1: return copy_transposed_tiles<uint8_t>(dst, src);
+    case 2: return copy_transposed_tiles<uint16_t>(dst, src);
+    case 4: return copy_transposed_tiles<uint32_t>(dst, src);
+    case 8: return copy_transposed_tiles<uint64_t>(dst, src);
+    default: return false;
+  }
+}
+
+}  // namespace
+
 void copy(const Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == src.dtype() && copy_transposed_same_dtype(dst, src)) return;
   visit_all(dst.dtype(), dst.device(), "copy", [&](auto to) {
     using To = decltype(to);
     visit_all(src.dtype(), src.device(), "copy", [&](auto from) {

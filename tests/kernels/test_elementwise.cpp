@@ -195,3 +195,15 @@ TEST(Elementwise, IntegerUnaryOps) {
   EXPECT_EQ(unary(UnaryOp::Relu, x).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 4}));
   EXPECT_EQ(unary(UnaryOp::Exp, x).dtype(), DType::F32);  // promoted, as PyTorch
 }
+
+TEST(Elementwise, ContiguousCopyOfTransposedViewsIsExact) {
+  // The tiled path: last two dims transposed, odd sizes, a batch dim, every element size.
+  manual_seed(6);
+  for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::U8}) {
+    Tensor base = cast(randn({3, 37, 50}) * 10.0, dt);
+    Tensor t = base.as_strided({3, 50, 37}, {37 * 50, 1, 50}, 0);  // transpose(1, 2)
+    Tensor c = kernels::contiguous(t);
+    ASSERT_TRUE(c.is_contiguous());
+    EXPECT_EQ(c.to_vector<double>(), t.to_vector<double>()) << dtype_name(dt);
+  }
+}
