@@ -4,7 +4,8 @@
     python3 docs/trace_timeline.py OUT.png TRACE.rank0.json TRACE.rank1.json [--step K]
 
 One row pair per rank: computation (tid 0: forward, backward, optimizer step, the reducer's
-finalize) above communication (tid 1: each bucket's all-reduce). --step picks which training
+finalize, triangles where a gradient hook launched a bucket) above communication (tid 1: each
+bucket's all-reduce while the communication thread worked on it). --step picks which training
 step to draw (by its "forward" span; default: the last but one). Needs only the standard
 library and ImageMagick's `convert` (Debian: apt-get install imagemagick): the script writes
 Magick Vector Graphics and lets convert rasterise it with the DejaVu Sans font.
@@ -26,7 +27,7 @@ BUCKET_COLORS = ["#b07aa1", "#9c755f", "#e15759", "#76b7b2", "#edc948", "#ff9da7
 def load(path):
     with open(path) as f:
         doc = json.load(f)
-    return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    return [e for e in doc["traceEvents"] if e.get("ph") in ("X", "i")]
 
 
 def color(name):
@@ -72,8 +73,8 @@ def main():
         "font DejaVu-Sans",
         "font-size 15",
         "fill black",
-        f"text {left},24 'Data-parallel step, {len(ranks)} processes: computation (top) and bucket all-reduces "
-        "(bottom) per rank'",
+        f"text {left},24 'One data-parallel training step, {len(ranks)} processes: computation (upper lane) and "
+        "bucket all-reduces (lower lane); triangles: bucket launches'",
         "font-size 12",
     ]
     for r, (events, (t0, t1)) in enumerate(zip(ranks, windows)):
@@ -82,7 +83,17 @@ def main():
         mvg += ["fill #f4f4f4", f"rectangle {left},{y} {width - right},{y + 2 * lane_h}"]
         backward_end = None
         for e in sorted(events, key=lambda e: e["ts"]):
-            if e["ts"] + e["dur"] < t0 or e["ts"] > t1:
+            if e["ts"] + e.get("dur", 0) < t0 or e["ts"] > t1:
+                continue
+            if e["ph"] == "i":
+                if e["name"].startswith("launch bucket "):
+                    # A launch: a small triangle on the compute lane's lower edge, in the
+                    # bucket's colour, pointing down at the communication lane.
+                    x = left + (e["ts"] - t0) * scale
+                    yb = y + lane_h
+                    mvg += [f"fill {color('all_reduce bucket ' + e['name'].split()[-1])}", "stroke black",
+                            "stroke-width 0.8", f"polygon {x - 6:.1f},{yb - 11} {x + 6:.1f},{yb - 11} {x:.1f},{yb}",
+                            "stroke none"]
                 continue
             if e["name"] == "reducer finalize" and backward_end is None:
                 backward_end = e["ts"]

@@ -3,6 +3,7 @@
 // finalize(), which waits for them and writes the averages back into p.grad().
 #include "brisk/dist/reducer.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -64,6 +65,7 @@ struct Reducer::Impl {
   std::deque<Pending> queue;
   std::vector<Event> cur_events, events;
   size_t completed = 0;
+  double last_end = 0;  // when the previous all-reduce of this pass finished
   bool stop = false;
   std::thread watcher;
 
@@ -92,8 +94,14 @@ struct Reducer::Impl {
       for (Event& e : cur_events)
         if (e.bucket == job.bucket) {
           e.end_us = end;
-          trace_complete(std::string("all_reduce bucket ").append(std::to_string(job.bucket)), "comm", e.start_us, end, kTraceCommTid);
+          // The communication thread runs one operation at a time, in launch order: this one
+          // ran from its launch or the previous one's end, whichever is later. (The trace
+          // shows that interval, so spans on the thread do not overlap; the launch itself is
+          // an instant on the computation thread.)
+          trace_complete(std::string("all_reduce bucket ").append(std::to_string(job.bucket)), "comm",
+                         std::max(e.start_us, last_end), end, kTraceCommTid);
         }
+      last_end = end;
       ++completed;
       cv.notify_all();
     }
@@ -112,6 +120,7 @@ struct Reducer::Impl {
       std::lock_guard lk(m);
       cur_events.clear();
       completed = 0;
+      last_end = 0;
     }
     auto token = std::make_shared<char>(0);
     pass_token = token;
@@ -140,6 +149,7 @@ struct Reducer::Impl {
       const double start = trace_now_us();
       WorkPtr w = pg.all_reduce_async(buckets[b].flat, {.op = ReduceOp::Avg, .algorithm = opts.algorithm});
       buckets[b].work = w;
+      trace_instant(std::string("launch bucket ").append(std::to_string(b)), "comm", kTraceComputeTid);
       std::lock_guard lk(m);
       cur_events.push_back(Event{b, start, start});
       queue.push_back(Pending{b, std::move(w)});

@@ -277,7 +277,8 @@ TEST(Trace, WritesChromeTraceJsonWithSpansFromTheReducerOnTheCommunicationThread
     }
   }
   EXPECT_EQ(buckets_on_comm, 3);
-  for (const char* n : {"forward \"quoted\"", "inner", "backward", "reducer finalize", "epoch"})
+  for (const char* n : {"forward \"quoted\"", "inner", "backward", "reducer finalize", "epoch", "launch bucket 0",
+                        "launch bucket 2"})
     EXPECT_TRUE(names.count(n)) << n;
   std::filesystem::remove_all(dir);
 }

@@ -234,6 +234,9 @@ void buckets(dist::ProcessGroup& pg) {
     // Bucket 0 (the last layer) is launched from a hook while the earlier layers' gradients
     // are still being computed.
     CHECK(early >= 1, "step ", step, ": no all-reduce started before the backward ended");
+    // ... and bucket 0 went out while the earlier layers' gradients were still being computed.
+    CHECK(!ev.empty() && ev.front().start_us < ev.back().start_us, "step ", step,
+          ": the first bucket was not launched before the last");
     overlapped_steps += early >= 1;
     if (pg.rank() == 0)
       std::printf("step %d: %zu of %zu buckets launched before the backward ended\n", step, early, ev.size());
@@ -246,7 +249,10 @@ void buckets(dist::ProcessGroup& pg) {
   data::json::Value doc = data::json::parse(read_file(file));
   std::vector<double> finalize_ts, bucket_ts;
   int forward = 0, backward = 0;
+  std::vector<double> launch0_ts;
   for (const auto& e : doc.at("traceEvents").as_array()) {
+    if (e.at("ph").as_string() == "i" && e.at("name").as_string() == "launch bucket 0")
+      launch0_ts.push_back(e.at("ts").as_double());
     if (e.at("ph").as_string() != "X") continue;
     CHECK(e.at("pid").as_int() == pg.rank(), "pid");
     const std::string name = e.at("name").as_string();
@@ -264,6 +270,10 @@ void buckets(dist::ProcessGroup& pg) {
   CHECK(bucket_ts.size() == steps * bs.size(), bucket_ts.size(), " bucket spans");
   std::sort(bucket_ts.begin(), bucket_ts.end());
   std::sort(finalize_ts.begin(), finalize_ts.end());
+  CHECK(launch0_ts.size() == static_cast<size_t>(steps), launch0_ts.size(), " launches of bucket 0");
+  for (size_t s = 0; s < finalize_ts.size() && s < launch0_ts.size(); ++s)
+    CHECK(launch0_ts[s] < finalize_ts[s], "trace step ", s, ": bucket 0 launched at ", launch0_ts[s],
+          " us, after the backward ended at ", finalize_ts[s], " us");
   for (size_t s = 0; s < finalize_ts.size() && s * bs.size() < bucket_ts.size(); ++s)
     CHECK(bucket_ts[s * bs.size()] < finalize_ts[s], "trace step ", s, ": first all-reduce at ",
           bucket_ts[s * bs.size()], " us, backward ended at ", finalize_ts[s], " us");

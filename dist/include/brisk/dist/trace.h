@@ -10,7 +10,9 @@
 // BRISK_TRACE=run.json gives run.rank0.json, run.rank1.json ...). Events are
 // {"name","cat","ph":"X","ts","dur","pid":rank,"tid"} with times in microseconds since the
 // process's first trace call (steady clock). tid 0 is computation (kTraceComputeTid), tid 1
-// the communication thread (kTraceCommTid: the Reducer's bucket all-reduces).
+// the communication thread (kTraceCommTid). The Reducer records "launch bucket k" instants on
+// tid 0 (from the gradient hook that launched it) and "all_reduce bucket k" spans on tid 1
+// (while the communication thread worked on it), and a "reducer finalize" span on tid 0.
 // Disabled (the default), every call costs one relaxed atomic load.
 #pragma once
 #include <cstdint>
