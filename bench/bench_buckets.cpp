@@ -68,7 +68,7 @@ struct Config {
 
 int main(int argc, char** argv) {
   int64_t batch = 64;
-  int steps = 5, repeats = 6, warmup = 2;
+  int steps = 2, repeats = 30, warmup = 2;
   std::string config_list = "local,per-param,1mib,25mib,one";
   cli::Parser p("bench_buckets",
                 "Data-parallel step time of the example CNN vs the Reducer's bucket size; run it under mpirun.");
