@@ -48,11 +48,13 @@ def main():
     ap.add_argument("traces", nargs="+")
     ap.add_argument("--step", type=int, default=-2)
     ap.add_argument("--width", type=int, default=1100)
+    ap.add_argument("--own-clocks", action="store_true",
+                    help="align each rank at its own forward (traces from different hosts)")
     args = ap.parse_args()
 
     ranks = [load(p) for p in args.traces]
-    # The window: from the chosen step's forward to the end of its optimizer step, per rank;
-    # every rank is drawn on its own clock, aligned at its forward's start.
+    # The window: from the chosen step's first forward to the end of its last optimizer step.
+    # Ranks on one host share the clock (CLOCK_MONOTONIC), so they are drawn on one time axis.
     windows = []
     for events in ranks:
         fwd = sorted((e for e in events if e["name"] == "forward"), key=lambda e: e["ts"])
@@ -60,6 +62,8 @@ def main():
         f = fwd[args.step]
         s = next(e for e in steps if e["ts"] >= f["ts"])
         windows.append((f["ts"], s["ts"] + s["dur"]))
+    if not args.own_clocks:
+        windows = [(min(a for a, _ in windows), max(b for _, b in windows))] * len(windows)
     span = max(b - a for a, b in windows)
 
     left, right, top, lane_h, gap = 150, 30, 50, 34, 26
@@ -73,8 +77,8 @@ def main():
         "font DejaVu-Sans",
         "font-size 15",
         "fill black",
-        f"text {left},24 'One data-parallel training step, {len(ranks)} processes: computation (upper lane) and "
-        "bucket all-reduces (lower lane); triangles: bucket launches'",
+        f"text 10,24 'One training step on {len(ranks)} processes: computation (upper lane), bucket all-reduces "
+        "(lower lane); triangles: bucket launches'",
         "font-size 12",
     ]
     for r, (events, (t0, t1)) in enumerate(zip(ranks, windows)):
@@ -122,13 +126,13 @@ def main():
         mvg += ["stroke #444444", f"line {x:.1f},{ay} {x:.1f},{ay + 5}", "stroke none",
                 f"text {x - 8:.1f},{ay + 18} '{k * tick:g}'"]
         k += 1
-    mvg += [f"text {width - right - 20},{ay + 18} 'ms'"]
+    mvg += [f"text 10,{ay + 18} 'time (ms)'"]
 
     with tempfile.NamedTemporaryFile("w", suffix=".mvg", delete=False) as f:
         f.write("\n".join(mvg) + "\n")
         mvg_path = f.name
     subprocess.run(["convert", "-size", f"{width}x{height}", f"mvg:{mvg_path}", "-strip",
-                    "-colors", "64", args.out], check=True)
+                    "+dither", "-colors", "64", args.out], check=True)
     print(f"wrote {args.out} ({width}x{height})")
 
 
