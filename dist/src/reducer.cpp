@@ -149,7 +149,7 @@ struct Reducer::Impl {
       const double start = trace_now_us();
       WorkPtr w = pg.all_reduce_async(buckets[b].flat, {.op = ReduceOp::Avg, .algorithm = opts.algorithm});
       buckets[b].work = w;
-      trace_instant(std::string("launch bucket ").append(std::to_string(b)), "comm", kTraceComputeTid);
+      trace_instant(std::string("launch bucket ").append(std::to_string(b)), "comm", kTraceComputeTid, start);
       std::lock_guard lk(m);
       cur_events.push_back(Event{b, start, start});
       queue.push_back(Pending{b, std::move(w)});

@@ -46,10 +46,6 @@ Recorder& recorder() {
 // -1: BRISK_TRACE not read yet, 0 off, 1 on.
 std::atomic<int> g_state{-1};
 
-Clock::time_point epoch() {
-  static const Clock::time_point t0 = Clock::now();
-  return t0;
-}
 
 void flush_at_exit() {
   try {
@@ -132,7 +128,6 @@ bool trace_enabled() {
 }
 
 void trace_set_path(const std::string& path) {
-  epoch();
   Recorder& r = recorder();
   std::lock_guard lk(r.m);
   set_path_locked(r, path);
@@ -145,16 +140,18 @@ std::string trace_file() {
   return r.path.empty() ? "" : file_for(r.path, trace_rank());
 }
 
-double trace_now_us() { return std::chrono::duration<double, std::micro>(Clock::now() - epoch()).count(); }
+// The steady clock's own epoch (boot, for Linux's CLOCK_MONOTONIC) rather than the process's
+// start: every process on a host reads the same clock, so the ranks' files line up in Perfetto.
+double trace_now_us() { return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count(); }
 
 void trace_complete(const std::string& name, const std::string& category, double start_us, double end_us, int tid) {
   if (!trace_enabled()) return;
   record(Event{name, category, 'X', start_us, end_us > start_us ? end_us - start_us : 0.0, tid});
 }
 
-void trace_instant(const std::string& name, const std::string& category, int tid) {
+void trace_instant(const std::string& name, const std::string& category, int tid, double ts_us) {
   if (!trace_enabled()) return;
-  record(Event{name, category, 'i', trace_now_us(), 0.0, tid});
+  record(Event{name, category, 'i', ts_us < 0 ? trace_now_us() : ts_us, 0.0, tid});
 }
 
 std::string trace_flush() {

@@ -8,8 +8,9 @@
 //
 // File: `<path>.rank<r>.json` (a trailing ".json" on <path> is dropped first, so
 // BRISK_TRACE=run.json gives run.rank0.json, run.rank1.json ...). Events are
-// {"name","cat","ph":"X","ts","dur","pid":rank,"tid"} with times in microseconds since the
-// process's first trace call (steady clock). tid 0 is computation (kTraceComputeTid), tid 1
+// {"name","cat","ph":"X","ts","dur","pid":rank,"tid"} with times in microseconds of the steady
+// clock (CLOCK_MONOTONIC on Linux: one clock for all processes of a host, so the ranks' files
+// line up when Perfetto opens them together). tid 0 is computation (kTraceComputeTid), tid 1
 // the communication thread (kTraceCommTid). The Reducer records "launch bucket k" instants on
 // tid 0 (from the gradient hook that launched it) and "all_reduce bucket k" spans on tid 1
 // (while the communication thread worked on it), and a "reducer finalize" span on tid 0.
@@ -31,15 +32,16 @@ bool trace_enabled();
 void trace_set_path(const std::string& path);
 // The file this process writes (empty when disabled): `<path>.rank<rank>.json`.
 std::string trace_file();
-// Microseconds since the trace epoch (the first call of any trace function), steady clock.
-// Everything that timestamps spans (the Reducer's events too) uses this clock.
+// Microseconds on the steady clock (since boot on Linux). Everything that timestamps spans
+// (the Reducer's events too) uses this clock.
 double trace_now_us();
 
 // Records one complete span ("ph":"X"). Thread-safe. A no-op when disabled.
 void trace_complete(const std::string& name, const std::string& category, double start_us, double end_us,
                     int tid = kTraceComputeTid);
-// Records an instant event ("ph":"i") now. A no-op when disabled.
-void trace_instant(const std::string& name, const std::string& category, int tid = kTraceComputeTid);
+// Records an instant event ("ph":"i") at ts_us (now when negative). A no-op when disabled.
+void trace_instant(const std::string& name, const std::string& category, int tid = kTraceComputeTid,
+                   double ts_us = -1);
 
 // Writes every event recorded so far to trace_file() (the whole file, replacing the last
 // flush); also runs at exit. Returns the path written, or "" when disabled.
