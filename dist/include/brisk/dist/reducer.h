@@ -1,0 +1,78 @@
+// The Reducer: data-parallel gradient averaging (PyTorch DDP's reducer) in flat buckets whose
+// all-reduces start during backward, as soon as their last gradient is ready.
+//
+//   dist::Reducer reducer(model.named_parameters(), dist::world());
+//   loss.backward();      // buckets launch from the gradient hooks; before backward() returns
+//   opt.step();           // every rank holds the same averaged gradients in p.grad()
+//
+// Buckets: parameters in REVERSE registration order (the last layer's gradients are ready
+// first), packed into flat buffers of one dtype; the first at most first_bucket_mb MiB (small,
+// so communication starts early), the rest at most bucket_cap_mb MiB (a parameter larger than
+// the cap gets a bucket of its own; 0 MiB gives one bucket per parameter). A gradient hook
+// copies the (accumulated) gradient into its bucket; when a bucket's last gradient arrives its
+// async all-reduce (ReduceOp::Avg) is launched, strictly in bucket order 0, 1, 2, ... on every
+// rank (a bucket ready early waits for its predecessors). A callback queued at the pass's first
+// hook runs finalize() at the end of backward: it waits for every bucket and writes the
+// averaged gradients back into p.grad(). See docs/data-parallel.md.
+//
+// Several synced backward passes before one optimizer step (two losses): each pass averages
+// the whole accumulated p.grad() once (each bucket is launched exactly once per pass). That is
+// still exact, since averaging is linear (avg(avg(g1) + g2) = avg(g1) + avg(g2)), but costs one
+// round of communication per pass: run all but the last under set_sync(false), or add the
+// losses and call backward once.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "brisk/core/tensor.h"
+#include "brisk/dist/process_group.h"
+
+namespace brisk::dist {
+
+struct ReducerOptions {
+  double bucket_cap_mb = 25.0;      // buckets after the first
+  double first_bucket_mb = 1.0;     // the first bucket (the last layers' gradients) is small so
+                                    // communication starts early
+  // Parameters that get no gradient in a synced backward count as zero gradients (or their
+  // gradient accumulated under no_sync) instead of raising an error; one more small
+  // all-reduce per step finds the parameters no rank has a gradient for, whose p.grad() is
+  // then left alone (undefined stays undefined, as in one process).
+  bool find_unused_parameters = false;
+  Algorithm algorithm = Algorithm::Default;
+};
+struct BucketInfo { std::vector<size_t> params; size_t bytes; };  // indices into the params list
+
+// Averages gradients across the group in buckets that launch during backward.
+class Reducer {
+ public:
+  // params: (name, leaf tensor) in registration order; buckets are formed in reverse order.
+  // Parameters that do not require grad are skipped; a tensor listed twice (tied weights) is
+  // reduced once, under its first index.
+  Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& pg, ReducerOptions o = {});
+  ~Reducer();                                   // removes its effect (hooks become no-ops)
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+  // When false (no_sync), backward accumulates gradients locally and nothing is communicated.
+  void set_sync(bool sync);
+  bool sync() const;
+  // Blocks until every launched bucket has finished and the averaged gradients are in p.grad().
+  // Runs automatically at the end of each synced backward pass (autograd::queue_callback), so
+  // after backward() returns every rank holds identical gradients. Idempotent.
+  void finalize();
+  const std::vector<BucketInfo>& buckets() const;
+  // Called with (bucket index) as each bucket's all-reduce is launched / completed (for tracing/tests).
+  struct Event { size_t bucket; double start_us, end_us; };
+  const std::vector<Event>& last_step_events() const;  // of the last synced backward
+  // Beyond the shared interface: when the last synced backward's finalize() began (the end of
+  // the backward computation), on the same clock as the events (dist::trace_now_us()).
+  double last_backward_end_us() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;  // the hooks hold weak references to it
+};
+
+}  // namespace brisk::dist

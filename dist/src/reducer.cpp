@@ -1,0 +1,342 @@
+// The Reducer: bucket layout, the gradient hooks that fill buckets and launch their
+// all-reduces in order, a watcher thread that timestamps each all-reduce's completion, and
+// finalize(), which waits for them and writes the averages back into p.grad().
+#include "brisk/dist/reducer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_set>
+
+#include "brisk/autograd/engine.h"
+#include "brisk/dist/trace.h"
+#include "brisk/kernels/elementwise.h"
+#include "brisk/kernels/factory.h"
+
+namespace brisk::dist {
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+}
+
+struct Reducer::Impl {
+  struct Param {
+    size_t index;  // into the user's params list
+    std::string name;
+    Tensor tensor;
+    size_t bucket = 0;
+    int64_t offset = 0;  // elements into the bucket's buffer
+  };
+  struct Bucket {
+    Tensor flat;  // (numel,) contiguous, the params' dtype and device
+    std::vector<size_t> members;  // indices into params
+    size_t pending = 0;  // gradients still missing in this pass
+    WorkPtr work;
+  };
+  struct Pending {  // a launched all-reduce the watcher waits for
+    size_t bucket;
+    WorkPtr work;
+  };
+
+  Impl(ProcessGroup& g, ReducerOptions o) : pg(g), opts(o) {}
+
+  ProcessGroup& pg;
+  ReducerOptions opts;
+  std::vector<Param> params;
+  std::vector<Bucket> buckets;
+  std::vector<BucketInfo> infos;
+  bool sync = true;
+
+  // Per synced pass (touched by the backward thread only).
+  bool pass_active = false;
+  // Alive while the engine holds our end-of-pass callback: expired with pass_active means the
+  // backward pass threw before its end (the engine dropped the callback).
+  std::weak_ptr<char> pass_token;
+  std::vector<bool> ready;
+  size_t next_launch = 0;
+  double backward_end_us = 0;
+
+  // Shared with the watcher thread.
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<Pending> queue;
+  std::vector<Event> cur_events, events;
+  size_t completed = 0;
+  double last_end = 0;  // when the previous all-reduce of this pass finished
+  bool stop = false;
+  std::thread watcher;
+
+  Tensor slot(const Param& p) const {
+    return buckets[p.bucket].flat.as_strided(p.tensor.sizes(), contiguous_strides(p.tensor.sizes()), p.offset);
+  }
+
+  // --- the watcher: records when each all-reduce finishes (Work has no completion callback) ---
+  void watch() {
+    for (;;) {
+      Pending job;
+      {
+        std::unique_lock lk(m);
+        cv.wait(lk, [&] { return stop || !queue.empty(); });
+        if (queue.empty()) return;
+        job = std::move(queue.front());
+        queue.pop_front();
+      }
+      try {
+        job.work->wait();
+      } catch (const std::exception&) {
+        // finalize() calls wait() itself and reports the failure.
+      }
+      const double end = trace_now_us();
+      std::lock_guard lk(m);
+      for (Event& e : cur_events)
+        if (e.bucket == job.bucket) {
+          e.end_us = end;
+          // The communication thread runs one operation at a time, in launch order: this one
+          // ran from its launch or the previous one's end, whichever is later. (The trace
+          // shows that interval, so spans on the thread do not overlap; the launch itself is
+          // an instant on the computation thread.)
+          trace_complete(std::string("all_reduce bucket ").append(std::to_string(job.bucket)), "comm",
+                         std::max(e.start_us, last_end), end, kTraceCommTid);
+        }
+      last_end = end;
+      ++completed;
+      cv.notify_all();
+    }
+  }
+
+  // --- one synced backward pass ---
+  void begin_pass(const std::weak_ptr<Impl>& self) {
+    pass_active = true;
+    ready.assign(params.size(), false);
+    for (Bucket& b : buckets) {
+      b.pending = b.members.size();
+      b.work.reset();
+    }
+    next_launch = 0;
+    {
+      std::lock_guard lk(m);
+      cur_events.clear();
+      completed = 0;
+      last_end = 0;
+    }
+    auto token = std::make_shared<char>(0);
+    pass_token = token;
+    autograd::queue_callback([self, token] {
+      if (auto s = self.lock()) s->finalize();
+    });
+  }
+
+  void mark_ready(size_t i, const Tensor& grad) {
+    const Param& p = params[i];
+    Tensor dst = slot(p);
+    if (grad.defined()) {
+      kernels::copy_(dst, grad);
+    } else {
+      kernels::fill_(dst, 0.0);
+    }
+    ready[i] = true;
+    --buckets[p.bucket].pending;
+  }
+
+  // Launches every ready bucket that has all its predecessors launched: the same order on
+  // every rank, whatever order the hooks fire in.
+  void launch_ready() {
+    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
+      const size_t b = next_launch++;
+      const double start = trace_now_us();
+      WorkPtr w = pg.all_reduce_async(buckets[b].flat, {.op = ReduceOp::Avg, .algorithm = opts.algorithm});
+      buckets[b].work = w;
+      trace_instant(std::string("launch bucket ").append(std::to_string(b)), "comm", kTraceComputeTid, start);
+      std::lock_guard lk(m);
+      cur_events.push_back(Event{b, start, start});
+      queue.push_back(Pending{b, std::move(w)});
+      cv.notify_all();
+    }
+  }
+
+  void on_grad(size_t i, const Tensor& grad, const std::weak_ptr<Impl>& self) {
+    if (!sync) return;                            // no_sync: gradients accumulate locally
+    if (!autograd::in_backward_pass()) return;    // autograd::grad(): no pass to finish
+    if (pass_active && pass_token.expired()) abandon();  // the last pass died half-way
+    if (!pass_active) begin_pass(self);
+    if (ready[i]) return;  // the engine fires a leaf's hooks once per pass
+    mark_ready(i, grad);
+    launch_ready();
+  }
+
+  // Waits for everything launched (ignoring failures) and ends the pass: the way out of an error.
+  void abandon() {
+    for (Bucket& b : buckets)
+      if (b.work) {
+        try {
+          b.work->wait();
+        } catch (const std::exception&) {
+        }
+      }
+    wait_watcher();
+    pass_active = false;
+  }
+
+  void wait_watcher() {
+    std::unique_lock lk(m);
+    cv.wait(lk, [&] { return completed == cur_events.size(); });
+  }
+
+  void finalize() {
+    if (!pass_active) return;
+    if (pass_token.expired()) {  // its backward threw: nothing consistent to write back
+      abandon();
+      return;
+    }
+    const double t0 = trace_now_us();
+    backward_end_us = t0;
+
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!ready[i]) missing.push_back(i);
+    if (!missing.empty() && !opts.find_unused_parameters) {
+      abandon();
+      std::ostringstream names;
+      for (size_t k = 0; k < missing.size(); ++k) names << (k ? ", " : "") << params[missing[k]].name;
+      BRISK_THROW("Reducer: parameters [", names.str(),
+                  "] got no gradient in this backward pass; pass find_unused_parameters=true to the Reducer "
+                  "(or the Accelerator) if some parameters are unused in a step, or make sure every parameter "
+                  "contributes to the loss");
+    }
+    // Unused here: their gradient so far (accumulated under no_sync) or zeros, so every rank
+    // still launches every bucket, in the same order.
+    for (size_t i : missing) mark_ready(i, params[i].tensor.grad());
+    launch_ready();
+
+    // Which parameters has any rank a gradient for? (find_unused_parameters only; every rank
+    // runs this collective every pass, after the buckets.)
+    Tensor has_grad;
+    if (opts.find_unused_parameters) {
+      has_grad = empty({static_cast<int64_t>(params.size())}, DType::F32);
+      float* h = has_grad.data<float>();
+      for (size_t i = 0; i < params.size(); ++i) h[i] = params[i].tensor.grad().defined() ? 1.0f : 0.0f;
+    }
+    try {
+      if (has_grad.defined()) pg.all_reduce(has_grad, {.op = ReduceOp::Max});
+      for (Bucket& b : buckets) b.work->wait();
+    } catch (...) {
+      abandon();
+      throw;
+    }
+    wait_watcher();
+
+    // Write the averages back.
+    const float* h = has_grad.defined() ? has_grad.data<float>() : nullptr;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Param& p = params[i];
+      if (h && h[i] == 0.0f) continue;  // no rank has a gradient: leave p.grad() as it is
+      Tensor src = slot(p);
+      Tensor g = p.tensor.grad();
+      if (g.defined()) {
+        kernels::copy_(g, src);
+      } else {
+        MemoryCategoryGuard cat(MemoryCategory::Gradients);
+        Tensor fresh = empty(p.tensor.sizes(), p.tensor.dtype(), p.tensor.device());
+        kernels::copy_(fresh, src);
+        p.tensor.set_grad(fresh);
+      }
+    }
+    {
+      std::lock_guard lk(m);
+      events = cur_events;
+    }
+    pass_active = false;
+    trace_complete("reducer finalize", "comm", t0, trace_now_us(), kTraceComputeTid);
+  }
+};
+
+Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& pg, ReducerOptions o)
+    : impl_(std::make_shared<Impl>(pg, o)) {
+  BRISK_CHECK(o.bucket_cap_mb >= 0 && o.first_bucket_mb >= 0, "Reducer: bucket sizes must be >= 0 MiB, got "
+              "bucket_cap_mb=", o.bucket_cap_mb, " first_bucket_mb=", o.first_bucket_mb);
+  Impl& im = *impl_;
+  std::unordered_set<const TensorImpl*> seen;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto& [name, t] = params[i];
+    BRISK_CHECK(t.defined(), "Reducer: parameter ", name, " is an undefined tensor");
+    if (!t.requires_grad()) continue;
+    if (!seen.insert(t.impl()).second) continue;  // tied: reduced once
+    BRISK_CHECK(t.is_leaf(), "Reducer: parameter ", name, " (shape ", t.sizes(),
+                ") is not a leaf tensor; only leaves get gradients in .grad()");
+    BRISK_CHECK(t.is_floating_point(), "Reducer: parameter ", name, " has dtype ", dtype_name(t.dtype()),
+                "; gradients need a floating-point dtype");
+    im.params.push_back(Impl::Param{i, name, t});
+  }
+
+  // Buckets in reverse order: the first small, the rest up to the cap; a new bucket also
+  // where the dtype or device changes (one flat buffer holds one dtype).
+  const size_t n = im.params.size();
+  std::vector<size_t> members;
+  size_t bytes = 0;
+  auto close_bucket = [&] {
+    if (members.empty()) return;
+    const Impl::Param& first = im.params[members.front()];
+    Impl::Bucket b;
+    int64_t numel = 0;
+    for (size_t k : members) {
+      im.params[k].bucket = im.buckets.size();
+      im.params[k].offset = numel;
+      numel += im.params[k].tensor.numel();
+    }
+    {
+      MemoryCategoryGuard cat(MemoryCategory::Gradients);
+      b.flat = zeros({numel}, {first.tensor.dtype(), first.tensor.device()});
+    }
+    b.members = members;
+    BucketInfo info{{}, bytes};
+    for (size_t k : members) info.params.push_back(im.params[k].index);
+    im.buckets.push_back(std::move(b));
+    im.infos.push_back(std::move(info));
+    members.clear();
+    bytes = 0;
+  };
+  for (size_t r = 0; r < n; ++r) {
+    const size_t k = n - 1 - r;
+    const Tensor& t = im.params[k].tensor;
+    const double cap = (im.buckets.empty() ? o.first_bucket_mb : o.bucket_cap_mb) * kMiB;
+    if (!members.empty()) {
+      const Tensor& prev = im.params[members.back()].tensor;
+      if (static_cast<double>(bytes + t.nbytes()) > cap || prev.dtype() != t.dtype() || prev.device() != t.device())
+        close_bucket();
+    }
+    members.push_back(k);
+    bytes += t.nbytes();
+  }
+  close_bucket();
+
+  std::weak_ptr<Impl> self = impl_;
+  for (size_t k = 0; k < n; ++k)
+    im.params[k].tensor.register_hook([self, k](const Tensor& grad) {
+      if (auto s = self.lock()) s->on_grad(k, grad, self);
+    });
+  im.watcher = std::thread([&im] { im.watch(); });
+}
+
+Reducer::~Reducer() {
+  Impl& im = *impl_;
+  if (im.pass_active) im.abandon();
+  {
+    std::lock_guard lk(im.m);
+    im.stop = true;
+  }
+  im.cv.notify_all();
+  if (im.watcher.joinable()) im.watcher.join();
+  impl_.reset();  // the hooks' weak references expire: they do nothing from now on
+}
+
+void Reducer::set_sync(bool sync) { impl_->sync = sync; }
+bool Reducer::sync() const { return impl_->sync; }
+void Reducer::finalize() { impl_->finalize(); }
+const std::vector<BucketInfo>& Reducer::buckets() const { return impl_->infos; }
+const std::vector<Reducer::Event>& Reducer::last_step_events() const { return impl_->events; }
+double Reducer::last_backward_end_us() const { return impl_->backward_end_us; }
+
+}  // namespace brisk::dist
