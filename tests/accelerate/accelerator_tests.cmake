@@ -12,7 +12,7 @@ set(_acc_run_mpi ${CMAKE_CURRENT_SOURCE_DIR}/dist/mp/run_mpi.sh)
 set(_acc_worker $<TARGET_FILE:accelerator_worker>)
 
 # One process, no mpirun: the same scenarios in a world of one.
-foreach(scenario sharding accumulate equivalence)
+foreach(scenario sharding accumulate equivalence collectives)
   add_test(NAME accelerate.worker.${scenario}.np1 COMMAND accelerator_worker ${scenario})
   set_tests_properties(accelerate.worker.${scenario}.np1 PROPERTIES LABELS "unit" TIMEOUT 120
     ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION "PASS ${scenario} rank 0 of 1")
@@ -25,7 +25,7 @@ set_tests_properties(accelerate.resume.np1 PROPERTIES LABELS "unit" TIMEOUT 300
 
 if(BRISK_HAVE_MPI)
   foreach(np 2 4)
-    foreach(scenario sharding accumulate equivalence)
+    foreach(scenario sharding accumulate equivalence collectives)
       add_test(NAME accelerate.mp.${scenario}.np${np}
         COMMAND bash ${_acc_run_mpi} --np ${np} --expect pass --max-seconds 120 -- ${_acc_worker} ${scenario})
       set_tests_properties(accelerate.mp.${scenario}.np${np} PROPERTIES LABELS "multiprocess"

@@ -205,6 +205,68 @@ void equivalence() {
   }
 }
 
+// gather, reduce, broadcast, pad_across_processes, split_between_processes, main_process_first
+// and the no_sync guard, against values computed by hand.
+void collectives() {
+  Accelerator acc;
+  const int64_t N = acc.num_processes(), r = acc.process_index();
+  Tensor g = acc.gather(full({2, 3}, static_cast<double>(r), {.dtype = DType::F32}));
+  EXPECT_OR_DIE(g.sizes() == (Shape{2 * N, 3}), "gather shape");
+  auto gv = g.to_vector<float>();
+  for (int64_t i = 0; i < 2 * N * 3; ++i) EXPECT_OR_DIE(gv[static_cast<size_t>(i)] == static_cast<float>(i / 6), i);
+  if (N > 1) {
+    std::string e;
+    try {
+      acc.gather(full({r + 1}, 1.0));
+    } catch (const Error& err) {
+      e = err.what();
+    }
+    EXPECT_OR_DIE(e.find("rank 0 f32 [1], rank 1 f32 [2]") != std::string::npos, "gather mismatch error: " << e);
+  }
+  Tensor one = full({1}, static_cast<double>(r + 1), {.dtype = DType::F32});
+  EXPECT_OR_DIE(acc.reduce(one).item<float>() == static_cast<float>(N * (N + 1) / 2), "sum");
+  EXPECT_OR_DIE(acc.reduce(one, "mean").item<float>() == static_cast<float>(N + 1) / 2, "mean");
+  EXPECT_OR_DIE(acc.reduce(one, "max").item<float>() == static_cast<float>(N), "max");
+  EXPECT_OR_DIE(one.item<float>() == static_cast<float>(r + 1), "reduce must not change its input");
+  EXPECT_OR_DIE(acc.broadcast(one, static_cast<int>(N - 1)).item<float>() == static_cast<float>(N), "broadcast");
+  Tensor mine = full({r + 1, 2}, static_cast<double>(r + 1), {.dtype = DType::I64});
+  Tensor padded = acc.pad_across_processes(mine, 0, -1);
+  EXPECT_OR_DIE(padded.sizes() == (Shape{N, 2}), "pad shape");
+  auto pv = padded.to_vector<int64_t>();
+  for (int64_t i = 0; i < N; ++i)
+    EXPECT_OR_DIE(pv[static_cast<size_t>(2 * i)] == (i <= r ? r + 1 : -1), "pad row " << i);
+  auto first = acc.pad_across_processes(mine, 0, -1, true).to_vector<int64_t>();
+  EXPECT_OR_DIE(first[static_cast<size_t>(2 * (N - 1))] == r + 1 && (r == N - 1 || first[0] == -1), "pad_first");
+  std::vector<int64_t> share = acc.split_between_processes(std::vector<int64_t>{0, 1, 2, 3, 4});
+  const std::vector<std::vector<int64_t>> want2 = {{0, 1, 2}, {3, 4}}, want4 = {{0, 1}, {2}, {3}, {4}};
+  if (N == 2) EXPECT_OR_DIE(share == want2[static_cast<size_t>(r)], "split " << show(share));
+  if (N == 4) EXPECT_OR_DIE(share == want4[static_cast<size_t>(r)], "split " << show(share));
+  // main_process_first: the main process writes, the others find the file when they enter.
+  const std::string marker = "accelerator_worker_marker_np" + std::to_string(N);
+  if (acc.is_main_process()) std::filesystem::remove(marker);
+  acc.wait_for_everyone();
+  {
+    auto guard = acc.main_process_first();
+    if (acc.is_main_process()) std::ofstream(marker) << "made by the main process\n";
+    else EXPECT_OR_DIE(std::filesystem::exists(marker), "the main process did not go first");
+  }
+  acc.wait_for_everyone();
+  if (acc.is_main_process()) std::filesystem::remove(marker);
+  // no_sync: inside the guard gradients stay local; outside they are averaged.
+  manual_seed(3);
+  TinyNet net;
+  acc.prepare(net);
+  auto ds = tiny_data(4 * N, 17);
+  Tensor x = ds->data().narrow(0, 4 * r, 4), y = ds->targets().narrow(0, 4 * r, 4);
+  {
+    auto ns = acc.no_sync(net);
+    acc.backward(cross_entropy(net(x), y));
+  }
+  EXPECT_OR_DIE(same_on_every_rank(acc, flat_grads(net)) == (N == 1), "no_sync gradients");
+  acc.backward(cross_entropy(net(x), y));
+  EXPECT_OR_DIE(same_on_every_rank(acc, flat_grads(net)), "synced gradients differ");
+}
+
 std::string hex(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%a", v);
@@ -288,7 +350,7 @@ int main(int argc, char** argv) {
   p.allow_positionals("SCENARIO");
   if (!p.parse(argc, argv)) return p.exit_code();
   if (p.positionals().size() != 1) {
-    std::fprintf(stderr, "usage: accelerator_worker SCENARIO (sharding, accumulate, equivalence, train)\n");
+    std::fprintf(stderr, "usage: accelerator_worker SCENARIO (sharding, accumulate, equivalence, collectives, train)\n");
     return 2;
   }
   const std::string scenario = p.positionals()[0];
@@ -297,6 +359,7 @@ int main(int argc, char** argv) {
     if (scenario == "sharding") sharding();
     else if (scenario == "accumulate") accumulate();
     else if (scenario == "equivalence") equivalence();
+    else if (scenario == "collectives") collectives();
     else if (scenario == "train") {
       std::filesystem::create_directories(out);
       int rc = train(steps, save_at, stop_at, resume, out, tag, gas);
