@@ -433,3 +433,36 @@ TEST(ParseSize, UnitsAsHuggingFace) {
   EXPECT_THROW(accelerate::parse_size("lots"), Error);
   EXPECT_THROW(accelerate::parse_size("5XB"), Error);
 }
+
+TEST(Accelerator, FreeMemoryForgetsThePreparedObjects) {
+  Accelerator acc({.gradient_accumulation_steps = 4});
+  TinyNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  data::DataLoader loader(tiny_data(16), {.batch_size = 4});
+  acc.prepare(net, opt, loader);
+  for (auto& [x, y] : loader) {
+    auto s = acc.accumulate(net);
+    acc.backward(cross_entropy(net(x), y));
+    break;  // micro-step 1 of 4: the optimizer is gated
+  }
+  opt.step();
+  EXPECT_EQ(opt.steps_taken(), 0);
+  acc.free_memory();
+  opt.step();  // no gate any more
+  EXPECT_EQ(opt.steps_taken(), 1);
+  acc.prepare(net, opt, loader);  // and they can be prepared again
+}
+
+TEST(Accelerator, ObjectsOutlivingTheAcceleratorKeepWorking) {
+  TinyNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  {
+    Accelerator acc({.gradient_accumulation_steps = 2});
+    acc.prepare(net, opt);
+    auto s = acc.accumulate(net);  // micro-step 1 of 2: gated
+  }
+  auto ds = tiny_data(4);
+  cross_entropy(net(ds->data()), ds->targets()).backward();
+  opt.step();
+  EXPECT_EQ(opt.steps_taken(), 1);
+}

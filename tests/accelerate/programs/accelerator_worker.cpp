@@ -114,12 +114,26 @@ void sharding() {
     }
     void reset(uint64_t) override { i = 0; }
   };
-  for (int64_t size : {22, 24, 3}) {
+  for (int64_t size : {22, 24, 3})
+    for (bool split : {false, true}) {
+      Accelerator acc({.split_batches = split});
+      data::DataLoader loader(std::make_shared<Stream>(size), {.batch_size = split ? 4 : 3});
+      acc.prepare(loader);
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        std::vector<int64_t> got = epoch_indices(acc, loader, true);
+        EXPECT_OR_DIE(got == iota(size), "stream of " << size << " split " << split << ": " << show(got));
+      }
+    }
+  // A loader whose DistributedSampler already splits the samples is left as it is.
+  {
     Accelerator acc;
-    data::DataLoader loader(std::make_shared<Stream>(size), {.batch_size = 3});
+    auto sampler = std::make_shared<data::DistributedSampler>(20, N, acc.process_index(), false);
+    data::DataLoader loader(index_data(20), {.batch_size = 2, .sampler = sampler});
     acc.prepare(loader);
-    std::vector<int64_t> got = epoch_indices(acc, loader, true);
-    EXPECT_OR_DIE(got == iota(size), "stream of " << size << ": " << show(got));
+    std::vector<int64_t> mine;
+    for (auto& b : loader)
+      for (int64_t i : b.data.to_vector<int64_t>()) mine.push_back(i);
+    EXPECT_OR_DIE(mine == sampler->indices(0), "DistributedSampler loader: " << show(mine));
   }
 }
 

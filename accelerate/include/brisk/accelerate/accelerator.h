@@ -301,10 +301,10 @@ class Accelerator {
   // Main process: appends {"step": step, ...values} to <project_dir>/metrics.jsonl and rewrites
   // <project_dir>/metrics.csv (a column per key seen so far).
   void log(const data::json::Value::Object& values, std::optional<int64_t> step = std::nullopt);
-  // A progress bar only the local main process draws.
+  // A progress bar only the main process draws (the others' bars count silently).
   [[nodiscard]] ProgressBar progress_bar(int64_t total, const std::string& description,
                                          const std::string& unit = "it") const {
-    return ProgressBar(total, description, unit, is_local_main_process());
+    return ProgressBar(total, description, unit, is_main_process());
   }
 
  private:
