@@ -19,10 +19,10 @@ struct Args {
   uint64_t seed = 0;
   std::string data;  // empty: BRISK_FASHION_MNIST_DIR, else Debian's dataset-fashion-mnist folder
   std::string out = "out/fashion_mnist";
-  int threads = 0;   // 0: OMP_NUM_THREADS or all cores
+  int threads = 0;  // 0: OMP_NUM_THREADS or all cores
   int64_t workers = 1;
   int64_t bench = 0;
-  int64_t steps_per_epoch = 0;  // 0: the whole training set
+  int64_t steps_per_epoch = 0;                 // 0: the whole training set
   std::optional<std::string> mixed_precision;  // unset: BRISK_MIXED_PRECISION (brisk launch), else "no"
   bool resume = false;
 };
@@ -74,15 +74,16 @@ int main(int argc, char** argv) {
   p.add("batch_size", "images per step and process", &a.batch_size);
   p.add("lr", "Adam learning rate", &a.lr);
   p.add("seed", "seed for the weights and the shuffling", &a.seed);
-  p.add("data", "folder with the four Fashion-MNIST .gz files (default: $BRISK_FASHION_MNIST_DIR, else "
-                "/usr/share/datasets/fashion-mnist)", &a.data);
+  p.add("data",
+        "folder with the four Fashion-MNIST .gz files (default: $BRISK_FASHION_MNIST_DIR, else "
+        "/usr/share/datasets/fashion-mnist)",
+        &a.data);
   p.add("out", "folder for metrics.jsonl, checkpoints/ and model.safetensors", &a.out);
   p.add("threads", "CPU threads per process (0: OMP_NUM_THREADS or all cores)", &a.threads);
   p.add("workers", "data-loading threads", &a.workers);
   p.add("bench", "time this many training steps after a warm-up and print images/s, then exit", &a.bench);
   p.add("steps_per_epoch", "stop each epoch after this many steps (0: the whole training set)", &a.steps_per_epoch);
-  p.add("mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)",
-        &a.mixed_precision);
+  p.add("mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)", &a.mixed_precision);
   p.add("resume", "continue from the newest checkpoint under <out>/checkpoints", &a.resume);
   if (!p.parse(argc, argv)) return p.exit_code();
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) {
@@ -99,8 +100,8 @@ int main(int argc, char** argv) {
                      .total_limit = 2});
     auto train_set = std::make_shared<data::FashionMNIST>(data::Split::Train, a.data);
     auto test_set = std::make_shared<data::FashionMNIST>(data::Split::Test, a.data);
-    data::DataLoader train(train_set, {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers,
-                                       .seed = a.seed});
+    data::DataLoader train(train_set,
+                           {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers, .seed = a.seed});
     data::DataLoader test(test_set, {.batch_size = 256});
 
     models::FashionCNN net;
@@ -143,16 +144,17 @@ int main(int argc, char** argv) {
     }
 
     int first_epoch = 1;
-    acc.register_for_checkpointing("epoch", [&] { return data::json::Value(first_epoch - 1); },
-                                   [&](const data::json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
+    acc.register_for_checkpointing(
+        "epoch", [&] { return data::json::Value(first_epoch - 1); },
+        [&](const data::json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
     if (a.resume) acc.print("fashion_mnist: resumed from ", acc.load_state(), " after epoch ", first_epoch - 1);
     char header[256];
     std::snprintf(header, sizeof header,
                   "fashion_mnist: %lld train / %lld test images, %lld process(es) x batch %lld, Adam lr %g, "
                   "mixed precision %s, %d thread(s) per process, %lld parameters",
                   static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
-                  static_cast<long long>(N), static_cast<long long>(a.batch_size), a.lr,
-                  acc.mixed_precision().c_str(), get_num_threads(), static_cast<long long>(net.num_parameters()));
+                  static_cast<long long>(N), static_cast<long long>(a.batch_size), a.lr, acc.mixed_precision().c_str(),
+                  get_num_threads(), static_cast<long long>(net.num_parameters()));
     acc.print(header);
     for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
       const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, train.size()) : train.size();

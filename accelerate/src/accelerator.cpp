@@ -85,8 +85,8 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
   std::function<const char*(const char*)> getenv = getenv_fn ? getenv_fn : [](const char* n) { return std::getenv(n); };
   AcceleratorSettings s;
   auto& src = s.source;
-  s.mixed_precision = pick<std::string>(o.mixed_precision, env::kMixedPrecision, parse_string, "no", "mixed_precision",
-                                        getenv, src);
+  s.mixed_precision =
+      pick<std::string>(o.mixed_precision, env::kMixedPrecision, parse_string, "no", "mixed_precision", getenv, src);
   s.gradient_accumulation_steps = pick<int64_t>(o.gradient_accumulation_steps, env::kGradientAccumulationSteps,
                                                 parse_int, 1, "gradient_accumulation_steps", getenv, src);
   s.cpu = pick<bool>(o.cpu, env::kCpu, parse_bool, false, "cpu", getenv, src);
@@ -105,8 +105,8 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
     src["seed"] = "default";
   }
   s.project_dir = pick<std::string>(o.project_dir, env::kProjectDir, parse_string, ".", "project_dir", getenv, src);
-  s.automatic_checkpoint_naming = pick<bool>(o.automatic_checkpoint_naming, nullptr, parse_bool, false,
-                                             "automatic_checkpoint_naming", getenv, src);
+  s.automatic_checkpoint_naming =
+      pick<bool>(o.automatic_checkpoint_naming, nullptr, parse_bool, false, "automatic_checkpoint_naming", getenv, src);
   if (o.total_limit) {
     s.total_limit = *o.total_limit;
     src["total_limit"] = "program";
@@ -116,7 +116,8 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
   s.bucket_cap_mb = pick<double>(o.bucket_cap_mb, env::kBucketCapMb, parse_double, 25.0, "bucket_cap_mb", getenv, src);
   s.find_unused_parameters = pick<bool>(o.find_unused_parameters, env::kFindUnusedParameters, parse_bool, false,
                                         "find_unused_parameters", getenv, src);
-  s.scaler.init_scale = pick<double>(o.scaler_init_scale, nullptr, parse_double, 65536.0, "scaler_init_scale", getenv, src);
+  s.scaler.init_scale =
+      pick<double>(o.scaler_init_scale, nullptr, parse_double, 65536.0, "scaler_init_scale", getenv, src);
   s.scaler.growth_factor =
       pick<double>(o.scaler_growth_factor, nullptr, parse_double, 2.0, "scaler_growth_factor", getenv, src);
   s.scaler.backoff_factor =
@@ -274,13 +275,13 @@ void Accelerator::prepare_one(data::DataLoader& loader) {
     ls->sharded = true;
     int64_t per_rank = o.batch_size, round = o.batch_size * N;
     if (s_.split_batches) {
-      BRISK_CHECK(o.batch_size % N == 0, "Accelerator: with split_batches the data loader's batch_size (",
-                  o.batch_size, ") must be a multiple of the number of processes (", N, ")");
+      BRISK_CHECK(o.batch_size % N == 0, "Accelerator: with split_batches the data loader's batch_size (", o.batch_size,
+                  ") must be a multiple of the number of processes (", N, ")");
       per_rank = o.batch_size / N;
       round = o.batch_size;
     }
-    ls->shard = std::make_shared<accelerate::detail::IterableShard>(loader.iterable_dataset(), round, per_rank, r,
-                                                                    o.drop_last);
+    ls->shard =
+        std::make_shared<accelerate::detail::IterableShard>(loader.iterable_dataset(), round, per_rank, r, o.drop_last);
     ls->shard->on_reset = [sh = sh_, l = ls.get()] { l->begin_tick = ++sh->loader_tick; };
     data::DataLoaderOptions no = o;
     no.batch_size = per_rank;
@@ -292,8 +293,8 @@ void Accelerator::prepare_one(data::DataLoader& loader) {
   ls->sharded = !std::dynamic_pointer_cast<data::DistributedSampler>(o.sampler);
   ls->own_shuffle = o.shuffle && !o.sampler;
   if (s_.split_batches && ls->sharded)
-    BRISK_CHECK(o.batch_size % N == 0, "Accelerator: with split_batches the data loader's batch_size (",
-                o.batch_size, ") must be a multiple of the number of processes (", N, ")");
+    BRISK_CHECK(o.batch_size % N == 0, "Accelerator: with split_batches the data loader's batch_size (", o.batch_size,
+                ") must be a multiple of the number of processes (", N, ")");
   const bool split = s_.split_batches, even = s_.even_batches;
   loader.set_batch_source([sh = sh_, ls, N, r, split, even](uint64_t epoch) {
     auto span = dist::trace_span("plan batches", "data");
@@ -515,8 +516,9 @@ Tensor Accelerator::reduce(const Tensor& t, const std::string& reduction) {
   Tensor x = empty(t.sizes(), t.dtype(), t.device());
   kernels::copy_(x, t.detach());
   if (world_size_ == 1) return x;
-  const dist::ReduceOp op =
-      reduction == "sum" ? dist::ReduceOp::Sum : reduction == "mean" ? dist::ReduceOp::Avg : dist::ReduceOp::Max;
+  const dist::ReduceOp op = reduction == "sum"    ? dist::ReduceOp::Sum
+                            : reduction == "mean" ? dist::ReduceOp::Avg
+                                                  : dist::ReduceOp::Max;
   pg_->all_reduce(x, {.op = op});
   return x;
 }

@@ -25,8 +25,8 @@ struct Accelerator::OptimizerState {
 struct Accelerator::LoaderState {
   data::DataLoader* loader = nullptr;
   bool iterable = false;
-  bool sharded = false;        // the batches are split across ranks (not for a DistributedSampler)
-  bool own_shuffle = false;    // the plan's permutation is seeded by the Accelerator's seed
+  bool sharded = false;      // the batches are split across ranks (not for a DistributedSampler)
+  bool own_shuffle = false;  // the plan's permutation is seeded by the Accelerator's seed
   std::shared_ptr<accelerate::detail::IterableShard> shard;
   // The last plan handed out (epoch's batch count and how much of its last round is real).
   int64_t plan_size = -1;

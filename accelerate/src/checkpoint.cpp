@@ -111,8 +111,7 @@ std::vector<std::pair<int64_t, fs::path>> numbered_checkpoints(const fs::path& r
     const std::string prefix = "checkpoint_";
     if (!e.is_directory() || name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) continue;
     const std::string digits = name.substr(prefix.size());
-    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-        digits.size() > 15)
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) || digits.size() > 15)
       continue;
     out.emplace_back(std::stoll(digits), e.path());
   }
@@ -120,7 +119,9 @@ std::vector<std::pair<int64_t, fs::path>> numbered_checkpoints(const fs::path& r
   return out;
 }
 
-std::string model_file(size_t i) { return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors"; }
+std::string model_file(size_t i) {
+  return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors";
+}
 std::string gradients_file(size_t i) {
   return i == 0 ? "gradients.safetensors" : "gradients_" + std::to_string(i) + ".safetensors";
 }
@@ -177,13 +178,20 @@ int64_t parse_size(const std::string& text) {
   const double number = std::stod(s.substr(0, digits));
   const std::string unit = s.substr(digits);
   double mult = 0;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KB") mult = 1e3;
-  else if (unit == "MB") mult = 1e6;
-  else if (unit == "GB") mult = 1e9;
-  else if (unit == "KIB") mult = 1024.0;
-  else if (unit == "MIB") mult = 1024.0 * 1024;
-  else if (unit == "GIB") mult = 1024.0 * 1024 * 1024;
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KB")
+    mult = 1e3;
+  else if (unit == "MB")
+    mult = 1e6;
+  else if (unit == "GB")
+    mult = 1e9;
+  else if (unit == "KIB")
+    mult = 1024.0;
+  else if (unit == "MIB")
+    mult = 1024.0 * 1024;
+  else if (unit == "GIB")
+    mult = 1024.0 * 1024 * 1024;
   BRISK_CHECK(mult > 0, "parse_size: unknown unit '", text.substr(digits), "' in '", text,
               "' (use B, KB, MB, GB, KiB, MiB or GiB)");
   BRISK_CHECK(number * mult >= 1, "parse_size: the size must be at least one byte, got '", text, "'");
@@ -371,8 +379,7 @@ std::string Accelerator::load_state(const std::string& dir) {
         }
     }
     if (world_size_ > 1) pg_->broadcast(n, {.root = 0});
-    BRISK_CHECK(n.item<int64_t>() >= 0, "Accelerator::load_state: no complete checkpoint under '", root.string(),
-                "'");
+    BRISK_CHECK(n.item<int64_t>() >= 0, "Accelerator::load_state: no complete checkpoint under '", root.string(), "'");
     path = root / ("checkpoint_" + std::to_string(n.item<int64_t>()));
   } else {
     path = dir;
@@ -430,8 +437,9 @@ std::string Accelerator::load_state(const std::string& dir) {
     schedulers_[i]->load_state_dict(sd);
   }
   if (scaler_) {
-    BRISK_CHECK(!st.at("scaler").is_null(), "Accelerator::load_state: the checkpoint has no GradScaler state "
-                                            "(it was saved without mixed_precision fp16)");
+    BRISK_CHECK(!st.at("scaler").is_null(),
+                "Accelerator::load_state: the checkpoint has no GradScaler state "
+                "(it was saved without mixed_precision fp16)");
     optim::StateDict sd;
     sd.scalars = json_scalars(st.at("scaler"));
     scaler_->load_state_dict(sd);
@@ -449,8 +457,10 @@ std::string Accelerator::load_state(const std::string& dir) {
     if (l.iterable) {
       // A stream cannot seek: a save in the middle of an epoch restarts that epoch.
       if (position > 0 && !l.at_end())
-        print("Accelerator::load_state: data loader ", i, " reads an IterableDataset, which cannot resume mid-epoch;"
-              " epoch ", epoch, " starts over");
+        print("Accelerator::load_state: data loader ", i,
+              " reads an IterableDataset, which cannot resume mid-epoch;"
+              " epoch ",
+              epoch, " starts over");
       l.loader->set_epoch(position > 0 && l.at_end() ? epoch + 1 : epoch);
       continue;
     }

@@ -149,9 +149,7 @@ std::optional<data::Example> IterableShard::next() {
   return cur_[static_cast<size_t>(cursor_++)];
 }
 
-bool IterableShard::at_end() const {
-  return !has_cur_ || (!has_next_ && cursor_ == (rank_ + 1) * per_rank_);
-}
+bool IterableShard::at_end() const { return !has_cur_ || (!has_next_ && cursor_ == (rank_ + 1) * per_rank_); }
 
 }  // namespace detail
 

@@ -1,9 +1,8 @@
 // The Accelerator in one process (a world of one): options and their precedence, prepare,
 // accumulation and the step gates, fp16 step skipping, the sharding plan, collectives' shapes,
 // trackers. Checkpoints are in test_checkpoint.cpp; multi-process behaviour in accelerator_worker.
-#include <gtest/gtest.h>
-
 #include <brisk/brisk.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
@@ -13,8 +12,8 @@
 #include "accelerate/programs/tiny_net.h"
 
 using namespace brisk;
-using brisk::testing::TinyNet;
 using brisk::testing::tiny_data;
+using brisk::testing::TinyNet;
 
 namespace {
 
@@ -60,8 +59,10 @@ TEST(AcceleratorOptions, DefaultsWhenNothingIsSet) {
 }
 
 TEST(AcceleratorOptions, EnvironmentOverridesDefaultsAndProgramOverridesEnvironment) {
-  auto env = fake_env({{"BRISK_MIXED_PRECISION", "bf16"}, {"BRISK_CPU", "1"},
-                       {"BRISK_GRADIENT_ACCUMULATION_STEPS", "4"}, {"BRISK_BUCKET_CAP_MB", "5"}});
+  auto env = fake_env({{"BRISK_MIXED_PRECISION", "bf16"},
+                       {"BRISK_CPU", "1"},
+                       {"BRISK_GRADIENT_ACCUMULATION_STEPS", "4"},
+                       {"BRISK_BUCKET_CAP_MB", "5"}});
   AcceleratorSettings from_env = resolve_accelerator_options({}, env);
   EXPECT_EQ(from_env.mixed_precision, "bf16");
   EXPECT_TRUE(from_env.cpu);
@@ -89,10 +90,13 @@ TEST(AcceleratorOptions, BadMixedPrecisionNamesTheValueAndWhereItCameFrom) {
 }
 
 TEST(AcceleratorOptions, OtherBadValuesAreClearErrors) {
-  EXPECT_NE(error_of([] { resolve_accelerator_options({.gradient_accumulation_steps = 0}, fake_env({})); })
-                .find("gradient_accumulation_steps"),
+  EXPECT_NE(error_of([] {
+              resolve_accelerator_options({.gradient_accumulation_steps = 0}, fake_env({}));
+            }).find("gradient_accumulation_steps"),
             std::string::npos);
-  EXPECT_NE(error_of([] { resolve_accelerator_options({}, fake_env({{"BRISK_CPU", "maybe"}})); }).find("BRISK_CPU"),
+  EXPECT_NE(error_of([] {
+              resolve_accelerator_options({}, fake_env({{"BRISK_CPU", "maybe"}}));
+            }).find("BRISK_CPU"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               resolve_accelerator_options({}, fake_env({{"BRISK_GRADIENT_ACCUMULATION_STEPS", "two"}}));

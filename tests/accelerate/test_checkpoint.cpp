@@ -1,9 +1,8 @@
 // Checkpoints in one process: save_state / load_state round trips, the manifest, automatic
 // naming with total_limit, incomplete checkpoints being ignored, save_model's shards and index.
 // (Resuming in a new process, and a save killed half-way: run_resume.sh.)
-#include <gtest/gtest.h>
-
 #include <brisk/brisk.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,8 +10,8 @@
 #include "accelerate/programs/tiny_net.h"
 
 using namespace brisk;
-using brisk::testing::TinyNet;
 using brisk::testing::tiny_data;
+using brisk::testing::TinyNet;
 namespace fs = std::filesystem;
 
 namespace {

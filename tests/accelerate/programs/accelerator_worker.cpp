@@ -21,16 +21,15 @@ namespace {
 
 int rank_for_messages = 0;
 
-#define EXPECT_OR_DIE(cond, ...)                                                                      \
-  do {                                                                                                \
-    if (!(cond)) {                                                                                    \
-      std::ostringstream os_;                                                                         \
-      os_ << __VA_ARGS__;                                                                             \
-      std::fprintf(stderr, "FAIL rank %d line %d: %s: %s\n", rank_for_messages, __LINE__, #cond,      \
-                   os_.str().c_str());                                                                \
-      std::fflush(stderr);                                                                            \
-      std::exit(1);                                                                                   \
-    }                                                                                                 \
+#define EXPECT_OR_DIE(cond, ...)                                                                                     \
+  do {                                                                                                               \
+    if (!(cond)) {                                                                                                   \
+      std::ostringstream os_;                                                                                        \
+      os_ << __VA_ARGS__;                                                                                            \
+      std::fprintf(stderr, "FAIL rank %d line %d: %s: %s\n", rank_for_messages, __LINE__, #cond, os_.str().c_str()); \
+      std::fflush(stderr);                                                                                           \
+      std::exit(1);                                                                                                  \
+    }                                                                                                                \
   } while (0)
 
 std::string show(const std::vector<int64_t>& v) {
@@ -84,8 +83,8 @@ void sharding() {
     acc.prepare(loader);
     std::vector<int64_t> last;
     for (auto& b : loader) last = b.data.to_vector<int64_t>();
-    const std::vector<int64_t> want = acc.process_index() == 1 ? std::vector<int64_t>{21, 0, 1}
-                                                               : std::vector<int64_t>{18, 19, 20};
+    const std::vector<int64_t> want =
+        acc.process_index() == 1 ? std::vector<int64_t>{21, 0, 1} : std::vector<int64_t>{18, 19, 20};
     EXPECT_OR_DIE(last == want, "last batch " << show(last));
   }
   for (int64_t size : {22, 37, 5, 1, 64})
@@ -99,8 +98,8 @@ void sharding() {
           for (int epoch = 0; epoch < 2; ++epoch) {
             std::vector<int64_t> got = epoch_indices(acc, loader, true);
             std::sort(got.begin(), got.end());
-            EXPECT_OR_DIE(got == iota(size), "size " << size << " batch " << batch << " split " << split
-                                                     << " shuffle " << shuffle << ": " << show(got));
+            EXPECT_OR_DIE(got == iota(size), "size " << size << " batch " << batch << " split " << split << " shuffle "
+                                                     << shuffle << ": " << show(got));
           }
         }
   // An IterableDataset is sharded too (rounds of batch × N, the last padded from the first).
@@ -153,8 +152,8 @@ void accumulate() {
       auto s = acc.accumulate(net);
       acc.backward(cross_entropy(net(x), y));
       const bool same = same_on_every_rank(acc, flat_grads(net));
-      EXPECT_OR_DIE(same == (s.sync() || N == 1), "micro-step " << syncs.size() << ": sync " << s.sync() << " but grads "
-                                                    << (same ? "agree" : "differ"));
+      EXPECT_OR_DIE(same == (s.sync() || N == 1), "micro-step " << syncs.size() << ": sync " << s.sync()
+                                                                << " but grads " << (same ? "agree" : "differ"));
       syncs.push_back(s.sync());
       opt.step();
       opt.zero_grad();
@@ -176,8 +175,8 @@ void accumulate() {
     }
     auto a = flat_params(net), r = flat_params(ref);
     for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_OR_DIE(std::fabs(a[i] - r[i]) <= 1e-5 + 1e-5 * std::fabs(r[i]), "param " << i << ": " << a[i] << " vs "
-                                                                                      << r[i]);
+      EXPECT_OR_DIE(std::fabs(a[i] - r[i]) <= 1e-5 + 1e-5 * std::fabs(r[i]),
+                    "param " << i << ": " << a[i] << " vs " << r[i]);
   }
 }
 
@@ -189,8 +188,10 @@ void equivalence() {
     Accelerator acc({.seed = 5});
     TinyNet net;
     std::unique_ptr<optim::Optimizer> opt;
-    if (adam) opt = std::make_unique<optim::Adam>(net.parameters(), optim::AdamOptions{.lr = 0.01});
-    else opt = std::make_unique<optim::SGD>(net.parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    if (adam)
+      opt = std::make_unique<optim::Adam>(net.parameters(), optim::AdamOptions{.lr = 0.01});
+    else
+      opt = std::make_unique<optim::SGD>(net.parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
     auto ds = tiny_data(N * b * steps, 9);
     data::DataLoader loader(ds, {.batch_size = b});
     acc.prepare(net, *opt, loader);
@@ -203,8 +204,10 @@ void equivalence() {
     manual_seed(5);
     TinyNet ref;
     std::unique_ptr<optim::Optimizer> ref_opt;
-    if (adam) ref_opt = std::make_unique<optim::Adam>(ref.parameters(), optim::AdamOptions{.lr = 0.01});
-    else ref_opt = std::make_unique<optim::SGD>(ref.parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    if (adam)
+      ref_opt = std::make_unique<optim::Adam>(ref.parameters(), optim::AdamOptions{.lr = 0.01});
+    else
+      ref_opt = std::make_unique<optim::SGD>(ref.parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
     data::DataLoader ref_loader(ds, {.batch_size = N * b});
     for (auto& [x, y] : ref_loader) {
       cross_entropy(ref(x), y).backward();
@@ -261,8 +264,10 @@ void collectives() {
   acc.wait_for_everyone();
   {
     auto guard = acc.main_process_first();
-    if (acc.is_main_process()) std::ofstream(marker) << "made by the main process\n";
-    else EXPECT_OR_DIE(std::filesystem::exists(marker), "the main process did not go first");
+    if (acc.is_main_process())
+      std::ofstream(marker) << "made by the main process\n";
+    else
+      EXPECT_OR_DIE(std::filesystem::exists(marker), "the main process did not go first");
   }
   acc.wait_for_everyone();
   if (acc.is_main_process()) std::filesystem::remove(marker);
@@ -300,18 +305,21 @@ std::string tensor_sha(const nn::NamedTensors& tensors) {
 // A training run with Adam, a StepLR schedule, dropout, shuffling and gradient accumulation,
 // saving (and resuming) with save_state / load_state. Writes each step's loss in hex to
 // losses_rank<r>_<tag>.txt and, when it reaches --steps, the final state to final_rank<r>.txt.
-int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const std::string& out,
-          const std::string& tag, int64_t gas) {
-  Accelerator acc({.gradient_accumulation_steps = gas, .seed = 7, .project_dir = out,
-                   .automatic_checkpoint_naming = true, .total_limit = 3});
+int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const std::string& out, const std::string& tag,
+          int64_t gas) {
+  Accelerator acc({.gradient_accumulation_steps = gas,
+                   .seed = 7,
+                   .project_dir = out,
+                   .automatic_checkpoint_naming = true,
+                   .total_limit = 3});
   TinyNet net(0.2);
   optim::Adam opt(net.parameters(), {.lr = 0.01});
   optim::StepLR sched(opt, 7, 0.9);
   data::DataLoader loader(tiny_data(120), {.batch_size = 4, .shuffle = true, .seed = 5});
   acc.prepare(net, opt, loader, sched);
   int64_t done = 0;
-  acc.register_for_checkpointing("done", [&] { return data::json::Value(done); },
-                                 [&](const data::json::Value& v) { done = v.as_int(); });
+  acc.register_for_checkpointing(
+      "done", [&] { return data::json::Value(done); }, [&](const data::json::Value& v) { done = v.as_int(); });
   if (resume) {
     std::string path = acc.load_state();
     acc.print("loaded ", path, " at step ", done);
@@ -364,16 +372,21 @@ int main(int argc, char** argv) {
   p.allow_positionals("SCENARIO");
   if (!p.parse(argc, argv)) return p.exit_code();
   if (p.positionals().size() != 1) {
-    std::fprintf(stderr, "usage: accelerator_worker SCENARIO (sharding, accumulate, equivalence, collectives, train)\n");
+    std::fprintf(stderr,
+                 "usage: accelerator_worker SCENARIO (sharding, accumulate, equivalence, collectives, train)\n");
     return 2;
   }
   const std::string scenario = p.positionals()[0];
   try {
     rank_for_messages = dist::init().rank();
-    if (scenario == "sharding") sharding();
-    else if (scenario == "accumulate") accumulate();
-    else if (scenario == "equivalence") equivalence();
-    else if (scenario == "collectives") collectives();
+    if (scenario == "sharding")
+      sharding();
+    else if (scenario == "accumulate")
+      accumulate();
+    else if (scenario == "equivalence")
+      equivalence();
+    else if (scenario == "collectives")
+      collectives();
     else if (scenario == "train") {
       std::filesystem::create_directories(out);
       int rc = train(steps, save_at, stop_at, resume, out, tag, gas);

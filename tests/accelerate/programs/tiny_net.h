@@ -11,9 +11,7 @@ namespace brisk::testing {
 struct TinyNet : nn::Module {
   nn::Linear f1{4, 8}, f2{8, 3};
   nn::Dropout drop;
-  explicit TinyNet(double dropout = 0.0) : drop(dropout) {
-    register_modules({{"f1", f1}, {"f2", f2}, {"drop", drop}});
-  }
+  explicit TinyNet(double dropout = 0.0) : drop(dropout) { register_modules({{"f1", f1}, {"f2", f2}, {"drop", drop}}); }
   Tensor forward(const Tensor& x) override { return f2(drop(relu(f1(x)))); }
 };
 

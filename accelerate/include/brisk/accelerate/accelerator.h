@@ -48,23 +48,23 @@ namespace brisk {
 // Every field is optional: unset is not the same as the default. What the program sets wins, then
 // the environment (BRISK_MIXED_PRECISION ..., filled by `brisk launch`), then the defaults shown.
 struct AcceleratorOptions {
-  std::optional<std::string> mixed_precision = std::nullopt;             // "no" | "fp16" | "bf16"   (no)
-  std::optional<int64_t> gradient_accumulation_steps = std::nullopt;     // >= 1                     (1)
-  std::optional<bool> cpu = std::nullopt;                                // train on the CPU even with a GPU (false)
-  std::optional<bool> device_placement = std::nullopt;                   // move models to device()  (true)
-  std::optional<bool> split_batches = std::nullopt;                      // cut each global batch in N (false)
-  std::optional<bool> even_batches = std::nullopt;                       // pad so ranks get equal batches (true)
-  std::optional<uint64_t> seed = std::nullopt;                           // set_seed(seed) at construction (none)
-  std::optional<std::string> project_dir = std::nullopt;                 // checkpoints and logs     (".")
-  std::optional<bool> automatic_checkpoint_naming = std::nullopt;        // save_state() -> checkpoints/checkpoint_<n> (false)
-  std::optional<int64_t> total_limit = std::nullopt;                     // keep at most this many automatic checkpoints (all)
-  std::optional<double> bucket_cap_mb = std::nullopt;                    // Reducer buckets after the first (25)
-  std::optional<bool> find_unused_parameters = std::nullopt;             // (false)
+  std::optional<std::string> mixed_precision = std::nullopt;          // "no" | "fp16" | "bf16"   (no)
+  std::optional<int64_t> gradient_accumulation_steps = std::nullopt;  // >= 1                     (1)
+  std::optional<bool> cpu = std::nullopt;                             // train on the CPU even with a GPU (false)
+  std::optional<bool> device_placement = std::nullopt;                // move models to device()  (true)
+  std::optional<bool> split_batches = std::nullopt;                   // cut each global batch in N (false)
+  std::optional<bool> even_batches = std::nullopt;                    // pad so ranks get equal batches (true)
+  std::optional<uint64_t> seed = std::nullopt;                        // set_seed(seed) at construction (none)
+  std::optional<std::string> project_dir = std::nullopt;              // checkpoints and logs     (".")
+  std::optional<bool> automatic_checkpoint_naming = std::nullopt;  // save_state() -> checkpoints/checkpoint_<n> (false)
+  std::optional<int64_t> total_limit = std::nullopt;               // keep at most this many automatic checkpoints (all)
+  std::optional<double> bucket_cap_mb = std::nullopt;              // Reducer buckets after the first (25)
+  std::optional<bool> find_unused_parameters = std::nullopt;       // (false)
   // GradScaler (fp16 only), PyTorch's defaults.
-  std::optional<double> scaler_init_scale = std::nullopt;                // 65536
-  std::optional<double> scaler_growth_factor = std::nullopt;             // 2
-  std::optional<double> scaler_backoff_factor = std::nullopt;            // 0.5
-  std::optional<int64_t> scaler_growth_interval = std::nullopt;          // 2000
+  std::optional<double> scaler_init_scale = std::nullopt;        // 65536
+  std::optional<double> scaler_growth_factor = std::nullopt;     // 2
+  std::optional<double> scaler_backoff_factor = std::nullopt;    // 0.5
+  std::optional<int64_t> scaler_growth_interval = std::nullopt;  // 2000
 };
 
 // The options in force, each decided by the program, the environment or the default.
