@@ -147,7 +147,10 @@ int main(int argc, char** argv) {
     acc.register_for_checkpointing(
         "epoch", [&] { return data::json::Value(first_epoch - 1); },
         [&](const data::json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
-    if (a.resume) acc.print("fashion_mnist: resumed from ", acc.load_state(), " after epoch ", first_epoch - 1);
+    if (a.resume) {
+      const std::string from = acc.load_state();
+      acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1);
+    }
     char header[256];
     std::snprintf(header, sizeof header,
                   "fashion_mnist: %lld train / %lld test images, %lld process(es) x batch %lld, Adam lr %g, "
