@@ -1,11 +1,12 @@
-// fashion_mnist: trains the example CNN of DESIGN.md on Fashion-MNIST on the CPU, with a progress
-// bar, per-epoch test metrics (also written to <out>/metrics.jsonl) and the trained weights saved
-// as <out>/model.safetensors. `--bench N` times N training steps instead.
+// fashion_mnist: trains the example CNN of DESIGN.md on Fashion-MNIST with the Accelerator, on one
+// process or data-parallel on several (`brisk launch -n 2 build/examples/fashion_mnist`): a progress
+// bar on the main process, per-epoch test metrics over the whole test set (gather_for_metrics),
+// metrics.jsonl/.csv, a checkpoint per epoch under <out>/checkpoints and the trained weights as
+// <out>/model.safetensors. `--bench N` times N training steps instead.
 #include <brisk/brisk.h>
 
+#include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 using namespace brisk;
 
@@ -13,15 +14,17 @@ namespace {
 
 struct Args {
   int epochs = 8;
-  int64_t batch_size = 64;
+  int64_t batch_size = 64;  // per process
   double lr = 1e-3;
   uint64_t seed = 0;
   std::string data;  // empty: BRISK_FASHION_MNIST_DIR, else Debian's dataset-fashion-mnist folder
   std::string out = "out/fashion_mnist";
-  int threads = 0;   // 0: OMP_NUM_THREADS or all cores
+  int threads = 0;  // 0: OMP_NUM_THREADS or all cores
   int64_t workers = 1;
   int64_t bench = 0;
-  int64_t steps_per_epoch = 0;  // 0: the whole training set
+  int64_t steps_per_epoch = 0;                 // 0: the whole training set
+  std::optional<std::string> mixed_precision;  // unset: BRISK_MIXED_PRECISION (brisk launch), else "no"
+  bool resume = false;
 };
 
 // Fashion-MNIST's mean and standard deviation over the training images.
@@ -30,21 +33,33 @@ Tensor normalize(const Tensor& images) { return (images - kMean) * (1.0 / kStd);
 
 struct Eval {
   double loss = 0, accuracy = 0;
+  int64_t count = 0;
 };
 
-Eval evaluate(models::FashionCNN& net, data::DataLoader& loader) {
+// Every process evaluates its shard; gather_for_metrics puts the predictions of all processes
+// together, without the samples repeated to even out the shards: exactly the test set, once.
+Eval evaluate(Accelerator& acc, models::FashionCNN& net, data::DataLoader& loader, int64_t expected) {
   NoGradGuard no_grad;
   net.eval();
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   for (auto& [x, y] : loader) {
-    Tensor logits = net(normalize(x));
-    loss_sum += cross_entropy(logits, y, {.reduction = "sum"}).item<double>();
-    correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
-    seen += y.numel();
+    Tensor logits;
+    {
+      auto ac = acc.autocast();
+      logits = net(normalize(x));
+    }
+    Tensor losses = acc.gather_for_metrics(cross_entropy(logits, y, {.reduction = "none"}));
+    Tensor predictions = acc.gather_for_metrics(argmax(logits, 1));
+    Tensor labels = acc.gather_for_metrics(y);
+    loss_sum += sum(losses.to(DType::F64)).item<double>();
+    correct += sum(eq(predictions, labels)).item<int64_t>();
+    seen += labels.numel();
   }
   net.train();
-  return {loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen)};
+  BRISK_CHECK(seen == expected, "fashion_mnist: gather_for_metrics counted ", seen, " test predictions, expected ",
+              expected);
+  return {loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen};
 }
 
 }  // namespace
@@ -53,18 +68,23 @@ int main(int argc, char** argv) {
   Args a;
   cli::Parser p("fashion_mnist",
                 "Trains the example CNN (conv 1->16->32, 3x3, ReLU, 2x2 max-pool; linear 1568->256->10) on\n"
-                "Fashion-MNIST with Adam, printing test accuracy after each epoch.");
+                "Fashion-MNIST with Adam, printing test accuracy after each epoch. Data-parallel under\n"
+                "`brisk launch -n N` (each process takes every N-th batch; --batch-size is per process).");
   p.add("epochs", "passes over the training set", &a.epochs);
-  p.add("batch_size", "images per step", &a.batch_size);
+  p.add("batch_size", "images per step and process", &a.batch_size);
   p.add("lr", "Adam learning rate", &a.lr);
   p.add("seed", "seed for the weights and the shuffling", &a.seed);
-  p.add("data", "folder with the four Fashion-MNIST .gz files (default: $BRISK_FASHION_MNIST_DIR, else "
-                "/usr/share/datasets/fashion-mnist)", &a.data);
-  p.add("out", "folder for metrics.jsonl and model.safetensors", &a.out);
-  p.add("threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", &a.threads);
+  p.add("data",
+        "folder with the four Fashion-MNIST .gz files (default: $BRISK_FASHION_MNIST_DIR, else "
+        "/usr/share/datasets/fashion-mnist)",
+        &a.data);
+  p.add("out", "folder for metrics.jsonl, checkpoints/ and model.safetensors", &a.out);
+  p.add("threads", "CPU threads per process (0: OMP_NUM_THREADS or all cores)", &a.threads);
   p.add("workers", "data-loading threads", &a.workers);
   p.add("bench", "time this many training steps after a warm-up and print images/s, then exit", &a.bench);
   p.add("steps_per_epoch", "stop each epoch after this many steps (0: the whole training set)", &a.steps_per_epoch);
+  p.add("mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)", &a.mixed_precision);
+  p.add("resume", "continue from the newest checkpoint under <out>/checkpoints", &a.resume);
   if (!p.parse(argc, argv)) return p.exit_code();
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) {
     std::fprintf(stderr, "fashion_mnist: --epochs, --batch-size and --lr must be positive\n");
@@ -73,21 +93,33 @@ int main(int argc, char** argv) {
 
   try {
     set_num_threads(a.threads);
-    manual_seed(a.seed);
+    Accelerator acc({.mixed_precision = a.mixed_precision,
+                     .seed = a.seed,
+                     .project_dir = a.out,
+                     .automatic_checkpoint_naming = true,
+                     .total_limit = 2});
     auto train_set = std::make_shared<data::FashionMNIST>(data::Split::Train, a.data);
     auto test_set = std::make_shared<data::FashionMNIST>(data::Split::Test, a.data);
-    data::DataLoader train(train_set, {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers,
-                                       .seed = a.seed});
-    data::DataLoader test(test_set, {.batch_size = 1000});
+    data::DataLoader train(train_set,
+                           {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers, .seed = a.seed});
+    data::DataLoader test(test_set, {.batch_size = 256});
 
     models::FashionCNN net;
     optim::Adam opt(net.parameters(), {.lr = a.lr});
+    acc.prepare(net, opt, train, test);
+    const int64_t N = acc.num_processes();
+
     auto step = [&](const Tensor& x, const Tensor& y) {
       MemoryCategoryGuard activations(MemoryCategory::Activations);
-      Tensor loss = cross_entropy(net(normalize(x)), y);
-      opt.zero_grad();
-      loss.backward();
+      auto sync = acc.accumulate(net);
+      Tensor loss;
+      {
+        auto ac = acc.autocast();
+        loss = cross_entropy(net(normalize(x)), y);
+      }
+      acc.backward(loss);
       opt.step();
+      opt.zero_grad();
       return loss.item<double>();
     };
 
@@ -96,31 +128,46 @@ int main(int argc, char** argv) {
       std::chrono::steady_clock::time_point t0;
       while (done < a.bench) {
         for (auto& [x, y] : train) {
-          if (done == 0) t0 = std::chrono::steady_clock::now();
+          if (done == 0) {
+            acc.wait_for_everyone();
+            t0 = std::chrono::steady_clock::now();
+          }
           step(x, y);
           if (++done == a.bench) break;
         }
       }
+      acc.wait_for_everyone();
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("train images/s: %.0f\n", static_cast<double>(a.bench * a.batch_size) / s);
+      // All processes together: each trained bench steps of batch_size images.
+      acc.print("train images/s: ", static_cast<int64_t>(static_cast<double>(a.bench * a.batch_size * N) / s));
       return 0;
     }
 
-    std::filesystem::create_directories(a.out);
-    std::ofstream metrics(a.out + "/metrics.jsonl", std::ios::trunc);
-    std::printf("fashion_mnist: %lld train / %lld test images, batch %lld, Adam lr %g, %d thread(s), %lld parameters\n",
-                static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
-                static_cast<long long>(a.batch_size), a.lr, get_num_threads(),
-                static_cast<long long>(net.num_parameters()));
-    for (int epoch = 1; epoch <= a.epochs; ++epoch) {
+    int first_epoch = 1;
+    acc.register_for_checkpointing(
+        "epoch", [&] { return data::json::Value(first_epoch - 1); },
+        [&](const data::json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
+    if (a.resume) {
+      const std::string from = acc.load_state();
+      acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1);
+    }
+    char header[256];
+    std::snprintf(header, sizeof header,
+                  "fashion_mnist: %lld train / %lld test images, %lld process(es) x batch %lld, Adam lr %g, "
+                  "mixed precision %s, %d thread(s) per process, %lld parameters",
+                  static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
+                  static_cast<long long>(N), static_cast<long long>(a.batch_size), a.lr, acc.mixed_precision().c_str(),
+                  get_num_threads(), static_cast<long long>(net.num_parameters()));
+    acc.print(header);
+    for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
       const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, train.size()) : train.size();
-      ProgressBar bar(planned, "epoch " + std::to_string(epoch) + "/" + std::to_string(a.epochs), "step");
+      auto bar = acc.progress_bar(planned, "epoch " + std::to_string(epoch) + "/" + std::to_string(a.epochs), "step");
       double loss_sum = 0;
       int64_t steps = 0, images = 0;
       for (auto& [x, y] : train) {
         loss_sum += step(x, y);
         ++steps;
-        images += y.numel();
+        images += y.numel() * N;
         char post[64];
         std::snprintf(post, sizeof post, "loss %.4f, %.0f img/s", loss_sum / static_cast<double>(steps),
                       static_cast<double>(images) / bar.elapsed_seconds());
@@ -129,20 +176,29 @@ int main(int argc, char** argv) {
       }
       bar.close();
       const double seconds = bar.elapsed_seconds(), ips = static_cast<double>(images) / seconds;
-      Eval ev = evaluate(net, test);
-      const double train_loss = loss_sum / static_cast<double>(steps);
-      std::printf("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f images/s, %.1fs\n", epoch,
-                  a.epochs, train_loss, ev.loss, 100 * ev.accuracy, ips, seconds);
-      std::fflush(stdout);
+      Eval ev = evaluate(acc, net, test, test_set->size());
+      // The training loss averaged over the processes (each saw its own shard).
+      const double train_loss =
+          acc.reduce(full({1}, loss_sum / static_cast<double>(steps), {.dtype = DType::F64}), "mean").item<double>();
       char line[256];
       std::snprintf(line, sizeof line,
-                    "{\"epoch\": %d, \"train_loss\": %.6f, \"test_loss\": %.6f, \"test_accuracy\": %.6f, "
-                    "\"images_per_s\": %.1f, \"seconds\": %.3f}\n",
-                    epoch, train_loss, ev.loss, ev.accuracy, ips, seconds);
-      metrics << line << std::flush;
+                    "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%lld images), %.0f images/s, "
+                    "%.1fs",
+                    epoch, a.epochs, train_loss, ev.loss, 100 * ev.accuracy, static_cast<long long>(ev.count), ips,
+                    seconds);
+      acc.print(line);
+      acc.log({{"epoch", epoch},
+               {"train_loss", train_loss},
+               {"test_loss", ev.loss},
+               {"test_accuracy", ev.accuracy},
+               {"images_per_s", ips},
+               {"seconds", seconds}},
+              epoch);
+      first_epoch = epoch + 1;  // what the checkpoint records as done
+      acc.save_state();
     }
-    data::save_safetensors(a.out + "/model.safetensors", net.state_dict(), {{"format", "pt"}, {"model", "FashionCNN"}});
-    std::printf("saved %s/model.safetensors and %s/metrics.jsonl\n", a.out.c_str(), a.out.c_str());
+    acc.save_model(net, a.out);
+    acc.print("saved ", a.out, "/model.safetensors, ", a.out, "/checkpoints and ", a.out, "/metrics.jsonl");
   } catch (const Error& e) {
     std::fprintf(stderr, "fashion_mnist: %s\n", e.message().c_str());
     return 1;

@@ -4,14 +4,19 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
+#include "brisk/accelerate/accelerator.h"
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/env_vars.h"
+#include "brisk/autograd/autograd.h"
 #include "brisk/dist/dist.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/kernels/reduce.h"
+#include "brisk/nn/layers.h"
+#include "brisk/optim/sgd.h"
 
 namespace brisk::selftest {
 
@@ -198,6 +203,70 @@ CheckResult p2p_barrier_check(const RankInfo&) {
   return {Status::Pass, "barrier, send/recv around a ring, two async all_reduces in order"};
 }
 
+std::vector<float> flat(const nn::Module& m) {
+  std::vector<float> out;
+  for (const Tensor& p : m.parameters()) {
+    auto v = p.to_vector<float>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// Every rank trains a small linear model a few SGD steps with the Accelerator (batch 8 per
+// process); then every rank must hold the same parameters, bit for bit, and they must equal one
+// process trained on the same data with the global batch (8 x processes).
+CheckResult data_parallel_step_on_world() {
+  Accelerator acc({.cpu = true, .seed = 0});
+  const int64_t N = acc.num_processes(), b = 8, steps = 3;
+  Generator g(7);
+  Tensor x = randn({N * b * steps, 6}, {}, &g);
+  Tensor y = randn({N * b * steps, 2}, {}, &g);
+  auto ds = std::make_shared<data::TensorDataset>(x, y);
+  nn::Linear net(6, 2);
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  data::DataLoader loader(ds, {.batch_size = b});
+  acc.prepare(net, opt, loader);
+  for (auto& [xb, yb] : loader) {
+    acc.backward(mse_loss(net(xb), yb));
+    opt.step();
+    opt.zero_grad();
+  }
+  const std::vector<float> mine = flat(net);
+  Tensor all = acc.gather(from_vector<float>(mine, {1, static_cast<int64_t>(mine.size())}));
+  std::vector<float> every = all.to_vector<float>();
+  for (int64_t r = 1; r < N; ++r)
+    if (std::memcmp(every.data(), every.data() + r * mine.size(), mine.size() * sizeof(float)) != 0)
+      return {Status::Fail, "rank " + std::to_string(r) + "'s parameters differ from rank 0's after " +
+                                std::to_string(steps) + " steps"};
+  manual_seed(0);
+  nn::Linear ref(6, 2);
+  optim::SGD ref_opt(ref.parameters(), {.lr = 0.1});
+  data::DataLoader ref_loader(ds, {.batch_size = N * b});
+  for (auto& [xb, yb] : ref_loader) {
+    mse_loss(ref(xb), yb).backward();
+    ref_opt.step();
+    ref_opt.zero_grad();
+  }
+  const std::vector<float> want = flat(ref);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(mine[i]) - want[i]) / (1e-5 + std::fabs(want[i])));
+  if (worst > 1e-5)
+    return {Status::Fail, "parameters differ from one process with batch " + std::to_string(N * b) +
+                              " (worst relative difference " + std::to_string(worst) + ")"};
+  return {Status::Pass, std::to_string(steps) + " SGD steps on " + std::to_string(N) +
+                            " process(es): parameters identical on every rank and equal to 1 process with batch " +
+                            std::to_string(N * b)};
+}
+
+CheckResult data_parallel_step(const RankInfo&) {
+  CheckResult r = data_parallel_step_on_world();
+  // The last check: leave the job together now, so a rank that later exits on purpose
+  // (--fail_rank) with status 0 does not wait for the others in the exit protocol.
+  dist::finalize();
+  return r;
+}
+
 }  // namespace
 
 RankInfo read_rank_info() {
@@ -226,12 +295,7 @@ std::vector<SelfCheck> self_checks() {
       {"broadcast, reduce", broadcast_reduce_check},
       {"gather, scatter, all_to_all", gather_scatter_check},
       {"send/recv, barrier, async", p2p_barrier_check},
-      // Extension point: a data-parallel training step (the Accelerator's) joins here; until it
-      // exists it is listed as SKIP, never as PASS.
-      {"data-parallel training step",
-       [](const RankInfo&) -> CheckResult {
-         return {Status::Skip, "not checked: this build has no Accelerator yet"};
-       }},
+      {"data-parallel training step", data_parallel_step},
   };
 }
 

@@ -18,6 +18,7 @@ void LRScheduler::apply() {
 }
 
 void LRScheduler::step() {
+  if (gate_ && !gate_()) return;
   ++last_step_;
   apply();
 }

@@ -60,3 +60,4 @@ foreach(n 2 4)
   set_tests_properties(accelerate.cli.test_${n}_processes PROPERTIES LABELS "multiprocess" ENVIRONMENT "${_cli_env}"
     RESOURCE_LOCK cpu_cores TIMEOUT 300 PASS_REGULAR_EXPRESSION "[0-9]+ passed, 0 failed" FAIL_REGULAR_EXPRESSION "\\| FAIL ")
 endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/accelerator_tests.cmake)

@@ -1,6 +1,7 @@
-// The accelerate layer: launch configuration, host detection and launch command building
-// (the Accelerator joins later).
+// The accelerate layer: the Accelerator, launch configuration, host detection and launch
+// command building.
 #pragma once
+#include "brisk/accelerate/accelerator.h"
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/accelerate/host.h"

@@ -21,6 +21,14 @@ inline constexpr const char* kNumMachines = "BRISK_NUM_MACHINES";
 // OpenMPI bootstraps brisk jobs, so these are informational unless a backend wants its own rendezvous.
 inline constexpr const char* kMainProcessIp = "BRISK_MAIN_PROCESS_IP";
 inline constexpr const char* kMainProcessPort = "BRISK_MAIN_PROCESS_PORT";
+// Read by the Accelerator only (set them yourself, or through `brisk launch`'s environment
+// forwarding): gradient_accumulation_steps, seed, project_dir, bucket_cap_mb and
+// find_unused_parameters ("1"/"0").
+inline constexpr const char* kGradientAccumulationSteps = "BRISK_GRADIENT_ACCUMULATION_STEPS";
+inline constexpr const char* kSeed = "BRISK_SEED";
+inline constexpr const char* kProjectDir = "BRISK_PROJECT_DIR";
+inline constexpr const char* kBucketCapMb = "BRISK_BUCKET_CAP_MB";
+inline constexpr const char* kFindUnusedParameters = "BRISK_FIND_UNUSED_PARAMETERS";
 // The config file the launch read (absent when none was found).
 inline constexpr const char* kConfigFile = "BRISK_CONFIG_FILE";
 

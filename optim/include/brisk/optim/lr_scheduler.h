@@ -19,6 +19,9 @@ class LRScheduler {
   StateDict state_dict() const;
   void load_state_dict(const StateDict& sd);
   Optimizer& optimizer() { return opt_; }
+  // Step gate (for the Accelerator, as Optimizer's): when it returns false, step() does nothing,
+  // so the schedule advances once per optimizer step that really happened.
+  void set_step_gate(std::function<bool()> gate) { gate_ = std::move(gate); }
 
  protected:
   explicit LRScheduler(Optimizer& opt);
@@ -31,6 +34,7 @@ class LRScheduler {
   Optimizer& opt_;
   std::vector<double> base_lrs_;
   int64_t last_step_ = 0;
+  std::function<bool()> gate_;
 };
 
 // base * gamma^(floor(step / step_size))

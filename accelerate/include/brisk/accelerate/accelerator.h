@@ -1,0 +1,354 @@
+// The Accelerator: Hugging Face Accelerate's training-loop helper in C++. It prepares a user's
+// own model, optimizer, data loaders and schedulers in place for data-parallel training
+// (REFERENCE.md "Accelerator", "Data sharding"), and adds mixed precision, gradient
+// accumulation, collectives for metrics, checkpoints and trackers.
+//
+//   Accelerator acc({.mixed_precision = "bf16", .gradient_accumulation_steps = 2});
+//   acc.prepare(net, opt, train_loader, sched);       // any order and number
+//   for (auto& [x, y] : train_loader) {
+//     auto sync = acc.accumulate(net);
+//     Tensor loss;
+//     { auto ac = acc.autocast(); loss = nn::cross_entropy(net(x), y); }
+//     acc.backward(loss);
+//     opt.step();                                    // does nothing on micro-steps that do not sync
+//     sched.step();                                  // steps once per real optimizer step
+//     opt.zero_grad();
+//   }
+//   acc.save_state();                                // <project_dir>/checkpoints/checkpoint_<n>
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "brisk/amp/autocast.h"
+#include "brisk/amp/grad_scaler.h"
+#include "brisk/core/progress.h"
+#include "brisk/core/tensor.h"
+#include "brisk/data/dataloader.h"
+#include "brisk/data/json.h"
+#include "brisk/dist/process_group.h"
+#include "brisk/nn/module.h"
+#include "brisk/optim/lr_scheduler.h"
+#include "brisk/optim/optimizer.h"
+
+namespace brisk::dist {
+class Reducer;
+}
+
+namespace brisk {
+
+// Every field is optional: unset is not the same as the default. What the program sets wins, then
+// the environment (BRISK_MIXED_PRECISION ..., filled by `brisk launch`), then the defaults shown.
+struct AcceleratorOptions {
+  std::optional<std::string> mixed_precision = std::nullopt;          // "no" | "fp16" | "bf16"   (no)
+  std::optional<int64_t> gradient_accumulation_steps = std::nullopt;  // >= 1                     (1)
+  std::optional<bool> cpu = std::nullopt;                             // train on the CPU even with a GPU (false)
+  std::optional<bool> device_placement = std::nullopt;                // move models to device()  (true)
+  std::optional<bool> split_batches = std::nullopt;                   // cut each global batch in N (false)
+  std::optional<bool> even_batches = std::nullopt;                    // pad so ranks get equal batches (true)
+  std::optional<uint64_t> seed = std::nullopt;                        // set_seed(seed) at construction (none)
+  std::optional<std::string> project_dir = std::nullopt;              // checkpoints and logs     (".")
+  std::optional<bool> automatic_checkpoint_naming = std::nullopt;  // save_state() -> checkpoints/checkpoint_<n> (false)
+  std::optional<int64_t> total_limit = std::nullopt;               // keep at most this many automatic checkpoints (all)
+  std::optional<double> bucket_cap_mb = std::nullopt;              // Reducer buckets after the first (25)
+  std::optional<bool> find_unused_parameters = std::nullopt;       // (false)
+  // GradScaler (fp16 only), PyTorch's defaults.
+  std::optional<double> scaler_init_scale = std::nullopt;        // 65536
+  std::optional<double> scaler_growth_factor = std::nullopt;     // 2
+  std::optional<double> scaler_backoff_factor = std::nullopt;    // 0.5
+  std::optional<int64_t> scaler_growth_interval = std::nullopt;  // 2000
+};
+
+// The options in force, each decided by the program, the environment or the default.
+struct AcceleratorSettings {
+  std::string mixed_precision = "no";
+  int64_t gradient_accumulation_steps = 1;
+  bool cpu = false;
+  bool device_placement = true;
+  bool split_batches = false;
+  bool even_batches = true;
+  std::optional<uint64_t> seed;
+  std::string project_dir = ".";
+  bool automatic_checkpoint_naming = false;
+  std::optional<int64_t> total_limit;
+  double bucket_cap_mb = 25.0;
+  bool find_unused_parameters = false;
+  amp::GradScalerOptions scaler;
+  // Where each value came from: "program", "env BRISK_..." or "default" (by field name).
+  std::map<std::string, std::string> source;
+};
+
+// Resolves options over the environment (`getenv` is injectable for tests) and validates them;
+// bad values throw brisk::Error naming the option, its source and the value.
+AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
+                                                const std::function<const char*(const char*)>& getenv = nullptr);
+
+namespace accelerate {
+
+// One rank's share of an epoch's batch plan (REFERENCE.md "Data sharding", Accelerate's
+// BatchSamplerShard). `global` is the loader's own plan (batch_size samples each, the last
+// possibly short unless drop_last). Without split_batches rank r takes batches r, r+N, ...;
+// with even_batches (and no drop_last) the shortfall is filled by cycling samples from the
+// start so every rank gets the same number of full batches; with drop_last incomplete rounds
+// are dropped. With split_batches each global batch is cut into N slices of batch_size / N.
+struct ShardedPlan {
+  data::BatchPlan batches;
+  // Samples in the last round (the last batch of every rank together) that are real, and the
+  // round's size: gather_for_metrics keeps the first `last_round_real` of the last gathered batch.
+  int64_t last_round_real = 0;
+  int64_t last_round_size = 0;
+};
+ShardedPlan shard_batch_plan(const data::BatchPlan& global, int64_t batch_size, int64_t num_processes, int64_t rank,
+                             bool split_batches, bool even_batches, bool drop_last);
+
+// SHA-256 of bytes / of a file, as lowercase hex (the checkpoint manifest's checksums).
+std::string sha256_hex(const std::string& bytes);
+std::string sha256_file(const std::string& path);
+
+// "10GB" (10^9 bytes), "500MB", "2GiB" (2^30), "100KB", or a plain byte count; throws on anything else.
+int64_t parse_size(const std::string& text);
+
+// Whether `dir` holds a complete checkpoint: a manifest whose own checksum is right and whose
+// files all exist with the listed sizes and SHA-256. On false, *why says what is wrong.
+bool is_complete_checkpoint(const std::string& dir, std::string* why = nullptr);
+
+}  // namespace accelerate
+
+class Accelerator {
+ public:
+  explicit Accelerator(AcceleratorOptions options = {});
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  const AcceleratorSettings& settings() const { return s_; }
+  const std::string& mixed_precision() const { return s_.mixed_precision; }
+  int64_t gradient_accumulation_steps() const { return s_.gradient_accumulation_steps; }
+
+  // --- process facts -------------------------------------------------------------------------
+  bool is_main_process() const { return rank_ == 0; }
+  bool is_local_main_process() const { return local_rank_ == 0; }
+  int process_index() const { return rank_; }
+  int local_process_index() const { return local_rank_; }
+  int num_processes() const { return world_size_; }
+  bool distributed() const { return world_size_ > 1; }
+  // The CPU, or with a GPU present (and not `cpu`) this process's GPU (local rank).
+  Device device() const { return device_; }
+  dist::ProcessGroup& process_group() const { return *pg_; }
+
+  void wait_for_everyone();
+  // While held, the main process (first) or the local main process runs before the others.
+  class MainProcessFirst {
+   public:
+    MainProcessFirst(Accelerator& acc, bool local);
+    ~MainProcessFirst();
+    MainProcessFirst(const MainProcessFirst&) = delete;
+    MainProcessFirst& operator=(const MainProcessFirst&) = delete;
+
+   private:
+    Accelerator& acc_;
+    bool is_first_;
+  };
+  [[nodiscard]] MainProcessFirst main_process_first() { return MainProcessFirst(*this, false); }
+  [[nodiscard]] MainProcessFirst local_main_process_first() { return MainProcessFirst(*this, true); }
+  // Prints the arguments (streamed, then a newline) on the local main process only.
+  template <class... A>
+  void print(const A&... a) const {
+    if (!is_local_main_process()) return;
+    std::ostringstream os;
+    (os << ... << a);
+    std::cout << os.str() << std::endl;
+  }
+
+  // Seeds brisk's default generator (the same seed on every rank) and the shuffling of every
+  // prepared data loader.
+  void set_seed(uint64_t seed);
+
+  // --- prepare ---------------------------------------------------------------------------------
+  // Wraps models, optimizers, data loaders and schedulers in place, in any order and number.
+  template <class... T>
+  void prepare(T&... objects) {
+    (prepare_one(objects), ...);
+  }
+  void prepare_one(nn::Module& model);
+  void prepare_one(optim::Optimizer& optimizer);
+  void prepare_one(data::DataLoader& loader);
+  void prepare_one(optim::LRScheduler& scheduler);
+  // The user's model itself (prepare wraps in place; for symmetry with Accelerate).
+  template <class M>
+  M& unwrap_model(M& model) const {
+    return model;
+  }
+  // Forgets every prepared object (their gates and reducers are removed) and empties caches.
+  void free_memory();
+
+  // --- the training step -----------------------------------------------------------------------
+  // loss / gradient_accumulation_steps (× the loss scale under fp16), then backward; gradients
+  // are averaged across processes when this step syncs.
+  void backward(const Tensor& loss);
+  // Gradient accumulation: constructing the guard decides whether this micro-step syncs
+  // (every gradient_accumulation_steps-th step, and the last batch of the data loader).
+  class Accumulate {
+   public:
+    Accumulate(Accelerator& acc, nn::Module* model);
+    ~Accumulate() {}  // user-provided: `auto sync = acc.accumulate(net);` is not an unused variable
+    Accumulate(const Accumulate&) = delete;
+    Accumulate& operator=(const Accumulate&) = delete;
+    bool sync() const { return sync_; }
+
+   private:
+    bool sync_;
+  };
+  [[nodiscard]] Accumulate accumulate(nn::Module& model) { return Accumulate(*this, &model); }
+  [[nodiscard]] Accumulate accumulate() { return Accumulate(*this, nullptr); }
+  // Whether gradients are synchronised (and the optimizer steps) in the current micro-step.
+  bool sync_gradients() const { return sh_->sync_gradients; }
+  // Inside the guard the model's backward passes accumulate locally without communication.
+  class NoSync {
+   public:
+    NoSync(Accelerator& acc, nn::Module& model);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    Accelerator& acc_;
+    nn::Module* model_;
+  };
+  [[nodiscard]] NoSync no_sync(nn::Module& model) { return NoSync(*this, model); }
+  // Mixed precision for the forward pass and the loss (nothing under "no").
+  class Autocast {
+   public:
+    explicit Autocast(const std::string& mixed_precision);
+    Autocast(const Autocast&) = delete;
+    Autocast& operator=(const Autocast&) = delete;
+
+   private:
+    std::optional<amp::Autocast> guard_;
+  };
+  [[nodiscard]] Autocast autocast() const { return Autocast(s_.mixed_precision); }
+  // Gradient clipping over the (synchronised) gradients; under fp16 they are unscaled first.
+  // Returns the total norm before clipping.
+  double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+  double clip_grad_norm_(const nn::Module& model, double max_norm, double norm_type = 2.0);
+  void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
+  void clip_grad_value_(const nn::Module& model, double clip_value);
+  // Under fp16: divides the optimizer's gradients by the loss scale now (done once per step).
+  void unscale_gradients();
+  // True when the last real optimizer step was skipped because the fp16 scaler found inf/NaN.
+  bool optimizer_step_was_skipped() const { return sh_->step_skipped; }
+  // The GradScaler (fp16), or nullptr.
+  amp::GradScaler* scaler() const { return scaler_.get(); }
+  // Micro-steps seen by accumulate() since the start (or the last end of a data loader).
+  int64_t step() const { return step_; }
+
+  // --- collectives ------------------------------------------------------------------------------
+  // Every rank's tensor stacked along dim 0 in rank order: (world * n, ...); shapes must match.
+  // A 0-d tensor gathers to (world).
+  Tensor gather(const Tensor& t);
+  // Like gather (ranks' first dims may differ), but on the last batch of an epoch drops the
+  // samples that were duplicated to even out the shards: an epoch yields exactly len(dataset).
+  Tensor gather_for_metrics(const Tensor& t);
+  // "sum" (default), "mean" or "max" over ranks; returns a new tensor on every rank.
+  Tensor reduce(const Tensor& t, const std::string& reduction = "sum");
+  // Rank `from`'s values, on every rank (shapes and dtypes must match).
+  Tensor broadcast(const Tensor& t, int from = 0);
+  // Pads every rank's tensor with `value` to the largest size along `dim` (at the end, or at
+  // the start with pad_first).
+  Tensor pad_across_processes(const Tensor& t, int64_t dim = 0, double value = 0.0, bool pad_first = false);
+  // This rank's contiguous share of `items`: the first len % N ranks get one more.
+  template <class T>
+  std::vector<T> split_between_processes(const std::vector<T>& items) const {
+    auto [begin, end] = share(static_cast<int64_t>(items.size()));
+    return std::vector<T>(items.begin() + begin, items.begin() + end);
+  }
+  Tensor split_between_processes(const Tensor& t) const;
+  // [begin, end) of this rank's share of n items.
+  std::pair<int64_t, int64_t> share(int64_t n) const;
+
+  // --- checkpoints -----------------------------------------------------------------------------
+  // Writes models, optimizers, schedulers, the scaler, every rank's RNG state, the data
+  // loaders' epoch and position and the step counters into `dir` (docs/checkpoints.md).
+  // Atomic: a crash never leaves a checkpoint that loads. No argument: with
+  // automatic_checkpoint_naming <project_dir>/checkpoints/checkpoint_<n>. Returns the folder.
+  std::string save_state(const std::string& dir = "");
+  // Restores everything save_state wrote; no argument: the newest complete checkpoint under
+  // <project_dir>/checkpoints. The next iteration of each data loader continues where the
+  // saved run stopped. Returns the folder loaded.
+  std::string load_state(const std::string& dir = "");
+  // Extra state saved and restored with the checkpoint under `name` (a step counter, a best
+  // score ...): `save` is called by save_state, `load` by load_state.
+  void register_for_checkpointing(const std::string& name, std::function<data::json::Value()> save,
+                                  std::function<void(const data::json::Value&)> load);
+  // The next iteration of `loader` starts at batch n (for resuming by hand).
+  data::DataLoader& skip_first_batches(data::DataLoader& loader, int64_t n);
+  // The model's weights as safetensors (main process): one model.safetensors, or shards of at
+  // most max_shard_size plus model.safetensors.index.json (Hugging Face's layout); tied weights
+  // are written once.
+  void save_model(const nn::Module& model, const std::string& dir, const std::string& max_shard_size = "10GB");
+  // Main process only: a safetensors file of `state` (accelerator.save(model.state_dict(), path)).
+  void save(const nn::NamedTensors& state, const std::string& path);
+
+  // --- trackers ----------------------------------------------------------------------------------
+  // Main process: appends {"step": step, ...values} to <project_dir>/metrics.jsonl and rewrites
+  // <project_dir>/metrics.csv (a column per key seen so far).
+  void log(const data::json::Value::Object& values, std::optional<int64_t> step = std::nullopt);
+  // A progress bar only the main process draws (the others' bars count silently).
+  [[nodiscard]] ProgressBar progress_bar(int64_t total, const std::string& description,
+                                         const std::string& unit = "it") const {
+    return ProgressBar(total, description, unit, is_main_process());
+  }
+
+ private:
+  struct LoaderState;
+  struct ModelState;
+  struct OptimizerState;
+  void on_synced_backward();
+  LoaderState* active_loader();
+  std::string checkpoint_root() const;
+  void check_not_prepared(const void* object, const char* what);
+
+  AcceleratorSettings s_;
+  dist::ProcessGroup* pg_ = nullptr;
+  int rank_ = 0, world_size_ = 1, local_rank_ = 0;
+  Device device_ = kCPU;
+  std::unique_ptr<amp::GradScaler> scaler_;
+
+  std::vector<std::unique_ptr<ModelState>> models_;
+  std::vector<std::shared_ptr<OptimizerState>> optimizers_;
+  std::vector<std::shared_ptr<LoaderState>> loaders_;
+  std::vector<optim::LRScheduler*> schedulers_;
+  struct CustomState {
+    std::string name;
+    std::function<data::json::Value()> save;
+    std::function<void(const data::json::Value&)> load;
+  };
+  std::vector<CustomState> custom_;
+
+  // What the gates and batch sources installed in the user's objects read: shared, so that an
+  // object that outlives the Accelerator keeps working (its gates then let everything through).
+  struct Shared {
+    bool alive = true;
+    bool sync_gradients = true;
+    bool step_skipped = false;
+    uint64_t loader_tick = 0;      // counts epoch starts over all loaders
+    std::optional<uint64_t> seed;  // the loaders' shuffling seed (set_seed)
+  };
+  std::shared_ptr<Shared> sh_ = std::make_shared<Shared>();
+  bool unscaled_ = false;
+  int64_t step_ = 0;
+  LoaderState* active_ = nullptr;
+  bool resumed_ = false;
+  std::vector<data::json::Value> log_rows_;
+  bool log_started_ = false;
+};
+
+}  // namespace brisk

@@ -1,0 +1,46 @@
+// Internal: what the Accelerator keeps per prepared object (shared by accelerator.cpp,
+// checkpoint.cpp and tracking.cpp).
+#pragma once
+#include <memory>
+
+#include "brisk/accelerate/accelerator.h"
+#include "brisk/dist/reducer.h"
+#include "sharding.h"
+
+namespace brisk {
+
+struct Accelerator::ModelState {
+  nn::Module* model = nullptr;
+  std::unique_ptr<dist::Reducer> reducer;
+  int no_sync_depth = 0;
+};
+
+struct Accelerator::OptimizerState {
+  optim::Optimizer* opt = nullptr;
+  // Set by a synced backward: the next gated call is the optimizer step (skipped when the
+  // fp16 scaler found inf/NaN); later calls (zero_grad) go through.
+  bool pending = false;
+};
+
+struct Accelerator::LoaderState {
+  data::DataLoader* loader = nullptr;
+  bool iterable = false;
+  bool sharded = false;      // the batches are split across ranks (not for a DistributedSampler)
+  bool own_shuffle = false;  // the plan's permutation is seeded by the Accelerator's seed
+  std::shared_ptr<accelerate::detail::IterableShard> shard;
+  // The last plan handed out (epoch's batch count and how much of its last round is real).
+  int64_t plan_size = -1;
+  int64_t last_round_real = 0, last_round_size = 0;
+  uint64_t begin_tick = 0;  // when this loader last started an epoch (a global counter)
+  // What active_loader() saw last time.
+  bool seen_valid = false;
+  uint64_t seen_epoch = 0, seen_tick = 0;
+  int64_t seen_position = 0;
+
+  bool at_end() const {
+    if (iterable) return shard && shard->at_end();
+    return plan_size >= 0 && loader->position() >= plan_size;
+  }
+};
+
+}  // namespace brisk

@@ -1,0 +1,56 @@
+// A tiny classifier and a fixed synthetic data set shared by the Accelerator's tests and their
+// multi-process worker: small enough to train hundreds of steps in a blink.
+#pragma once
+#include <brisk/brisk.h>
+
+#include <cstring>
+#include <vector>
+
+namespace brisk::testing {
+
+struct TinyNet : nn::Module {
+  nn::Linear f1{4, 8}, f2{8, 3};
+  nn::Dropout drop;
+  explicit TinyNet(double dropout = 0.0) : drop(dropout) { register_modules({{"f1", f1}, {"f2", f2}, {"drop", drop}}); }
+  Tensor forward(const Tensor& x) override { return f2(drop(relu(f1(x)))); }
+};
+
+// n examples: x ~ N(0, 1) in 4 dims, label = argmax of a fixed linear map (3 classes).
+inline std::shared_ptr<data::TensorDataset> tiny_data(int64_t n, uint64_t seed = 42) {
+  Generator g(seed);
+  Tensor x = randn({n, 4}, {}, &g);
+  Tensor w = randn({4, 3}, {}, &g);
+  Tensor y = argmax(matmul(x, w), 1);
+  return std::make_shared<data::TensorDataset>(x, y);
+}
+
+// Every parameter's values, flattened in registration order.
+inline std::vector<float> flat_params(const nn::Module& m) {
+  std::vector<float> out;
+  for (const Tensor& p : m.parameters()) {
+    auto v = p.to_vector<float>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+inline std::vector<float> flat_grads(const nn::Module& m) {
+  std::vector<float> out;
+  for (const Tensor& p : m.parameters()) {
+    Tensor g = p.grad();
+    std::vector<float> v = g.defined() ? g.to_vector<float>() : std::vector<float>(static_cast<size_t>(p.numel()), 0);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// True when every rank holds exactly these bits.
+inline bool same_on_every_rank(Accelerator& acc, const std::vector<float>& v) {
+  Tensor all = acc.gather(from_vector<float>(v, {1, static_cast<int64_t>(v.size())}));
+  std::vector<float> a = all.to_vector<float>();
+  for (int r = 1; r < acc.num_processes(); ++r)
+    if (std::memcmp(a.data(), a.data() + r * v.size(), v.size() * sizeof(float)) != 0) return false;
+  return true;
+}
+
+}  // namespace brisk::testing

@@ -1,0 +1,472 @@
+// The Accelerator in one process (a world of one): options and their precedence, prepare,
+// accumulation and the step gates, fp16 step skipping, the sharding plan, collectives' shapes,
+// trackers. Checkpoints are in test_checkpoint.cpp; multi-process behaviour in accelerator_worker.
+#include <brisk/brisk.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "accelerate/programs/tiny_net.h"
+
+using namespace brisk;
+using brisk::testing::tiny_data;
+using brisk::testing::TinyNet;
+
+namespace {
+
+std::function<const char*(const char*)> fake_env(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<std::vector<int64_t>> plan_of(int64_t n, int64_t batch, bool drop_last = false) {
+  return data::make_batches(arange(n).to_vector<int64_t>(), batch, drop_last);
+}
+
+}  // namespace
+
+// --- options ----------------------------------------------------------------------------------
+
+TEST(AcceleratorOptions, DefaultsWhenNothingIsSet) {
+  AcceleratorSettings s = resolve_accelerator_options({}, fake_env({}));
+  EXPECT_EQ(s.mixed_precision, "no");
+  EXPECT_EQ(s.gradient_accumulation_steps, 1);
+  EXPECT_FALSE(s.cpu);
+  EXPECT_TRUE(s.device_placement);
+  EXPECT_FALSE(s.split_batches);
+  EXPECT_TRUE(s.even_batches);
+  EXPECT_FALSE(s.seed.has_value());
+  EXPECT_EQ(s.bucket_cap_mb, 25.0);
+  EXPECT_FALSE(s.find_unused_parameters);
+  EXPECT_EQ(s.scaler.init_scale, 65536.0);
+  EXPECT_EQ(s.scaler.growth_interval, 2000);
+  EXPECT_EQ(s.source.at("mixed_precision"), "default");
+}
+
+TEST(AcceleratorOptions, EnvironmentOverridesDefaultsAndProgramOverridesEnvironment) {
+  auto env = fake_env({{"BRISK_MIXED_PRECISION", "bf16"},
+                       {"BRISK_CPU", "1"},
+                       {"BRISK_GRADIENT_ACCUMULATION_STEPS", "4"},
+                       {"BRISK_BUCKET_CAP_MB", "5"}});
+  AcceleratorSettings from_env = resolve_accelerator_options({}, env);
+  EXPECT_EQ(from_env.mixed_precision, "bf16");
+  EXPECT_TRUE(from_env.cpu);
+  EXPECT_EQ(from_env.gradient_accumulation_steps, 4);
+  EXPECT_EQ(from_env.bucket_cap_mb, 5.0);
+  EXPECT_EQ(from_env.source.at("mixed_precision"), "env BRISK_MIXED_PRECISION");
+
+  AcceleratorSettings program =
+      resolve_accelerator_options({.mixed_precision = "no", .gradient_accumulation_steps = 1, .cpu = false}, env);
+  EXPECT_EQ(program.mixed_precision, "no");  // set to the default value, still wins: unset != default
+  EXPECT_EQ(program.gradient_accumulation_steps, 1);
+  EXPECT_FALSE(program.cpu);
+  EXPECT_EQ(program.source.at("cpu"), "program");
+  EXPECT_EQ(program.bucket_cap_mb, 5.0);  // not set by the program: the environment's
+}
+
+TEST(AcceleratorOptions, BadMixedPrecisionNamesTheValueAndWhereItCameFrom) {
+  std::string e = error_of([] { resolve_accelerator_options({.mixed_precision = "fp8"}, fake_env({})); });
+  EXPECT_NE(e.find("mixed_precision"), std::string::npos) << e;
+  EXPECT_NE(e.find("'fp8'"), std::string::npos) << e;
+  EXPECT_NE(e.find("no, fp16, bf16"), std::string::npos) << e;
+  e = error_of([] { resolve_accelerator_options({}, fake_env({{"BRISK_MIXED_PRECISION", "half"}})); });
+  EXPECT_NE(e.find("'half'"), std::string::npos) << e;
+  EXPECT_NE(e.find("BRISK_MIXED_PRECISION"), std::string::npos) << e;
+}
+
+TEST(AcceleratorOptions, OtherBadValuesAreClearErrors) {
+  EXPECT_NE(error_of([] {
+              resolve_accelerator_options({.gradient_accumulation_steps = 0}, fake_env({}));
+            }).find("gradient_accumulation_steps"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              resolve_accelerator_options({}, fake_env({{"BRISK_CPU", "maybe"}}));
+            }).find("BRISK_CPU"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              resolve_accelerator_options({}, fake_env({{"BRISK_GRADIENT_ACCUMULATION_STEPS", "two"}}));
+            }).find("'two'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { resolve_accelerator_options({.total_limit = 0}, fake_env({})); }).find("total_limit"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { resolve_accelerator_options({.bucket_cap_mb = -1.0}, fake_env({})); }).find("bucket_cap_mb"),
+            std::string::npos);
+  EXPECT_THROW(Accelerator({.mixed_precision = "fp32"}), Error);
+}
+
+TEST(Accelerator, ProcessFactsInAWorldOfOne) {
+  Accelerator acc({.cpu = true});
+  EXPECT_TRUE(acc.is_main_process());
+  EXPECT_TRUE(acc.is_local_main_process());
+  EXPECT_EQ(acc.process_index(), 0);
+  EXPECT_EQ(acc.local_process_index(), 0);
+  EXPECT_EQ(acc.num_processes(), 1);
+  EXPECT_TRUE(acc.device().is_cpu());
+  acc.wait_for_everyone();
+  { auto first = acc.main_process_first(); }
+  EXPECT_EQ(acc.split_between_processes(std::vector<int>{1, 2, 3}), (std::vector<int>{1, 2, 3}));
+}
+
+TEST(Accelerator, SetSeedSeedsTheDefaultGenerator) {
+  Accelerator acc;
+  acc.set_seed(123);
+  Tensor a = rand({4});
+  manual_seed(123);
+  Tensor b = rand({4});
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+}
+
+// --- prepare ---------------------------------------------------------------------------------
+
+TEST(Accelerator, PreparingTheSameObjectTwiceIsAnError) {
+  Accelerator acc;
+  TinyNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  data::DataLoader loader(tiny_data(16), {.batch_size = 4});
+  optim::StepLR sched(opt, 2);
+  acc.prepare(net, opt, loader, sched);
+  std::string e = error_of([&] { acc.prepare(net); });
+  EXPECT_NE(e.find("already prepared"), std::string::npos) << e;
+  EXPECT_NE(e.find("model"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { acc.prepare(opt); }).find("optimizer was already prepared"), std::string::npos);
+  EXPECT_NE(error_of([&] { acc.prepare(loader); }).find("data loader was already prepared"), std::string::npos);
+  EXPECT_NE(error_of([&] { acc.prepare(sched); }).find("scheduler was already prepared"), std::string::npos);
+  // A second Accelerator may prepare fresh objects in any order.
+  Accelerator other;
+  TinyNet net2;
+  optim::Adam opt2(net2.parameters());
+  data::DataLoader loader2(tiny_data(8), {.batch_size = 4});
+  other.prepare(loader2, opt2, net2);
+  EXPECT_EQ(&other.unwrap_model(net2), &net2);
+}
+
+TEST(Accelerator, AccumulateSyncsEveryNthStepAndAtTheLastBatch) {
+  Accelerator acc({.gradient_accumulation_steps = 2});
+  TinyNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  data::DataLoader loader(tiny_data(20), {.batch_size = 4});  // 5 batches
+  acc.prepare(net, opt, loader);
+  std::vector<bool> syncs;
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (auto& batch : loader) {
+      (void)batch;
+      auto s = acc.accumulate(net);
+      EXPECT_EQ(s.sync(), acc.sync_gradients());
+      syncs.push_back(s.sync());
+    }
+  // The last batch syncs and restarts the count, so the second epoch repeats the first.
+  EXPECT_EQ(syncs, (std::vector<bool>{false, true, false, true, true, false, true, false, true, true}));
+}
+
+TEST(Accelerator, OptimizerStepAndZeroGradDoNothingOnMicroStepsThatDoNotSync) {
+  Accelerator acc({.gradient_accumulation_steps = 2});
+  TinyNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  optim::StepLR sched(opt, 1, 0.5);
+  data::DataLoader loader(tiny_data(32), {.batch_size = 4});  // 8 batches: 4 real steps
+  acc.prepare(net, opt, loader, sched);
+  int64_t micro = 0;
+  for (auto& [x, y] : loader) {
+    auto s = acc.accumulate(net);
+    const std::vector<float> before = brisk::testing::flat_params(net);
+    acc.backward(cross_entropy(net(x), y));
+    const std::vector<float> grads = brisk::testing::flat_grads(net);
+    opt.step();
+    sched.step();
+    opt.zero_grad();
+    ++micro;
+    if (!s.sync()) {
+      EXPECT_EQ(brisk::testing::flat_params(net), before) << "micro-step " << micro;
+      EXPECT_EQ(brisk::testing::flat_grads(net), grads) << "zero_grad must keep the accumulated gradients";
+    } else {
+      EXPECT_NE(brisk::testing::flat_params(net), before);
+      EXPECT_FALSE(net.f1.weight.grad().defined());
+    }
+  }
+  EXPECT_EQ(opt.steps_taken(), 4);
+  EXPECT_EQ(sched.last_step(), 4);  // once per real optimizer step
+  EXPECT_DOUBLE_EQ(opt.lr(), 0.1 * 0.5 * 0.5 * 0.5 * 0.5);
+}
+
+TEST(Accelerator, BackwardDividesByTheAccumulationSteps) {
+  auto ds = tiny_data(8);
+  manual_seed(3);
+  TinyNet ref;
+  data::DataLoader plain(ds, {.batch_size = 8});
+  for (auto& [x, y] : plain) cross_entropy(ref(x), y).backward();
+  const std::vector<float> want = brisk::testing::flat_grads(ref);
+
+  Accelerator acc({.gradient_accumulation_steps = 4});
+  manual_seed(3);
+  TinyNet net;
+  data::DataLoader loader(ds, {.batch_size = 8});
+  acc.prepare(net, loader);
+  for (auto& [x, y] : loader) acc.backward(cross_entropy(net(x), y));
+  const std::vector<float> got = brisk::testing::flat_grads(net);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i] / 4) << i;
+}
+
+TEST(Accelerator, Fp16ScalerFindingInfSkipsTheStepAndHalvesTheScale) {
+  Accelerator acc({.mixed_precision = "fp16"});
+  TinyNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  optim::StepLR sched(opt, 1, 0.5);
+  acc.prepare(net, opt, sched);
+  ASSERT_NE(acc.scaler(), nullptr);
+  EXPECT_EQ(acc.scaler()->get_scale(), 65536.0);
+  auto ds = tiny_data(8);
+  Tensor x = ds->data(), y = ds->targets();
+  const std::vector<float> before = brisk::testing::flat_params(net);
+  {
+    Tensor loss;
+    {
+      auto ac = acc.autocast();
+      loss = cross_entropy(net(x), y);
+    }
+    acc.backward(loss * std::numeric_limits<double>::infinity());
+  }
+  opt.step();
+  sched.step();
+  opt.zero_grad();
+  EXPECT_TRUE(acc.optimizer_step_was_skipped());
+  EXPECT_EQ(brisk::testing::flat_params(net), before);
+  EXPECT_EQ(acc.scaler()->get_scale(), 32768.0);
+  EXPECT_EQ(opt.steps_taken(), 0);
+  EXPECT_EQ(sched.last_step(), 0);
+  EXPECT_FALSE(net.f1.weight.grad().defined()) << "zero_grad still runs after a skipped step";
+  // A clean step goes through, with gradients unscaled before the update.
+  {
+    Tensor loss;
+    {
+      auto ac = acc.autocast();
+      loss = cross_entropy(net(x), y);
+    }
+    acc.backward(loss);
+  }
+  const double norm = acc.clip_grad_norm_(net, 1e9);
+  EXPECT_LT(norm, 100.0) << "gradients must be unscaled before clipping";
+  opt.step();
+  EXPECT_FALSE(acc.optimizer_step_was_skipped());
+  EXPECT_NE(brisk::testing::flat_params(net), before);
+  EXPECT_EQ(opt.steps_taken(), 1);
+}
+
+TEST(Accelerator, Bf16AutocastRunsTheModelInBf16) {
+  Accelerator acc({.mixed_precision = "bf16"});
+  TinyNet net;
+  acc.prepare(net);
+  auto ds = tiny_data(4);
+  auto ac = acc.autocast();
+  EXPECT_EQ(net(ds->data()).dtype(), DType::BF16);
+}
+
+TEST(Accelerator, ClipGradNormReturnsTheTotalNorm) {
+  Accelerator acc;
+  TinyNet net;
+  acc.prepare(net);
+  auto ds = tiny_data(8);
+  acc.backward(cross_entropy(net(ds->data()), ds->targets()));
+  double want = 0;
+  for (float g : brisk::testing::flat_grads(net)) want += static_cast<double>(g) * g;
+  want = std::sqrt(want);
+  EXPECT_NEAR(acc.clip_grad_norm_(net, 1e-3), want, 1e-5 * want);
+  double after = 0;
+  for (float g : brisk::testing::flat_grads(net)) after += static_cast<double>(g) * g;
+  EXPECT_NEAR(std::sqrt(after), 1e-3, 1e-5);
+  acc.clip_grad_value_(net, 1e-5);
+  for (float g : brisk::testing::flat_grads(net)) EXPECT_LE(std::fabs(g), 1e-5f);
+}
+
+// --- sharding plans (pure functions, any world size) --------------------------------------------
+
+TEST(ShardBatchPlan, EvenBatchesCyclesFromTheStart) {
+  // REFERENCE.md: range(22), batch 3, 2 ranks: rank 1's last batch is [21, 0, 1].
+  auto global = plan_of(22, 3);
+  auto r0 = accelerate::shard_batch_plan(global, 3, 2, 0, false, true, false);
+  auto r1 = accelerate::shard_batch_plan(global, 3, 2, 1, false, true, false);
+  ASSERT_EQ(r0.batches.size(), 4u);
+  ASSERT_EQ(r1.batches.size(), 4u);
+  EXPECT_EQ(r0.batches.back(), (std::vector<int64_t>{18, 19, 20}));
+  EXPECT_EQ(r1.batches.back(), (std::vector<int64_t>{21, 0, 1}));
+  EXPECT_EQ(r1.batches.front(), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(r0.last_round_real, 4);  // 18, 19, 20, 21 are real; 0 and 1 repeat
+  EXPECT_EQ(r0.last_round_size, 6);
+}
+
+TEST(ShardBatchPlan, RanksTakeEveryNthBatchOfOneGlobalOrder) {
+  for (int64_t N : {2, 4}) {
+    auto global = plan_of(32 * N, 8);
+    std::vector<int64_t> gathered;
+    std::vector<accelerate::ShardedPlan> plans;
+    for (int64_t r = 0; r < N; ++r) plans.push_back(accelerate::shard_batch_plan(global, 8, N, r, false, true, false));
+    for (size_t step = 0; step < plans[0].batches.size(); ++step)
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t i : plans[static_cast<size_t>(r)].batches[step]) gathered.push_back(i);
+    EXPECT_EQ(gathered, arange(32 * N).to_vector<int64_t>()) << N;
+  }
+}
+
+TEST(ShardBatchPlan, SplitBatchesCutsEachGlobalBatch) {
+  auto global = plan_of(16, 8);
+  auto r1 = accelerate::shard_batch_plan(global, 8, 4, 1, true, true, false);
+  ASSERT_EQ(r1.batches.size(), 2u);
+  EXPECT_EQ(r1.batches[0], (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(r1.batches[1], (std::vector<int64_t>{10, 11}));
+  // A short last global batch is padded from the first batch, then cut.
+  auto short_plan = plan_of(10, 4);  // [0..3] [4..7] [8, 9]
+  auto s1 = accelerate::shard_batch_plan(short_plan, 4, 2, 1, true, true, false);
+  EXPECT_EQ(s1.batches.back(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(s1.last_round_real, 2);
+  EXPECT_EQ(s1.last_round_size, 4);
+  EXPECT_NE(error_of([&] { accelerate::shard_batch_plan(global, 8, 3, 0, true, true, false); }).find("multiple"),
+            std::string::npos);
+}
+
+TEST(ShardBatchPlan, DropLastAndUnevenBatches) {
+  auto global = plan_of(22, 3, true);  // 7 full batches
+  auto r0 = accelerate::shard_batch_plan(global, 3, 2, 0, false, true, true);
+  auto r1 = accelerate::shard_batch_plan(global, 3, 2, 1, false, true, true);
+  EXPECT_EQ(r0.batches.size(), 3u);  // the incomplete round is dropped
+  EXPECT_EQ(r1.batches.size(), 3u);
+  auto uneven = plan_of(22, 3);
+  EXPECT_EQ(accelerate::shard_batch_plan(uneven, 3, 2, 0, false, false, false).batches.size(), 4u);
+  auto u1 = accelerate::shard_batch_plan(uneven, 3, 2, 1, false, false, false);
+  ASSERT_EQ(u1.batches.size(), 4u);
+  EXPECT_EQ(u1.batches.back(), (std::vector<int64_t>{21}));
+}
+
+TEST(ShardBatchPlan, OneProcessKeepsTheLoadersPlan) {
+  auto global = plan_of(22, 3);
+  EXPECT_EQ(accelerate::shard_batch_plan(global, 3, 1, 0, false, true, false).batches, global);
+}
+
+// --- collectives in a world of one --------------------------------------------------------------
+
+TEST(Accelerator, CollectivesInAWorldOfOne) {
+  Accelerator acc;
+  Tensor t = arange(6).reshape({2, 3});
+  EXPECT_EQ(acc.gather(t).sizes(), (Shape{2, 3}));
+  EXPECT_EQ(acc.gather(full({}, 2.0)).sizes(), (Shape{1}));
+  EXPECT_EQ(acc.reduce(t).to_vector<int64_t>(), t.to_vector<int64_t>());
+  EXPECT_EQ(acc.reduce(t, "max").to_vector<int64_t>(), t.to_vector<int64_t>());
+  EXPECT_NE(error_of([&] { acc.reduce(t, "avg"); }).find("'avg'"), std::string::npos);
+  EXPECT_EQ(acc.broadcast(t).to_vector<int64_t>(), t.to_vector<int64_t>());
+  EXPECT_EQ(acc.pad_across_processes(t, 1).sizes(), (Shape{2, 3}));
+  EXPECT_EQ(acc.split_between_processes(t).sizes(), (Shape{2, 3}));
+}
+
+TEST(Accelerator, GatherForMetricsYieldsTheDatasetOnce) {
+  for (int64_t size : {22, 5, 8}) {
+    Accelerator acc;
+    data::DataLoader loader(std::make_shared<data::TensorDataset>(arange(size), arange(size)), {.batch_size = 3});
+    acc.prepare(loader);
+    int64_t seen = 0;
+    for (auto& b : loader) seen += acc.gather_for_metrics(b.data).size(0);
+    EXPECT_EQ(seen, size);
+  }
+}
+
+TEST(Accelerator, SkipFirstBatchesStartsTheNextIterationLater) {
+  Accelerator acc;
+  data::DataLoader loader(std::make_shared<data::TensorDataset>(arange(10), arange(10)), {.batch_size = 2});
+  acc.prepare(loader);
+  acc.skip_first_batches(loader, 3);
+  std::vector<int64_t> firsts;
+  for (auto& b : loader) firsts.push_back(b.data.to_vector<int64_t>()[0]);
+  EXPECT_EQ(firsts, (std::vector<int64_t>{6, 8}));
+}
+
+// --- trackers ---------------------------------------------------------------------------------------
+
+TEST(Accelerator, LogWritesJsonlAndCsvInTheProjectDir) {
+  const std::string dir = ::testing::TempDir() + "/brisk_acc_log";
+  std::filesystem::remove_all(dir);
+  Accelerator acc({.project_dir = dir});
+  acc.log({{"loss", 0.5}}, 1);
+  acc.log({{"loss", 0.25}, {"accuracy", 0.75}}, 2);
+  std::ifstream jl(dir + "/metrics.jsonl");
+  std::string l1, l2;
+  std::getline(jl, l1);
+  std::getline(jl, l2);
+  EXPECT_EQ(l1, "{\"step\":1,\"loss\":0.5}");
+  EXPECT_EQ(l2, "{\"step\":2,\"loss\":0.25,\"accuracy\":0.75}");
+  std::ifstream csv(dir + "/metrics.csv");
+  std::stringstream text;
+  text << csv.rdbuf();
+  EXPECT_EQ(text.str(), "step,loss,accuracy\n1,0.5,\n2,0.25,0.75\n");
+}
+
+TEST(Accelerator, ProgressBarDrawsOnTheMainProcess) {
+  Accelerator acc;
+  auto bar = acc.progress_bar(3, "steps");
+  bar.update(3);
+  EXPECT_EQ(bar.count(), 3);
+}
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(accelerate::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(accelerate::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(accelerate::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(accelerate::sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(ParseSize, UnitsAsHuggingFace) {
+  EXPECT_EQ(accelerate::parse_size("10GB"), 10'000'000'000);
+  EXPECT_EQ(accelerate::parse_size("500MB"), 500'000'000);
+  EXPECT_EQ(accelerate::parse_size("2GiB"), 2LL << 30);
+  EXPECT_EQ(accelerate::parse_size("100KB"), 100'000);
+  EXPECT_EQ(accelerate::parse_size("1234"), 1234);
+  EXPECT_THROW(accelerate::parse_size("lots"), Error);
+  EXPECT_THROW(accelerate::parse_size("5XB"), Error);
+}
+
+TEST(Accelerator, FreeMemoryForgetsThePreparedObjects) {
+  Accelerator acc({.gradient_accumulation_steps = 4});
+  TinyNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  data::DataLoader loader(tiny_data(16), {.batch_size = 4});
+  acc.prepare(net, opt, loader);
+  for (auto& [x, y] : loader) {
+    auto s = acc.accumulate(net);
+    acc.backward(cross_entropy(net(x), y));
+    break;  // micro-step 1 of 4: the optimizer is gated
+  }
+  opt.step();
+  EXPECT_EQ(opt.steps_taken(), 0);
+  acc.free_memory();
+  opt.step();  // no gate any more
+  EXPECT_EQ(opt.steps_taken(), 1);
+  acc.prepare(net, opt, loader);  // and they can be prepared again
+}
+
+TEST(Accelerator, ObjectsOutlivingTheAcceleratorKeepWorking) {
+  TinyNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  {
+    Accelerator acc({.gradient_accumulation_steps = 2});
+    acc.prepare(net, opt);
+    auto s = acc.accumulate(net);  // micro-step 1 of 2: gated
+  }
+  auto ds = tiny_data(4);
+  cross_entropy(net(ds->data()), ds->targets()).backward();
+  opt.step();
+  EXPECT_EQ(opt.steps_taken(), 1);
+}
