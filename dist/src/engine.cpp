@@ -406,6 +406,11 @@ void ProcessGroupImpl::watchdog_loop() {
   }
 }
 
+bool ProcessGroupImpl::is_shut_down() {
+  std::lock_guard lk(m_);
+  return shut_down_;
+}
+
 void ProcessGroupImpl::abort_job(int code) {
   std::fprintf(stderr, "[brisk rank %d] exiting with status %d: stopping the other %d rank(s) of the job\n", rank_, code,
                size_ - 1);

@@ -78,6 +78,7 @@ class ProcessGroupImpl {
   // A rank that exits with a failure status stops the whole job at once (the other ranks may be
   // computing, not communicating, and would otherwise only notice at their next collective).
   [[noreturn]] void abort_job(int code);
+  bool is_shut_down();
 
  private:
   struct Task {

@@ -81,7 +81,9 @@ ProcessGroup& init(const InitOptions& options) {
               std::lock_guard lk(g_world_m);
               w = g_world.get();
             }
-            if (w && w->size() > 1 && w->backend() != "self") w->impl().abort_job(status);
+            // (A group already shut down by finalize() has left the job: nothing to stop.)
+            if (w && w->size() > 1 && w->backend() != "self" && !w->impl().is_shut_down())
+              w->impl().abort_job(status);
           }
           finalize();
         },
