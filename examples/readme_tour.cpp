@@ -14,16 +14,22 @@ struct Net : nn::Module {
 };
 
 int main() {
-  manual_seed(0);
+  Accelerator acc({.mixed_precision = "bf16", .gradient_accumulation_steps = 2});
   Net net;
-  optim::Adam opt(net.parameters(), {.lr = 1e-3});
+  optim::AdamW opt(net.parameters(), {.lr = 1e-3});
   data::DataLoader train(data::FashionMNIST(data::Split::Train), {.batch_size = 64, .shuffle = true});
+  acc.prepare(net, opt, train);              // in place: shards the loader, syncs gradients
   for (int epoch = 0; epoch < 5; ++epoch)
     for (auto& [x, y] : train) {
-      Tensor loss = nn::cross_entropy(net(x), y);
+      auto sync = acc.accumulate(net);       // all-reduce only every 2nd micro-step
+      Tensor loss;
+      {
+        auto ac = acc.autocast();            // matmul/conv in bf16, loss in f32
+        loss = nn::cross_entropy(net(x), y);
+      }
+      acc.backward(loss);                    // buckets all-reduce while backward runs
+      opt.step();                            // a no-op on micro-steps that do not sync
       opt.zero_grad();
-      loss.backward();
-      opt.step();
     }
-  data::save_safetensors("model.safetensors", net.state_dict());
+  acc.save_state("checkpoints");             // atomic, with a checksummed manifest
 }
