@@ -215,6 +215,13 @@ void Accelerator::prepare_one(nn::Module& model) {
   }
   auto st = std::make_unique<ModelState>();
   st->model = &model;
+  if (dist::trace_enabled()) {  // BRISK_TRACE: a "forward" span per call of the model
+    auto start = std::make_shared<double>(0.0);
+    model.register_forward_pre_hook([start](nn::Module&, const Tensor&) { *start = dist::trace_now_us(); });
+    model.register_forward_hook([start](nn::Module&, const Tensor&, const Tensor&) {
+      dist::trace_complete("forward", "compute", *start, dist::trace_now_us());
+    });
+  }
   if (world_size_ > 1) {
     // As DDP: every rank starts from rank 0's parameters and buffers.
     NoGradGuard no_grad;
@@ -251,6 +258,11 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
     }
     return true;
   });
+  if (dist::trace_enabled())
+    optimizer.set_step_wrapper([](const std::function<void()>& update) {
+      dist::TraceSpan span("optimizer step", "compute");
+      update();
+    });
   optimizers_.push_back(std::move(st));
 }
 
@@ -267,6 +279,11 @@ void Accelerator::prepare_one(data::DataLoader& loader) {
   auto st = std::make_shared<LoaderState>();
   std::shared_ptr<LoaderState> ls = st;
   ls->loader = &loader;
+  if (dist::trace_enabled())
+    loader.set_fetch_wrapper([](const std::function<void()>& fetch) {
+      dist::TraceSpan span("data loading", "data");
+      fetch();
+    });
   const data::DataLoaderOptions& o = loader.options();
   const int64_t N = world_size_, r = rank_;
   if (loader.iterable_dataset()) {

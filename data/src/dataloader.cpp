@@ -32,6 +32,14 @@ struct EpochRun {
   int64_t current = -1;  // plan position of `batch`
   bool done = false;
   Batch batch;
+  FetchWrapper fetch_wrapper;  // wraps each fetch (the Accelerator traces data loading with it)
+
+  void fetch_wrapped(int64_t k) {
+    if (fetch_wrapper)
+      fetch_wrapper([&] { fetch(k); });
+    else
+      fetch(k);
+  }
 
   // Worker state (guarded by mu).
   std::mutex mu;
@@ -217,7 +225,8 @@ DataLoader::Iterator DataLoader::begin() {
     BRISK_CHECK(first == 0, "DataLoader: set_start_batch is not supported for an IterableDataset");
     run->iterable = iterable_;
     iterable_->reset(epoch_);
-    run->fetch(0);
+    run->fetch_wrapper = fetch_wrapper_;
+    run->fetch_wrapped(0);
     return Iterator(run);
   }
   run->dataset = dataset_;
@@ -229,7 +238,8 @@ DataLoader::Iterator DataLoader::begin() {
   dataset_->set_epoch(epoch_);
   if (options_.num_workers > 0 && first < static_cast<int64_t>(run->plan.size()))
     run->start_workers(options_.num_workers, options_.prefetch_factor, first);
-  run->fetch(first);
+  run->fetch_wrapper = fetch_wrapper_;
+  run->fetch_wrapped(first);
   return Iterator(run);
 }
 
@@ -240,7 +250,7 @@ Batch& DataLoader::Iterator::operator*() const {
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
   BRISK_CHECK(run_ != nullptr && !run_->done, "DataLoader::Iterator: advancing an iterator past the end");
-  run_->fetch(run_->current + 1);
+  run_->fetch_wrapped(run_->current + 1);
   return *this;
 }
 

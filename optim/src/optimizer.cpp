@@ -90,7 +90,10 @@ void Optimizer::set_lr(double lr, size_t group) {
 void Optimizer::step() {
   if (gate_ && !gate_()) return;
   NoGradGuard no_grad;
-  update();
+  if (wrapper_)
+    wrapper_([this] { update(); });
+  else
+    update();
   ++steps_taken_;
 }
 

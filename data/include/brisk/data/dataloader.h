@@ -31,6 +31,8 @@ struct DataLoaderOptions {
 using BatchPlan = std::vector<std::vector<int64_t>>;
 // Replaces the loader's plan (how the Accelerator shards batches across ranks).
 using BatchSource = std::function<BatchPlan(uint64_t epoch)>;
+// Called around each batch fetch with the fetch itself (to time or trace data loading).
+using FetchWrapper = std::function<void(const std::function<void()>& fetch)>;
 
 namespace detail {
 struct EpochRun;
@@ -90,6 +92,7 @@ class DataLoader {
   // The plan from the sampler (or shuffle/sequential order), batch_size and drop_last.
   BatchPlan default_batch_indices(uint64_t epoch) const;
   void set_batch_source(BatchSource source) { source_ = std::move(source); }
+  void set_fetch_wrapper(FetchWrapper wrapper) { fetch_wrapper_ = std::move(wrapper); }
   bool has_batch_source() const { return static_cast<bool>(source_); }
 
   const DataLoaderOptions& options() const { return options_; }
@@ -106,6 +109,7 @@ class DataLoader {
   DataLoaderOptions options_;
   std::shared_ptr<Sampler> sampler_;  // options_.sampler or the default one
   BatchSource source_;
+  FetchWrapper fetch_wrapper_;
   uint64_t epoch_ = 0;
   bool epoch_pinned_ = false;
   bool started_ = false;

@@ -46,6 +46,10 @@ class Optimizer {
 
   // Step gate (for the Accelerator): when it returns false, step() and zero_grad() do nothing.
   void set_step_gate(std::function<bool()> gate) { gate_ = std::move(gate); }
+  // Called around each update that runs, with the update itself (to time or trace it).
+  void set_step_wrapper(std::function<void(const std::function<void()>& update)> wrapper) {
+    wrapper_ = std::move(wrapper);
+  }
   // Counts updates that really ran.
   int64_t steps_taken() const { return steps_taken_; }
 
@@ -68,6 +72,7 @@ class Optimizer {
   std::vector<std::map<std::string, Tensor>> state_;  // by global parameter index
   std::vector<int64_t> steps_;
   std::function<bool()> gate_;
+  std::function<void(const std::function<void()>&)> wrapper_;
   int64_t steps_taken_ = 0;
 };
 
