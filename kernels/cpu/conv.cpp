@@ -226,11 +226,24 @@ double row_sum(const T* v, int64_t n) {
   return s;
 }
 
+// One image's input to the GEMM: the image itself for a pointwise conv, else its columns
+// (written into `cols`, laid out (C_in*kH*kW, OH*OW)).
+template <class T>
+const T* lower_to_columns(const ConvGeom& g, const T* xn, T* cols) {
+  if (is_pointwise(g)) return xn;
+  if (is_same_width(g)) {
+    im2col_same_width(g, xn, cols);
+  } else {
+    im2col(g, xn, cols);
+  }
+  return cols;
+}
+
 template <class T>
 void conv2d_forward_impl(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
   const int64_t p = g.oh * g.ow;
   const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups, k = cin_g * g.kh * g.kw;
-  const bool direct = is_pointwise(g), same_width = is_same_width(g);
+  const bool direct = is_pointwise(g);
   const int64_t col_size = direct ? 0 : g.c_in * g.kh * g.kw * p;
   // Workspace for every thread's column matrix, allocated once per call.
   Tensor ws = empty({std::max<int64_t>(1, omp_get_max_threads() * col_size)}, dtype_of_v<T>);
@@ -242,15 +255,7 @@ void conv2d_forward_impl(const ConvGeom& g, const T* x, const T* w, const T* b, 
     for (int64_t n = 0; n < g.n; ++n) {
       const T* xn = x + n * g.c_in * g.h * g.w;
       T* yn = y + n * g.c_out * p;
-      const T* src = xn;
-      if (!direct) {
-        if (same_width) {
-          im2col_same_width(g, xn, cols);
-        } else {
-          im2col(g, xn, cols);
-        }
-        src = cols;
-      }
+      const T* src = lower_to_columns(g, xn, cols);
       if (b != nullptr) {
         for (int64_t oc = 0; oc < g.c_out; ++oc) std::fill(yn + oc * p, yn + (oc + 1) * p, b[oc]);
       }
@@ -292,15 +297,7 @@ void conv2d_backward_impl(const ConvGeom& g, const T* gy, const T* x, const T* w
         const T* gyn = gy + n * g.c_out * p;
         if (gw != nullptr) {
           // gw_g += gy_g (cout_g x P) * cols_g^T (P x K)
-          const T* src = xn;
-          if (!direct) {
-            if (same_width) {
-              im2col_same_width(g, xn, cols);
-            } else {
-              im2col(g, xn, cols);
-            }
-            src = cols;
-          }
+          const T* src = lower_to_columns(g, xn, cols);
           for (int64_t grp = 0; grp < g.groups; ++grp) {
             gemm(false, true, k, cout_g, p, src + grp * k * p, p, gyn + grp * cout_g * p, p, part + grp * cout_g * k,
                  cout_g, n != n0);

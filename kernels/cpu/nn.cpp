@@ -17,15 +17,6 @@ namespace {
 
 constexpr int64_t kGrain = 32768;  // elements of work below which a loop stays serial
 
-template <class T>
-const T* cptr(const Tensor& t) {
-  return static_cast<const T*>(t.data_ptr());
-}
-template <class T>
-T* mptr(const Tensor& t) {
-  return static_cast<T*>(t.data_ptr());
-}
-
 // Statistics of f64 data stay in f64; everything else in f32.
 template <class T>
 using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -46,7 +37,7 @@ S lane_sum(int64_t n, F f) {
 
 void embedding(const Tensor& idx, const Tensor& weight, const Tensor& out) {
   const int64_t n = idx.numel(), D = weight.size(1);
-  const int64_t* ip = cptr<int64_t>(idx);
+  const int64_t* ip = static_cast<const int64_t*>(idx.data<int64_t>());
   const auto* w = static_cast<const char*>(weight.data_ptr());
   auto* o = static_cast<char*>(out.data_ptr());
   const size_t row_bytes = static_cast<size_t>(D) * weight.element_size();
@@ -56,7 +47,7 @@ void embedding(const Tensor& idx, const Tensor& weight, const Tensor& out) {
 
 void embedding_backward(const Tensor& grad, const Tensor& idx, int64_t padding_idx, const Tensor& out) {
   const int64_t n = idx.numel(), V = out.size(0), D = out.size(1);
-  const int64_t* ip = cptr<int64_t>(idx);
+  const int64_t* ip = static_cast<const int64_t*>(idx.data<int64_t>());
   // Counting sort of positions by index (stable), so each weight row sums its rows in order.
   std::vector<int64_t> start(static_cast<size_t>(V + 1), 0), order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) ++start[ip[i] + 1];
@@ -68,8 +59,8 @@ void embedding_backward(const Tensor& grad, const Tensor& idx, int64_t padding_i
   visit_float(grad.dtype(), grad.device(), "embedding backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    const T* g = cptr<T>(grad);
-    T* o = mptr<T>(out);
+    const T* g = static_cast<const T*>(grad.data<T>());
+    T* o = out.data<T>();
 #pragma omp parallel if (n * D + V * D > kGrain)
     {
       std::vector<A> acc(static_cast<size_t>(D));
@@ -96,12 +87,12 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
   visit_float(x.dtype(), x.device(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     using S = stat_t<T>;
-    const T* xp = cptr<T>(x);
-    const T* wp = weight.defined() ? cptr<T>(weight) : nullptr;
-    const T* bp = bias.defined() ? cptr<T>(bias) : nullptr;
-    T* yp = mptr<T>(y);
-    S* mp = mptr<S>(mean);
-    S* rp = mptr<S>(rstd);
+    const T* xp = static_cast<const T*>(x.data<T>());
+    const T* wp = weight.defined() ? static_cast<const T*>(weight.data<T>()) : nullptr;
+    const T* bp = bias.defined() ? static_cast<const T*>(bias.data<T>()) : nullptr;
+    T* yp = y.data<T>();
+    S* mp = mean.data<S>();
+    S* rp = rstd.data<S>();
 #pragma omp parallel for schedule(static) if (R * D > kGrain)
     for (int64_t r = 0; r < R; ++r) {
       const T* xr = xp + r * D;
@@ -140,13 +131,13 @@ void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean
   visit_float(x.dtype(), x.device(), "layer_norm backward", [&](auto tag) {
     using T = decltype(tag);
     using S = stat_t<T>;
-    const T* gp = cptr<T>(grad);
-    const T* xp = cptr<T>(x);
-    const T* wp = weight.defined() ? cptr<T>(weight) : nullptr;
-    const S* mp = cptr<S>(mean);
-    const S* rp = cptr<S>(rstd);
+    const T* gp = static_cast<const T*>(grad.data<T>());
+    const T* xp = static_cast<const T*>(x.data<T>());
+    const T* wp = weight.defined() ? static_cast<const T*>(weight.data<T>()) : nullptr;
+    const S* mp = static_cast<const S*>(mean.data<S>());
+    const S* rp = static_cast<const S*>(rstd.data<S>());
     if (dx.defined()) {
-      T* dp = mptr<T>(dx);
+      T* dp = dx.data<T>();
       // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w * xhat))
 #pragma omp parallel for schedule(static) if (R * D > kGrain)
       for (int64_t r = 0; r < R; ++r) {
@@ -166,8 +157,8 @@ void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean
     }
     if (dweight.defined() || dbias.defined()) {
       // Column sums over rows: each block of columns belongs to one thread, rows in order.
-      T* dwp = dweight.defined() ? mptr<T>(dweight) : nullptr;
-      T* dbp = dbias.defined() ? mptr<T>(dbias) : nullptr;
+      T* dwp = dweight.defined() ? dweight.data<T>() : nullptr;
+      T* dbp = dbias.defined() ? dbias.data<T>() : nullptr;
       constexpr int64_t kBlock = 64;
       const int64_t blocks = (D + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (R * D > kGrain)
@@ -200,12 +191,12 @@ void dropout(const Tensor& x, double p, uint64_t seed, uint64_t base, const Tens
   const int64_t blocks = (n + 3) / 4;
   const float pf = static_cast<float>(p);
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  bool* mp = mptr<bool>(mask);
+  bool* mp = mask.data<bool>();
   visit_float(x.dtype(), x.device(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    const T* xp = cptr<T>(x);
-    T* yp = mptr<T>(y);
+    const T* xp = static_cast<const T*>(x.data<T>());
+    T* yp = y.data<T>();
     const A s = static_cast<A>(scale);
 #pragma omp parallel for schedule(static) if (n > kGrain)
     for (int64_t b = 0; b < blocks; ++b) {
@@ -223,12 +214,12 @@ void dropout(const Tensor& x, double p, uint64_t seed, uint64_t base, const Tens
 
 void dropout_backward(const Tensor& grad, const Tensor& mask, double scale, const Tensor& out) {
   const int64_t n = grad.numel();
-  const bool* mp = cptr<bool>(mask);
+  const bool* mp = static_cast<const bool*>(mask.data<bool>());
   visit_float(grad.dtype(), grad.device(), "dropout backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    const T* gp = cptr<T>(grad);
-    T* op = mptr<T>(out);
+    const T* gp = static_cast<const T*>(grad.data<T>());
+    T* op = out.data<T>();
     const A s = static_cast<A>(scale);
 #pragma omp parallel for schedule(static) if (n > kGrain)
     for (int64_t i = 0; i < n; ++i) op[i] = mp[i] ? static_cast<T>(static_cast<A>(gp[i]) * s) : T(0.0f);
@@ -240,12 +231,12 @@ void dropout_backward(const Tensor& grad, const Tensor& mask, double scale, cons
 void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index,
                    double label_smoothing, double* row_loss, const Tensor& lse) {
   const int64_t P = targets.numel();  // positions = N * S
-  const int64_t* tp = cptr<int64_t>(targets);
+  const int64_t* tp = static_cast<const int64_t*>(targets.data<int64_t>());
   visit_float(logits.dtype(), logits.device(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     using A = stat_t<T>;
-    const T* zp = cptr<T>(logits);
-    A* lp = mptr<A>(lse);
+    const T* zp = static_cast<const T*>(logits.data<T>());
+    A* lp = lse.data<A>();
     const A e = static_cast<A>(label_smoothing);
 #pragma omp parallel for schedule(static) if (P * C > kGrain)
     for (int64_t pos = 0; pos < P; ++pos) {
@@ -277,13 +268,13 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                             int64_t ignore_index, double label_smoothing, const double* scale, int64_t n_scale,
                             const Tensor& out) {
   const int64_t P = targets.numel();
-  const int64_t* tp = cptr<int64_t>(targets);
+  const int64_t* tp = static_cast<const int64_t*>(targets.data<int64_t>());
   visit_float(logits.dtype(), logits.device(), "cross_entropy backward", [&](auto tag) {
     using T = decltype(tag);
     using A = stat_t<T>;
-    const T* zp = cptr<T>(logits);
-    const A* lp = cptr<A>(lse);
-    T* op = mptr<T>(out);
+    const T* zp = static_cast<const T*>(logits.data<T>());
+    const A* lp = static_cast<const A*>(lse.data<A>());
+    T* op = out.data<T>();
     const A e = static_cast<A>(label_smoothing), off = e / static_cast<A>(C), hit = A(1) - e;
 #pragma omp parallel for schedule(static) if (P * C > kGrain)
     for (int64_t pos = 0; pos < P; ++pos) {
@@ -307,10 +298,10 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
 void nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index,
               double* row_loss) {
   const int64_t P = targets.numel();
-  const int64_t* tp = cptr<int64_t>(targets);
+  const int64_t* tp = static_cast<const int64_t*>(targets.data<int64_t>());
   visit_float(log_probs.dtype(), log_probs.device(), "nll_loss", [&](auto tag) {
     using T = decltype(tag);
-    const T* lp = cptr<T>(log_probs);
+    const T* lp = static_cast<const T*>(log_probs.data<T>());
     for (int64_t pos = 0; pos < P; ++pos) {
       const int64_t t = tp[pos], n = pos / S, s = pos % S;
       row_loss[pos] = t == ignore_index ? 0.0 : -static_cast<double>(lp[(n * C + t) * S + s]);
@@ -321,10 +312,10 @@ void nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t C, int64_t
 void nll_loss_backward(const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index, const double* scale,
                        int64_t n_scale, const Tensor& out) {
   const int64_t P = targets.numel();
-  const int64_t* tp = cptr<int64_t>(targets);
+  const int64_t* tp = static_cast<const int64_t*>(targets.data<int64_t>());
   visit_float(out.dtype(), out.device(), "nll_loss backward", [&](auto tag) {
     using T = decltype(tag);
-    T* op = mptr<T>(out);
+    T* op = out.data<T>();
     std::fill(op, op + out.numel(), T(0.0f));
     for (int64_t pos = 0; pos < P; ++pos) {
       const int64_t t = tp[pos], n = pos / S, s = pos % S;

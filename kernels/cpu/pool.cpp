@@ -258,56 +258,47 @@ void adaptive_avg_backward_impl(const PoolGeom& g, const T* gy, T* gx) {
   }
 }
 
-template <class T>
-const T* cptr(const Tensor& t) {
-  return static_cast<const T*>(t.data_ptr());
-}
-template <class T>
-T* mptr(const Tensor& t) {
-  return static_cast<T*>(t.data_ptr());
-}
-
 }  // namespace
 
 void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& indices) {
   visit_float(x.dtype(), x.device(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_impl<T>(g, cptr<T>(x), mptr<T>(values), mptr<int64_t>(indices));
+    max_pool_impl<T>(g, static_cast<const T*>(x.data<T>()), values.data<T>(), indices.data<int64_t>());
   });
 }
 
 void max_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& indices, const Tensor& gx) {
   visit_float(gy.dtype(), gy.device(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_backward_impl<T>(g, cptr<T>(gy), cptr<int64_t>(indices), mptr<T>(gx));
+    max_pool_backward_impl<T>(g, static_cast<const T*>(gy.data<T>()), static_cast<const int64_t*>(indices.data<int64_t>()), gx.data<T>());
   });
 }
 
 void avg_pool2d(const PoolGeom& g, bool count_include_pad, const Tensor& x, const Tensor& y) {
   visit_float(x.dtype(), x.device(), "avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_impl<T>(g, count_include_pad, cptr<T>(x), mptr<T>(y));
+    avg_pool_impl<T>(g, count_include_pad, static_cast<const T*>(x.data<T>()), y.data<T>());
   });
 }
 
 void avg_pool2d_backward(const PoolGeom& g, bool count_include_pad, const Tensor& gy, const Tensor& gx) {
   visit_float(gy.dtype(), gy.device(), "avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_backward_impl<T>(g, count_include_pad, cptr<T>(gy), mptr<T>(gx));
+    avg_pool_backward_impl<T>(g, count_include_pad, static_cast<const T*>(gy.data<T>()), gx.data<T>());
   });
 }
 
 void adaptive_avg_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& y) {
   visit_float(x.dtype(), x.device(), "adaptive_avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    adaptive_avg_impl<T>(g, cptr<T>(x), mptr<T>(y));
+    adaptive_avg_impl<T>(g, static_cast<const T*>(x.data<T>()), y.data<T>());
   });
 }
 
 void adaptive_avg_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& gx) {
   visit_float(gy.dtype(), gy.device(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    adaptive_avg_backward_impl<T>(g, cptr<T>(gy), mptr<T>(gx));
+    adaptive_avg_backward_impl<T>(g, static_cast<const T*>(gy.data<T>()), gx.data<T>());
   });
 }
 

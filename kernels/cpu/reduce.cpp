@@ -333,7 +333,7 @@ void check_nonempty(const char* op, const Tensor& x, const ReduceGeom& g) {
 
 template <bool Max>
 Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  cpu::require_cpu(op, x);
+  require_cpu(op, x);
   ReduceGeom g = make_geom(op, x, dims, keepdim);
   check_nonempty(op, x, g);
   Tensor out = empty(g.out, x.dtype(), x.device());
@@ -347,7 +347,7 @@ Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims
 // Values (optional) and indices along `dim`, or over everything when dim is absent.
 template <bool Max>
 ValuesIndices arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool want_values) {
-  cpu::require_cpu(op, x);
+  require_cpu(op, x);
   std::vector<int64_t> dims;
   if (dim) dims.push_back(*dim);
   ReduceGeom g = make_geom(op, x, dims, keepdim);
@@ -366,7 +366,7 @@ ValuesIndices arg_extreme(const char* op, const Tensor& x, std::optional<int64_t
 
 Tensor var_impl(const char* op, const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim,
                 bool take_sqrt) {
-  cpu::require_cpu(op, x);
+  require_cpu(op, x);
   cpu::require_float(op, x);
   BRISK_CHECK(correction >= 0, op, ": correction must be >= 0, got ", correction, " (input shape ", x.sizes(), ")");
   ReduceGeom g = make_geom(op, x, dims, keepdim);
@@ -385,7 +385,7 @@ Tensor var_impl(const char* op, const Tensor& x, const std::vector<int64_t>& dim
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  cpu::require_cpu("sum", x);
+  require_cpu("sum", x);
   ReduceGeom g = make_geom("sum", x, dims, keepdim);
   Tensor out = empty(g.out, x.is_floating_point() ? x.dtype() : DType::I64, x.device());
   visit_all(x.dtype(), x.device(), "sum", [&](auto tag) {
@@ -397,7 +397,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  cpu::require_cpu("mean", x);
+  require_cpu("mean", x);
   cpu::require_float("mean", x);
   ReduceGeom g = make_geom("mean", x, dims, keepdim);
   Tensor out = empty(g.out, x.dtype(), x.device());
@@ -409,7 +409,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  cpu::require_cpu("prod", x);
+  require_cpu("prod", x);
   ReduceGeom g = make_geom("prod", x, dims, keepdim);
   Tensor out = empty(g.out, x.is_floating_point() ? x.dtype() : DType::I64, x.device());
   visit_all(x.dtype(), x.device(), "prod", [&](auto tag) {
@@ -448,7 +448,7 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
 }
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  cpu::require_cpu("logsumexp", x);
+  require_cpu("logsumexp", x);
   cpu::require_float("logsumexp", x);
   ReduceGeom g = make_geom("logsumexp", x, dims, keepdim);
   Tensor out = empty(g.out, x.dtype(), x.device());

@@ -41,10 +41,6 @@ inline S sum_lanes(const T* p, int64_t n) {
   return s;
 }
 
-inline void require_cpu(const char* op, const Tensor& x) {
-  if (!x.device().is_cpu()) throw_not_implemented(op, x.dtype(), x.device());
-}
-
 inline void require_float(const char* op, const Tensor& x) {
   BRISK_CHECK(x.is_floating_point(), op, ": expected a floating-point input, got ", dtype_name(x.dtype()), " of shape ",
               x.sizes());

@@ -176,7 +176,7 @@ void softmax_backward_impl(const T* gr, const T* y, T* dx, const DimGeom& g) {
 }
 
 Tensor softmax_common(const char* op, const Tensor& x, int64_t dim, bool log) {
-  cpu::require_cpu(op, x);
+  require_cpu(op, x);
   cpu::require_float(op, x);
   dim = cpu::wrap_dim_checked(op, dim, x);
   Tensor xc = contiguous(x);
@@ -195,7 +195,7 @@ Tensor softmax_common(const char* op, const Tensor& x, int64_t dim, bool log) {
 }
 
 Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor& y, int64_t dim, bool log) {
-  cpu::require_cpu(op, y);
+  require_cpu(op, y);
   cpu::require_float(op, y);
   BRISK_CHECK(grad.sizes() == y.sizes() && grad.dtype() == y.dtype(), op, ": grad ", grad.sizes(), " ",
               dtype_name(grad.dtype()), " does not match output ", y.sizes(), " ", dtype_name(y.dtype()));
@@ -228,7 +228,7 @@ Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
 }
 
 Tensor cumsum(const Tensor& x, int64_t dim, bool reverse) {
-  cpu::require_cpu("cumsum", x);
+  require_cpu("cumsum", x);
   dim = cpu::wrap_dim_checked("cumsum", dim, x);
   Tensor xc = contiguous(x);
   Tensor y = empty(x.sizes(), x.is_floating_point() ? x.dtype() : DType::I64, x.device());
@@ -265,7 +265,7 @@ Tensor cumsum(const Tensor& x, int64_t dim, bool reverse) {
 }
 
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
-  cpu::require_cpu("topk", x);
+  require_cpu("topk", x);
   dim = cpu::wrap_dim_checked("topk", dim, x);
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
   BRISK_CHECK(k >= 0 && k <= n && (x.dim() > 0 || k == 1), "topk: k = ", k, " is out of range for dim ", dim,
@@ -334,7 +334,7 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
 
 Tensor take_along_dim_backward(const Tensor& grad, const Tensor& indices, int64_t dim, const Shape& in_sizes) {
   const char* op = "take_along_dim_backward";
-  cpu::require_cpu(op, grad);
+  require_cpu(op, grad);
   cpu::require_float(op, grad);
   BRISK_CHECK(indices.dtype() == DType::I64 && indices.sizes() == grad.sizes(), op, ": indices ", indices.sizes(), " ",
               dtype_name(indices.dtype()), " must be i64 with the grad's shape ", grad.sizes());

@@ -10,10 +10,6 @@ namespace brisk::kernels {
 
 namespace {
 
-void require_cpu(const char* op, const Tensor& t) {
-  if (!t.device().is_cpu()) throw_not_implemented(op, t.dtype(), t.device());
-}
-
 void check_nchw(const char* op, const char* what, const Tensor& t) {
   BRISK_CHECK(t.dim() == 4, op, ": expected ", what, " of shape (N, C, H, W), got ", t.sizes());
 }

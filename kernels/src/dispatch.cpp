@@ -7,6 +7,10 @@ void throw_not_implemented(const char* op, DType dt, Device dev) {
   BRISK_THROW(op, ": not implemented for ", dtype_name(dt), " on ", dev.is_cpu() ? "cpu" : "cuda");
 }
 
+void require_cpu(const char* op, const Tensor& t) {
+  if (!t.device().is_cpu()) throw_not_implemented(op, t.dtype(), t.device());
+}
+
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   BRISK_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device().str(), " and ",
               b.device().str(), " (move them with .to(device))");

@@ -23,11 +23,6 @@ const char* op_name(CompareOp op) {
 
 namespace {
 
-// Every kernel in this file runs on the CPU today; CUDA versions arrive with the CUDA issue.
-void require_cpu(const char* op, const Tensor& t) {
-  if (!t.device().is_cpu()) throw_not_implemented(op, t.dtype(), t.device());
-}
-
 bool needs_float(UnaryOp op) {
   return !(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Square ||
            op == UnaryOp::Sign);

@@ -14,11 +14,6 @@ namespace brisk::kernels {
 
 namespace {
 
-// Every kernel in this file runs on the CPU today; CUDA versions arrive with the CUDA issue.
-void require_cpu(const char* op, const Tensor& t) {
-  if (!t.device().is_cpu()) throw_not_implemented(op, t.dtype(), t.device());
-}
-
 // A contiguous i64 copy (or the tensor itself) of an i32/i64 index tensor.
 Tensor index_i64(const char* op, const Tensor& index) {
   BRISK_CHECK(index.defined(), op, ": index is an undefined tensor");

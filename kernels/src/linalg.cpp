@@ -13,10 +13,6 @@ namespace brisk::kernels {
 
 namespace {
 
-void require_cpu(const char* op, const Tensor& t) {
-  if (!t.device().is_cpu()) throw_not_implemented(op, t.dtype(), t.device());
-}
-
 bool is_half(DType dt) { return dt == DType::F16 || dt == DType::BF16; }
 
 // How gemm() can read a (rows, cols) matrix with row stride rs and column stride cs in place:

@@ -12,10 +12,6 @@ namespace brisk::kernels {
 
 namespace {
 
-void require_cpu(const char* op, const Tensor& t) {
-  if (!t.device().is_cpu()) throw_not_implemented(op, t.dtype(), t.device());
-}
-
 DType stat_dtype(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F32; }
 
 // Index tensor as contiguous i64 (a copy only when it is i32 or strided).

@@ -5,8 +5,10 @@
 #include <brisk/brisk.h>
 
 #include "common/gradcheck.h"
+#include "common/errors.h"
 
 using namespace brisk;
+using brisk::testing::expect_error;
 using brisk::testing::expect_gradcheck_layouts;
 using V = std::vector<Tensor>;
 
@@ -22,16 +24,6 @@ std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
 Tensor randn64(const Shape& s, uint64_t seed) {
   Generator g(seed);
   return randn(s, {.dtype = DType::F64}, &g);
-}
-
-template <class F>
-void expect_error(F f, const std::string& op) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a brisk::Error from " << op;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

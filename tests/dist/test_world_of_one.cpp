@@ -6,23 +6,16 @@
 #include <brisk/brisk.h>
 
 #include <string>
+#include "common/errors.h"
 
 using namespace brisk;
+using brisk::testing::expect_error;
 
 namespace {
 
 dist::ProcessGroup& group() {
   static dist::ProcessGroup& pg = dist::init({.backend = "self"});
   return pg;
-}
-
-void expect_error(const std::function<void()>& fn, const std::string& part) {
-  try {
-    fn();
-    FAIL() << "expected an error containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include "common/errors.h"
 
 using namespace brisk;
+using brisk::testing::expect_error;
 namespace k = brisk::kernels;
 
 namespace {
@@ -25,16 +27,6 @@ Tensor randn_f32(const Shape& s, uint64_t seed) {
 
 // C-order flat offset of a 3-D coordinate.
 int64_t at3(const Shape& s, int64_t i, int64_t j, int64_t l) { return (i * s[1] + j) * s[2] + l; }
-
-template <class F>
-void expect_error(F f, const std::string& op) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a brisk::Error from " << op;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
-  }
-}
 
 }  // namespace
 

@@ -13,8 +13,10 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include "common/errors.h"
 
 using namespace brisk;
+using brisk::testing::expect_error;
 namespace K = brisk::kernels;
 
 namespace {
@@ -405,17 +407,6 @@ TEST(Reduce, ResultsDoNotDependOnTheThreadCount) {
     EXPECT_EQ(0, std::memcmp(one[k].data_ptr(), two[k].data_ptr(), one[k].nbytes())) << "result " << k;
   }
 }
-
-namespace {
-void expect_error(const std::function<void()>& f, const std::string& op) {
-  try {
-    f();
-    ADD_FAILURE() << op << ": expected brisk::Error";
-  } catch (const brisk::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
-  }
-}
-}  // namespace
 
 TEST(ReduceErrors, BadArgumentsThrowNamingTheOpAndShape) {
   Tensor x = zeros({2, 3});

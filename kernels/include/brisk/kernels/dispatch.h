@@ -56,6 +56,9 @@ decltype(auto) visit_index(DType dt, Device dev, const char* op, F&& f) {
   }
 }
 
+// Throws "<op>: not implemented for <dtype> on cuda" unless t lives on the CPU (every kernel runs
+// on the CPU today; the CUDA versions arrive with their own issue).
+void require_cpu(const char* op, const Tensor& t);
 // Throws unless every tensor lives on `dev`'s kind; names the op.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);

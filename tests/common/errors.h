@@ -1,0 +1,22 @@
+// Test helper: a call must throw brisk::Error whose message contains a given fragment (the op's
+// name, a shape, a value), so bad input is reported, not just rejected.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <brisk/core/error.h>
+
+#include <functional>
+#include <string>
+
+namespace brisk::testing {
+
+inline void expect_error(const std::function<void()>& fn, const std::string& fragment) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected a brisk::Error mentioning '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace brisk::testing
