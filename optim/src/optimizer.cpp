@@ -30,6 +30,7 @@ void Optimizer::add_group(std::vector<Tensor> params, std::map<std::string, doub
     size_t same = 0;
     for (const Tensor& q : params) same += q.is_same(p);
     BRISK_CHECK(same == 1, name(), ": a parameter (shape ", p.sizes(), ") appears more than once in a group");
+    index_.emplace(p.impl(), state_.size());
     state_.emplace_back();
     steps_.push_back(0);
   }
@@ -37,13 +38,9 @@ void Optimizer::add_group(std::vector<Tensor> params, std::map<std::string, doub
 }
 
 size_t Optimizer::index_of(const Tensor& param) const {
-  size_t i = 0;
-  for (const Group& g : groups_)
-    for (const Tensor& p : g.params) {
-      if (p.is_same(param)) return i;
-      ++i;
-    }
-  BRISK_THROW(name(), ": tensor of shape ", param.sizes(), " is not one of this optimizer's parameters");
+  auto it = index_.find(param.impl());
+  BRISK_CHECK(it != index_.end(), name(), ": tensor of shape ", param.sizes(), " is not one of this optimizer's parameters");
+  return it->second;
 }
 
 Tensor& Optimizer::state(const Tensor& param, const std::string& key, bool* created) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "brisk/core/tensor.h"
@@ -69,6 +70,7 @@ class Optimizer {
 
  private:
   size_t index_of(const Tensor& param) const;
+  std::unordered_map<const TensorImpl*, size_t> index_;  // parameter -> global index
   std::vector<std::map<std::string, Tensor>> state_;  // by global parameter index
   std::vector<int64_t> steps_;
   std::function<bool()> gate_;
