@@ -55,6 +55,7 @@ class CpuAllocator final : public Allocator {
 };
 
 Allocator* g_cuda_allocator = nullptr;
+Allocator* g_pinned_allocator = nullptr;
 
 }  // namespace
 
@@ -67,6 +68,9 @@ void register_allocator(DeviceKind kind, Allocator* a) {
   BRISK_CHECK(kind == DeviceKind::CUDA, "register_allocator: only the CUDA allocator can be registered");
   g_cuda_allocator = a;
 }
+
+Allocator* pinned_allocator() { return g_pinned_allocator; }
+void register_pinned_allocator(Allocator* a) { g_pinned_allocator = a; }
 
 Allocator* allocator_for(Device d) {
   if (d.is_cpu()) return cpu_allocator();

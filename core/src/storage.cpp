@@ -10,6 +10,13 @@ StorageImpl::StorageImpl(size_t nbytes, Device device, MemoryCategory category)
   allocate_again();
 }
 
+StorageImpl::StorageImpl(size_t nbytes, Device device, MemoryCategory category, Allocator* allocator)
+    : nbytes_(nbytes), device_(device), category_(category), allocator_(allocator) {
+  BRISK_CHECK(allocator != nullptr && allocator->device().kind == device.kind, "Storage: allocator for ",
+              allocator ? allocator->device().str() : std::string("nothing"), " cannot serve ", device.str());
+  allocate_again();
+}
+
 StorageImpl::~StorageImpl() { release(); }
 
 void StorageImpl::set_category(MemoryCategory c) {
@@ -30,7 +37,7 @@ void StorageImpl::release() {
 
 void StorageImpl::allocate_again() {
   if (data_ || nbytes_ == 0) return;
-  data_ = allocator_->allocate(nbytes_);
+  data_ = allocator_->allocate_on(device_, nbytes_);
   detail::count_alloc(device_.kind, category_, static_cast<int64_t>(nbytes_));
 }
 

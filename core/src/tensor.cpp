@@ -51,6 +51,11 @@ DeviceCopyFn g_device_copy = nullptr;
 
 }  // namespace
 
+bool Tensor::is_pinned() const {
+  const Storage& s = storage();
+  return s->device().is_cpu() && pinned_allocator() != nullptr && s->allocator() == pinned_allocator();
+}
+
 int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "Tensor::size")]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "Tensor::stride")]; }
 
@@ -161,7 +166,7 @@ MemoryCategoryGuard::~MemoryCategoryGuard() { tl_category = prev_; }
 
 void register_device_copy(DeviceCopyFn fn) { g_device_copy = fn; }
 
-void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes, bool non_blocking) {
   if (nbytes == 0) return;
   if (dst_dev.is_cpu() && src_dev.is_cpu()) {
     std::memcpy(dst, src, nbytes);
@@ -169,7 +174,7 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   }
   BRISK_CHECK(g_device_copy != nullptr, "copy_bytes: copy from ", src_dev.str(), " to ", dst_dev.str(),
               " needs CUDA support, which this build of brisk does not have");
-  g_device_copy(dst, dst_dev, src, src_dev, nbytes);
+  g_device_copy(dst, dst_dev, src, src_dev, nbytes, non_blocking);
 }
 
 // --- printing -------------------------------------------------------------------

@@ -1,83 +1,98 @@
-// The caching CUDA allocator: a simple version of PyTorch's. Freed blocks go to a per-device
-// free list keyed by size and are handed out again (best fit, at most 2x the request), so a
-// training loop that allocates the same shapes every step stops calling cudaMalloc/cudaFree,
-// which are slow and synchronise the device. Blocks are never split; when cudaMalloc fails
-// the cache is emptied and the call retried once.
+// The caching CUDA allocator, a simple version of PyTorch's. A freed block goes back to the
+// free list of the (device, stream) it was allocated on and is handed out again to a later
+// request on that stream (best fit, at most twice the request), so a training loop that
+// allocates the same shapes every step stops calling cudaMalloc/cudaFree, which are slow and
+// synchronise the device. Work on one stream runs in order, so a block freed by one kernel's
+// tensor can be reused by the next kernel on that stream at once. A block that was also used on
+// other streams (record_stream) waits until events recorded on those streams have completed.
+// Blocks are never split; when cudaMalloc fails the cache is emptied and the call retried once.
 //
-// All brisk work runs on the default stream for now, which orders every kernel, so a block
-// freed by one tensor can be reused at once. (With several streams, each block must remember
-// its stream and be reused only there, or after an event; see DESIGN.md "Storage".)
+// The pinned host allocator caches page-locked blocks the same way; a block used by an
+// asynchronous copy is not reused until that copy's stream has passed it.
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "brisk/core/allocator.h"
-#include "brisk/kernels/cuda.h"
-#include "cuda/check.h"
+#include "cuda/runtime.h"
 
 namespace brisk::cuda {
 
 namespace {
 
-constexpr size_t kSmallLimit = size_t{1} << 20;   // blocks up to 1 MiB ...
-constexpr size_t kSmallRound = 512;               // ... are rounded to 512 bytes,
-constexpr size_t kLargeRound = size_t{128} << 10; // larger ones to 128 KiB.
+constexpr size_t kSmallLimit = size_t{1} << 20;    // blocks up to 1 MiB ...
+constexpr size_t kSmallRound = 512;                // ... are rounded to 512 bytes,
+constexpr size_t kLargeRound = size_t{128} << 10;  // larger ones to 128 KiB.
 
 size_t round_size(size_t n) {
   size_t r = n <= kSmallLimit ? kSmallRound : kLargeRound;
   return (n + r - 1) / r * r;
 }
 
-struct DevicePool {
-  std::multimap<size_t, void*> free_blocks;  // size -> pointer
-  AllocatorStats stats;
+struct Block {
+  void* ptr = nullptr;
+  size_t size = 0;
+  int device = 0;
+  cudaStream_t stream = nullptr;          // the stream it was allocated on
+  std::vector<cudaStream_t> used_on;      // other streams (record_stream)
+  std::vector<cudaEvent_t> pending;       // events to pass before reuse (after free)
 };
 
-struct Block {
-  size_t size;
-  int device;
+using FreeKey = std::pair<cudaStream_t, size_t>;
+
+struct DevicePool {
+  std::multimap<FreeKey, Block*> free_blocks;  // (stream, size) -> block
+  std::vector<Block*> waiting;                 // freed, waiting for their events
+  AllocatorStats stats;
 };
 
 class CachingAllocator final : public Allocator {
  public:
-  void* allocate(size_t nbytes) override {
+  void* allocate(size_t nbytes) override { return allocate_on(cuda_device(current_device()), nbytes); }
+
+  void* allocate_on(Device d, size_t nbytes) override {
     if (nbytes == 0) return nullptr;
     BRISK_CHECK(is_available(), "cuda allocator: cannot allocate ", nbytes,
                 " bytes: no CUDA device is available (no GPU, or no NVIDIA driver loaded)");
-    int device = 0;
-    BRISK_CUDA_CHECK(cudaGetDevice(&device));
+    const int device = d.index;
+    BRISK_CHECK(device >= 0 && device < device_count(), "cuda allocator: device ", d.str(), " does not exist (",
+                device_count(), " CUDA devices visible)");
+    const cudaStream_t stream = detail::native(current_stream(device));
     const size_t size = round_size(nbytes);
     std::lock_guard<std::mutex> lock(mu_);
     DevicePool& pool = pool_for(device);
-    auto it = pool.free_blocks.lower_bound(size);
-    if (it != pool.free_blocks.end() && it->first <= 2 * size) {
-      Block b{it->first, device};
-      void* p = it->second;
+    process_waiting(pool);
+    auto it = pool.free_blocks.lower_bound({stream, size});
+    if (it != pool.free_blocks.end() && it->first.first == stream && it->first.second <= 2 * size) {
+      Block* b = it->second;
       pool.free_blocks.erase(it);
-      live_.emplace(p, b);
-      pool.stats.allocated_bytes += static_cast<int64_t>(b.size);
+      live_.emplace(b->ptr, b);
       pool.stats.cached_blocks -= 1;
       pool.stats.cache_hits += 1;
-      return p;
+      add_allocated(pool, static_cast<int64_t>(b->size));
+      return b->ptr;
     }
     void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, size);
-    if (err == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      release_cached(device, pool);
-      err = cudaMalloc(&p, size);
+    try {
+      p = detail::raw_malloc(size, device);
+    } catch (const Error&) {
+      release_cached(pool);  // cudaMalloc failed: give the cache back and try once more
+      try {
+        p = detail::raw_malloc(size, device);
+      } catch (const Error& e) {
+        BRISK_THROW("cuda allocator: cannot allocate ", nbytes, " bytes on cuda:", device, " (",
+                    pool.stats.allocated_bytes, " bytes in use, ", pool.stats.reserved_bytes,
+                    " reserved): ", e.message());
+      }
     }
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      BRISK_THROW("cuda allocator: cannot allocate ", nbytes, " bytes on cuda:", device, ": ",
-                  cudaGetErrorString(err), " (", pool.stats.allocated_bytes, " bytes in use, ",
-                  pool.stats.reserved_bytes, " reserved)");
-    }
-    live_.emplace(p, Block{size, device});
-    pool.stats.allocated_bytes += static_cast<int64_t>(size);
-    pool.stats.reserved_bytes += static_cast<int64_t>(size);
+    auto* b = new Block{p, size, device, stream, {}, {}};
+    live_.emplace(p, b);
     pool.stats.device_allocs += 1;
+    pool.stats.reserved_bytes += static_cast<int64_t>(size);
+    pool.stats.peak_reserved_bytes = std::max(pool.stats.peak_reserved_bytes, pool.stats.reserved_bytes);
+    add_allocated(pool, static_cast<int64_t>(size));
     return p;
   }
 
@@ -86,24 +101,57 @@ class CachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(ptr);
     if (it == live_.end()) return;  // not ours: nothing sensible to do in a destructor path
-    Block b = it->second;
+    Block* b = it->second;
     live_.erase(it);
-    DevicePool& pool = pool_for(b.device);
-    pool.free_blocks.emplace(b.size, ptr);
-    pool.stats.allocated_bytes -= static_cast<int64_t>(b.size);
+    DevicePool& pool = pool_for(b->device);
+    pool.stats.allocated_bytes -= static_cast<int64_t>(b->size);
+    if (!b->used_on.empty() && !detail::recording()) {
+      // Used on other streams: reusable only once those streams have passed this point.
+      detail::DeviceGuardNoThrow guard(b->device);
+      for (cudaStream_t s : b->used_on) {
+        cudaEvent_t e = nullptr;
+        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess && cudaEventRecord(e, s) == cudaSuccess)
+          b->pending.push_back(e);
+        else
+          (void)cudaGetLastError();
+      }
+      b->used_on.clear();
+      pool.waiting.push_back(b);
+      return;
+    }
+    b->used_on.clear();
+    pool.free_blocks.emplace(FreeKey{b->stream, b->size}, b);
     pool.stats.cached_blocks += 1;
   }
 
   Device device() const override { return cuda_device(0); }
+
+  void record_stream(void* ptr, cudaStream_t s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(ptr);
+    BRISK_CHECK(it != live_.end(), "cuda::record_stream: the tensor's memory was not allocated by brisk's CUDA allocator");
+    Block* b = it->second;
+    if (s == b->stream) return;
+    for (cudaStream_t u : b->used_on)
+      if (u == s) return;
+    b->used_on.push_back(s);
+  }
 
   AllocatorStats stats(int device) {
     std::lock_guard<std::mutex> lock(mu_);
     return pool_for(device).stats;
   }
 
+  void reset_peak(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    AllocatorStats& s = pool_for(device).stats;
+    s.peak_allocated_bytes = s.allocated_bytes;
+    s.peak_reserved_bytes = s.reserved_bytes;
+  }
+
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t d = 0; d < pools_.size(); ++d) release_cached(static_cast<int>(d), pools_[d]);
+    for (DevicePool& p : pools_) release_cached(p);
   }
 
  private:
@@ -112,13 +160,44 @@ class CachingAllocator final : public Allocator {
     return pools_[static_cast<size_t>(device)];
   }
 
+  static void add_allocated(DevicePool& pool, int64_t n) {
+    pool.stats.allocated_bytes += n;
+    pool.stats.peak_allocated_bytes = std::max(pool.stats.peak_allocated_bytes, pool.stats.allocated_bytes);
+  }
+
+  // Moves blocks whose events have all completed back to the free lists (caller holds mu_).
+  void process_waiting(DevicePool& pool) {
+    for (size_t i = 0; i < pool.waiting.size();) {
+      Block* b = pool.waiting[i];
+      bool done = true;
+      for (cudaEvent_t e : b->pending) {
+        cudaError_t err = cudaEventQuery(e);
+        if (err == cudaErrorNotReady) {
+          (void)cudaGetLastError();
+          done = false;
+          break;
+        }
+      }
+      if (!done) {
+        ++i;
+        continue;
+      }
+      for (cudaEvent_t e : b->pending) (void)cudaEventDestroy(e);
+      b->pending.clear();
+      pool.free_blocks.emplace(FreeKey{b->stream, b->size}, b);
+      pool.stats.cached_blocks += 1;
+      pool.waiting[i] = pool.waiting.back();
+      pool.waiting.pop_back();
+    }
+  }
+
   // Frees every cached block of one device (caller holds mu_).
-  void release_cached(int device, DevicePool& pool) {
-    if (pool.free_blocks.empty()) return;
-    detail::DeviceGuard guard(device);
-    for (auto& [size, p] : pool.free_blocks) {
-      BRISK_CUDA_CHECK(cudaFree(p));
-      pool.stats.reserved_bytes -= static_cast<int64_t>(size);
+  void release_cached(DevicePool& pool) {
+    for (auto& [key, b] : pool.free_blocks) {
+      detail::raw_free(b->ptr, b->device);
+      pool.stats.reserved_bytes -= static_cast<int64_t>(b->size);
+      pool.stats.device_frees += 1;
+      delete b;
     }
     pool.stats.cached_blocks = 0;
     pool.free_blocks.clear();
@@ -126,7 +205,7 @@ class CachingAllocator final : public Allocator {
 
   std::mutex mu_;
   std::vector<DevicePool> pools_;
-  std::unordered_map<void*, Block> live_;
+  std::unordered_map<void*, Block*> live_;
 };
 
 // Deliberately never destroyed: at exit the CUDA runtime may already be torn down, and
@@ -136,15 +215,154 @@ CachingAllocator& caching_allocator() {
   return *a;
 }
 
+// --- pinned host memory -------------------------------------------------------------------------
+struct HostBlock {
+  void* ptr = nullptr;
+  size_t size = 0;
+  bool fake = false;                  // plain host memory made while recording
+  std::vector<cudaEvent_t> pending;  // copies that may still read or write it
+};
+
+class PinnedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    if (nbytes == 0) return nullptr;
+    const size_t size = round_size(nbytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = free_.lower_bound(size); it != free_.end() && it->first <= 2 * size; ++it) {
+      HostBlock* b = it->second;
+      if (!ready(b)) continue;
+      free_.erase(it);
+      live_.emplace(b->ptr, b);
+      return b->ptr;
+    }
+    auto* b = new HostBlock;
+    b->size = size;
+    if (detail::recording()) {
+      b->ptr = std::aligned_alloc(256, size);
+      b->fake = true;
+      BRISK_CHECK(b->ptr, "pinned allocator: out of host memory allocating ", nbytes, " bytes");
+    } else {
+      BRISK_CUDA_CHECK(cudaHostAlloc(&b->ptr, size, cudaHostAllocDefault));
+    }
+    live_.emplace(b->ptr, b);
+    return b->ptr;
+  }
+
+  void deallocate(void* ptr, size_t) override {
+    if (!ptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return;
+    HostBlock* b = it->second;
+    live_.erase(it);
+    free_.emplace(b->size, b);
+  }
+
+  Device device() const override { return kCPU; }
+
+  // The block containing p, if pinned by this allocator (caller holds mu_).
+  HostBlock* find(const void* p) {
+    auto it = live_.upper_bound(const_cast<void*>(p));
+    if (it == live_.begin()) return nullptr;
+    --it;
+    HostBlock* b = it->second;
+    const char* base = static_cast<const char*>(b->ptr);
+    return static_cast<const char*>(p) < base + b->size ? b : nullptr;
+  }
+
+  bool contains(const void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return find(p) != nullptr;
+  }
+
+  void record_use(const void* p, cudaStream_t s) {
+    if (detail::recording()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    HostBlock* b = find(p);
+    if (!b) return;
+    cudaEvent_t e = nullptr;
+    BRISK_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    BRISK_CUDA_CHECK(cudaEventRecord(e, s));
+    b->pending.push_back(e);
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = free_.begin(); it != free_.end();) {
+      HostBlock* b = it->second;
+      if (b->fake || ready(b)) {
+        if (b->fake) std::free(b->ptr);
+        else (void)cudaFreeHost(b->ptr);
+        delete b;
+        it = free_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+ private:
+  // True once every copy that used the block has finished (caller holds mu_).
+  static bool ready(HostBlock* b) {
+    for (size_t i = 0; i < b->pending.size();) {
+      cudaError_t err = cudaEventQuery(b->pending[i]);
+      if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      (void)cudaEventDestroy(b->pending[i]);
+      b->pending[i] = b->pending.back();
+      b->pending.pop_back();
+    }
+    return true;
+  }
+
+  std::mutex mu_;
+  std::multimap<size_t, HostBlock*> free_;
+  std::map<void*, HostBlock*> live_;  // ordered: find() looks up the block containing a pointer
+};
+
+PinnedAllocator& pinned_allocator_ref() {
+  static auto* a = new PinnedAllocator;
+  return *a;
+}
+
 }  // namespace
 
 Allocator* detail::caching_allocator_instance() { return &caching_allocator(); }
+Allocator* detail::pinned_allocator_instance() { return &pinned_allocator_ref(); }
+
+void detail::allocator_record_stream(void* ptr, cudaStream_t use_stream) {
+  caching_allocator().record_stream(ptr, use_stream);
+}
+
+void detail::pinned_record_use(const void* ptr, cudaStream_t stream) { pinned_allocator_ref().record_use(ptr, stream); }
+
+bool detail::is_pinned_pointer(const void* p) { return pinned_allocator_ref().contains(p); }
 
 AllocatorStats allocator_stats(int device) {
   BRISK_CHECK(device >= 0, "cuda::allocator_stats: bad device index ", device);
   return caching_allocator().stats(device);
 }
 
-void empty_cache() { caching_allocator().empty_cache(); }
+void reset_peak_stats(int device) {
+  BRISK_CHECK(device >= 0, "cuda::reset_peak_stats: bad device index ", device);
+  caching_allocator().reset_peak(device);
+}
+
+void empty_cache() {
+  caching_allocator().empty_cache();
+  pinned_allocator_ref().empty_cache();
+}
+
+void record_stream(const Tensor& t, const Stream& s) {
+  BRISK_CHECK(t.defined() && t.device().is_cuda(), "cuda::record_stream: expected a CUDA tensor, got ",
+              t.defined() ? t.device().str() : std::string("an undefined tensor"));
+  BRISK_CHECK(t.device().index == s.device(), "cuda::record_stream: tensor on ", t.device().str(),
+              " but stream on cuda:", s.device());
+  if (!t.storage()->data()) return;
+  caching_allocator().record_stream(t.storage()->data(), detail::native(s));
+}
 
 }  // namespace brisk::cuda

@@ -5,7 +5,7 @@
 #include "brisk/core/half.h"
 #include "brisk/core/rng.h"
 #include "brisk/kernels/cuda.h"
-#include "cuda/check.h"
+#include "cuda/runtime.h"
 
 namespace brisk::cuda::checks {
 

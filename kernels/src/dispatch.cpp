@@ -7,6 +7,34 @@ void throw_not_implemented(const char* op, DType dt, Device dev) {
   BRISK_THROW(op, ": not implemented for ", dtype_name(dt), " on ", dev.is_cpu() ? "cpu" : "cuda");
 }
 
+namespace {
+thread_local OpScope* tl_scope = nullptr;
+}
+
+void detail::no_cuda_support(const char* fn) {
+  BRISK_THROW(fn, ": this build of brisk has no CUDA support (rebuild with the CUDA toolkit and cuDNN installed)");
+}
+
+OpScope::OpScope(const char* op, const Tensor* a, const Tensor* b, const Tensor* c)
+    : op_(op), operands_{a, b, c}, outer_(tl_scope) {
+  tl_scope = this;
+}
+
+OpScope::~OpScope() { tl_scope = outer_; }
+
+std::string OpScope::describe() {
+  if (!tl_scope) return "";
+  std::string s = std::string("in ") + tl_scope->op_;
+  bool first = true;
+  for (const Tensor* t : tl_scope->operands_) {
+    if (!t || !t->defined()) continue;
+    s += first ? " on " : ", ";
+    first = false;
+    s += brisk::detail::str_cat(t->sizes(), " ", dtype_name(t->dtype()), " ", t->device().str());
+  }
+  return s;
+}
+
 void require_cpu(const char* op, const Tensor& t) {
   if (!t.device().is_cpu()) throw_not_implemented(op, t.dtype(), t.device());
 }

@@ -1,8 +1,9 @@
 // Public elementwise kernels: argument checks, output allocation, device switch.
 #include "brisk/kernels/elementwise.h"
 
-#include "cpu/cpu_kernels.h"
 #include "brisk/kernels/dispatch.h"
+#include "cpu/cpu_kernels.h"
+#include "cuda/copy.h"
 
 namespace brisk::kernels {
 
@@ -121,15 +122,18 @@ Tensor clamp_backward(const Tensor& grad, const Tensor& x, std::optional<double>
   return out;
 }
 
-void copy_(const Tensor& dst, const Tensor& src) {
-  broadcast_shapes(src.sizes(), dst.sizes(), "copy_");
+void copy_(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  BRISK_CHECK(dst.defined() && src.defined(), "copy_: undefined tensor argument");
   BRISK_CHECK(broadcast_shapes(src.sizes(), dst.sizes(), "copy_") == dst.sizes(), "copy_: source shape ",
               src.sizes(), " cannot be broadcast to destination shape ", dst.sizes());
-  if (dst.device().is_cpu() && src.device().is_cpu()) {
-    cpu::copy(dst, src);
+  if (dst.device() == src.device()) {
+    if (dst.device().is_cpu()) cpu::copy(dst, src);
+    else cuda::copy(dst, src);
+    dst.bump_version();
     return;
   }
-  // Across devices: byte copy of contiguous same-dtype, same-shape data.
+  // Across devices: convert and lay out on the source's side, move contiguous bytes, and
+  // scatter into a strided destination on its own side.
   Tensor s = src.dtype() == dst.dtype() ? src : cast(src, dst.dtype());
   if (s.sizes() != dst.sizes()) {
     Tensor tmp = empty(dst.sizes(), dst.dtype(), s.device());
@@ -137,34 +141,40 @@ void copy_(const Tensor& dst, const Tensor& src) {
     s = tmp;
   }
   s = contiguous(s);
-  BRISK_CHECK(dst.is_contiguous(), "copy_: a cross-device copy needs a contiguous destination");
-  copy_bytes(dst.data_ptr(), dst.device(), s.data_ptr(), s.device(), dst.nbytes());
+  if (dst.is_contiguous()) {
+    copy_bytes(dst.data_ptr(), dst.device(), s.data_ptr(), s.device(), dst.nbytes(), non_blocking);
+  } else {
+    Tensor staged = empty(dst.sizes(), dst.dtype(), dst.device());
+    copy_bytes(staged.data_ptr(), staged.device(), s.data_ptr(), s.device(), staged.nbytes(), non_blocking);
+    copy_(dst, staged);
+  }
+  dst.bump_version();
 }
 
 Tensor contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;
-  require_cpu("contiguous", x);
   Tensor out = empty(x.sizes(), x.dtype(), x.device());
-  cpu::copy(out, x);
+  if (x.device().is_cpu()) cpu::copy(out, x);
+  else cuda::copy(out, x);
   return out;
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
-  require_cpu("to(dtype)", x);
   Tensor out = empty(x.sizes(), dtype, x.device());
-  cpu::copy(out, x);
+  if (x.device().is_cpu()) cpu::copy(out, x);
+  else cuda::copy(out, x);
   return out;
 }
 
-Tensor to_device(const Tensor& x, Device device) {
+Tensor to_device(const Tensor& x, Device device, bool non_blocking) {
   Tensor out = empty(x.sizes(), x.dtype(), device);
-  copy_(out, x);
+  copy_(out, x, non_blocking);
   return out;
 }
 
 void fill_(const Tensor& t, double v) {
-  require_cpu("fill_", t);
-  cpu::fill(t, v);
+  if (t.device().is_cpu()) cpu::fill(t, v);
+  else cuda::fill(t, v);
   t.bump_version();
 }
 

@@ -19,6 +19,12 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes) = 0;
+  // Allocates on a given device of the allocator's kind (the CUDA allocator serves every GPU;
+  // others ignore the index).
+  virtual void* allocate_on(Device device, size_t nbytes) {
+    (void)device;
+    return allocate(nbytes);
+  }
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   virtual Device device() const = 0;
 };
@@ -29,6 +35,10 @@ Allocator* cpu_allocator();
 Allocator* allocator_for(Device d);
 // CUDA builds register their allocator here at start-up (kept below core so core has no CUDA).
 void register_allocator(DeviceKind kind, Allocator* a);
+// Page-locked ("pinned") host memory, which the GPU can copy from and to asynchronously.
+// nullptr unless a CUDA build registered one; such memory is CPU memory (Device kCPU).
+Allocator* pinned_allocator();
+void register_pinned_allocator(Allocator* a);
 
 struct MemoryStats {
   std::array<int64_t, kNumMemoryCategories> current{};

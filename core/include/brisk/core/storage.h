@@ -13,6 +13,8 @@ namespace brisk {
 class StorageImpl {
  public:
   StorageImpl(size_t nbytes, Device device, MemoryCategory category);
+  // Bytes from a given allocator (e.g. pinned host memory), which must serve `device`'s kind.
+  StorageImpl(size_t nbytes, Device device, MemoryCategory category, Allocator* allocator);
   ~StorageImpl();
   StorageImpl(const StorageImpl&) = delete;
   StorageImpl& operator=(const StorageImpl&) = delete;
@@ -21,6 +23,7 @@ class StorageImpl {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   MemoryCategory category() const { return category_; }
+  Allocator* allocator() const { return allocator_; }
   bool is_allocated() const { return data_ != nullptr || nbytes_ == 0; }
 
   // Moves the counted bytes to another category (a tensor becomes a parameter, a gradient ...).

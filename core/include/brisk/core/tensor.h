@@ -57,6 +57,8 @@ class Tensor {
   size_t element_size() const { return dtype_size(dtype()); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   bool is_contiguous() const;
+  // True when the bytes live in page-locked host memory (see pin_memory()).
+  bool is_pinned() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   uint32_t version() const { return checked()->version; }
   void bump_version() const { ++checked()->version; }
@@ -146,9 +148,12 @@ class MemoryCategoryGuard {
 };
 
 // Device <-> host byte copies; core routes CUDA copies through a hook the CUDA build installs.
-using DeviceCopyFn = void (*)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+// With non_blocking, a copy between the GPU and pinned host memory (or within a GPU) is only
+// enqueued on the current stream; otherwise the bytes are in place when copy_bytes returns.
+using DeviceCopyFn = void (*)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes,
+                              bool non_blocking);
 void register_device_copy(DeviceCopyFn fn);
-void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes, bool non_blocking = false);
 
 // Prints shape, dtype, device and values (big tensors are summarised with "...").
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

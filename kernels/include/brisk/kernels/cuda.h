@@ -1,32 +1,166 @@
-// CUDA runtime queries and the caching allocator's controls. This header exists in every
+// The CUDA runtime as brisk users see it: devices, streams, events, the caching allocator's
+// statistics, pinned host memory and the math settings (TF32). This header exists in every
 // build: without CUDA support (or without a driver or GPU) device_count() is 0 and
-// is_available() is false, so callers can branch at run time instead of with #ifdefs.
+// is_available() is false, so callers branch at run time instead of with #ifdefs.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "brisk/core/tensor.h"
 
 namespace brisk::cuda {
 
-// Number of visible GPUs; 0 in a CPU-only build or when no driver/GPU is present.
+// --- devices --------------------------------------------------------------------------------
+// Number of visible GPUs (CUDA_VISIBLE_DEVICES applies); 0 in a CPU-only build or without a
+// driver or GPU.
 int device_count();
 // True when this build has CUDA support and at least one GPU can be used.
 bool is_available();
 // Waits for all work on `device` (-1: the current device). No-op without CUDA.
 void synchronize(int device = -1);
+// The calling thread's current device (0 without CUDA), and setting it.
+int current_device();
+void set_device(int device);
 
-// The caching allocator keeps freed device blocks in per-device free lists and hands them out
-// again instead of calling cudaMalloc/cudaFree on every tensor (both synchronise the device).
+// Sets the current device for a scope and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+struct DeviceProperties {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int64_t total_memory = 0;  // bytes
+  int multiprocessors = 0;
+};
+DeviceProperties device_properties(int device = 0);
+
+// Library versions for `brisk env` (0 when unknown or absent): CUDA runtime and driver
+// (1000 * major + 10 * minor), cuBLAS and cuDNN as their libraries report them.
+struct Versions {
+  int runtime = 0, driver = 0, cublas = 0, cudnn = 0;
+};
+Versions versions();
+
+// --- streams and events ---------------------------------------------------------------------
+// A CUDA stream on one device: work on one stream runs in order; work on different streams may
+// overlap. Each thread has a current stream per device (the default stream until set), which
+// every brisk kernel launches on. The handle is a cudaStream_t.
+class Stream {
+ public:
+  Stream() = default;  // the default (legacy) stream of device 0
+  // A new stream on `device` (-1: current) that does not synchronise with the default stream.
+  // Streams come from a per-device pool and live as long as the process.
+  static Stream create(int device = -1, bool high_priority = false);
+  static Stream default_stream(int device = -1);
+
+  void* handle() const { return handle_; }
+  int device() const { return device_; }
+  // Blocks until every piece of work enqueued so far has finished.
+  void synchronize() const;
+  // True when the stream has no pending work.
+  bool query() const;
+  bool operator==(const Stream& o) const { return handle_ == o.handle_ && device_ == o.device_; }
+
+ private:
+  Stream(void* h, int device) : handle_(h), device_(device) {}
+  void* handle_ = nullptr;
+  int device_ = 0;
+  friend Stream current_stream(int);
+  friend Stream stream_from_handle(void*, int);
+};
+// The calling thread's current stream on `device` (-1: the current device).
+Stream current_stream(int device = -1);
+void set_current_stream(const Stream& s);
+Stream stream_from_handle(void* handle, int device);
+
+// Makes `s` the current stream of its device for a scope (and that device current).
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& s);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Stream prev_stream_;
+  int prev_device_ = 0;
+};
+
+// A CUDA event: a marker in a stream that other streams or the host can wait for.
+class Event {
+ public:
+  explicit Event(bool enable_timing = false);
+  ~Event();
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Marks the current end of `s`'s work.
+  void record(const Stream& s);
+  void record() { record(current_stream()); }
+  // Makes `s` wait (on the device, the host does not block) for the recorded work.
+  void wait(const Stream& s) const;
+  // Blocks the host until the recorded work has finished.
+  void synchronize() const;
+  bool query() const;
+  // Milliseconds between this event and `end` (both recorded with enable_timing).
+  float elapsed_ms(const Event& end) const;
+  void* handle() const { return handle_; }
+
+ private:
+  void create(int device);
+  void* handle_ = nullptr;
+  int device_ = -1;
+  bool timing_ = false;
+};
+
+// --- the caching allocator ------------------------------------------------------------------
+// Freed device blocks go back to a free list of the (device, stream) they were allocated on and
+// are handed out again instead of calling cudaMalloc/cudaFree (both synchronise the device).
 struct AllocatorStats {
-  int64_t allocated_bytes = 0;  // in blocks held by tensors (block sizes, i.e. rounded up)
-  int64_t reserved_bytes = 0;   // obtained from cudaMalloc and not yet returned
-  int64_t cached_blocks = 0;    // free blocks waiting for reuse
-  int64_t device_allocs = 0;    // cudaMalloc calls so far
-  int64_t cache_hits = 0;       // allocations served from the free lists
+  int64_t allocated_bytes = 0;       // in blocks held by tensors (block sizes, i.e. rounded up)
+  int64_t peak_allocated_bytes = 0;  // since the start or reset_peak_stats()
+  int64_t reserved_bytes = 0;        // obtained from cudaMalloc and not yet returned
+  int64_t peak_reserved_bytes = 0;
+  int64_t cached_blocks = 0;   // free blocks waiting for reuse
+  int64_t device_allocs = 0;   // cudaMalloc calls so far
+  int64_t device_frees = 0;    // cudaFree calls so far
+  int64_t cache_hits = 0;      // allocations served from the free lists
 };
 // Zeroes in a CPU-only build.
 AllocatorStats allocator_stats(int device = 0);
+void reset_peak_stats(int device = 0);
 // Returns every cached (free) block to the driver.
 void empty_cache();
+// Tells the allocator that `t`'s memory is used by work on stream `s` (other than the one it
+// was allocated on), so the block is not reused before that work finishes. Needed whenever a
+// tensor made on one stream is read or written on another (PyTorch's record_stream).
+void record_stream(const Tensor& t, const Stream& s);
+
+// --- pinned host memory ---------------------------------------------------------------------
+// An uninitialised CPU tensor in page-locked memory: copies between it and a GPU can run
+// asynchronously (to(device, non_blocking = true)). Plain CPU memory without CUDA.
+Tensor empty_pinned(const Shape& sizes, DType dtype);
+// A pinned copy of a CPU tensor (t itself when already pinned; a plain copy without CUDA).
+Tensor pin_memory(const Tensor& t);
+
+// --- math settings (PyTorch's defaults) -------------------------------------------------------
+// TF32 tensor cores for f32 matrix products: off by default (torch.backends.cuda.matmul.allow_tf32).
+void set_matmul_allow_tf32(bool allow);
+bool matmul_allow_tf32();
+// TF32 for cuDNN convolutions: on by default (torch.backends.cudnn.allow_tf32).
+void set_cudnn_allow_tf32(bool allow);
+bool cudnn_allow_tf32();
 
 namespace checks {
 // Run on the GPU to check that device code agrees with the host bit for bit; they throw

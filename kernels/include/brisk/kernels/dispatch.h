@@ -2,6 +2,7 @@
 // "<op>: not implemented for <dtype> on <device>". No macro-generated tables.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "brisk/core/tensor.h"
@@ -9,6 +10,11 @@
 namespace brisk::kernels {
 
 [[noreturn]] void throw_not_implemented(const char* op, DType dt, Device dev);
+
+namespace detail {
+// Thrown by the CUDA entry points of a CPU-only build (unreachable there: no CUDA tensor exists).
+[[noreturn]] void no_cuda_support(const char* fn);
+}  // namespace detail
 
 // Calls f(T{}) for the floating types f64, f32, f16, bf16.
 template <class F>
@@ -56,9 +62,27 @@ decltype(auto) visit_index(DType dt, Device dev, const char* op, F&& f) {
   }
 }
 
-// Throws "<op>: not implemented for <dtype> on cuda" unless t lives on the CPU (every kernel runs
-// on the CPU today; the CUDA versions arrive with their own issue).
+// Throws "<op>: not implemented for <dtype> on cuda" unless t lives on the CPU: for the few
+// kernels that are CPU-only by design (documented at their declaration).
 void require_cpu(const char* op, const Tensor& t);
+
+// Names the op being run, and its operands, for errors raised deep inside a library while it
+// runs: a failed CUDA, cuBLAS or cuDNN call reports "... (in matmul on [4, 8] f32 cuda:0, ...)".
+// A thread-local stack of pointers: cheap enough for every op.
+class OpScope {
+ public:
+  explicit OpScope(const char* op, const Tensor* a = nullptr, const Tensor* b = nullptr, const Tensor* c = nullptr);
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+  // "in <op> on <shape> <dtype> <device>, ..." for the innermost scope of this thread; "" outside.
+  static std::string describe();
+
+ private:
+  const char* op_;
+  const Tensor* operands_[3];
+  OpScope* outer_;
+};
 // Throws unless every tensor lives on `dev`'s kind; names the op.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);

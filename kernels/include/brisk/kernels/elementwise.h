@@ -36,13 +36,16 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
 // grad where lo <= x <= hi, 0 elsewhere.
 Tensor clamp_backward(const Tensor& grad, const Tensor& x, std::optional<double> lo, std::optional<double> hi);
 // dst[...] = src broadcast to dst's shape, converted to dst's dtype; works across devices.
-void copy_(const Tensor& dst, const Tensor& src);
+// Within a GPU the copy is enqueued on the current stream. Between the host and a GPU it is
+// complete on return, unless non_blocking and the host side is pinned memory (then it is only
+// enqueued: synchronise the stream before reading or reusing the host bytes).
+void copy_(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 // A contiguous tensor with the same values (returns x itself if already contiguous).
 Tensor contiguous(const Tensor& x);
 // A contiguous copy in `dtype` (a copy even when the dtype is the same).
 Tensor cast(const Tensor& x, DType dtype);
-// A contiguous copy on `device`.
-Tensor to_device(const Tensor& x, Device device);
+// A contiguous copy on `device` (non_blocking as in copy_).
+Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
 // t[...] = v
 void fill_(const Tensor& t, double v);
 // dst += alpha * src (src broadcast to dst's shape); the gradient accumulation primitive.

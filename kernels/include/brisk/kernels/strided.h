@@ -8,41 +8,15 @@
 #include <vector>
 
 #include "brisk/core/shape.h"
+#include "brisk/kernels/coalesce.h"
 
 namespace brisk::kernels::cpu {
 
+using kernels::broadcast_strides;
+using kernels::coalesce;
+using kernels::StridedShape;
+
 inline constexpr int64_t kParallelGrain = 32768;  // elements per thread below which we stay serial
-
-template <int N>
-struct StridedShape {
-  Shape sizes;                        // after coalescing; at least one dim
-  std::array<Strides, N> strides;     // per operand, in elements
-};
-
-// Merges adjacent dims that are contiguous for all operands and drops size-1 dims.
-template <int N>
-StridedShape<N> coalesce(const Shape& sizes, const std::array<Strides, N>& strides) {
-  StridedShape<N> out;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 1) continue;
-    if (!out.sizes.empty()) {
-      bool merge = true;
-      for (int k = 0; k < N; ++k) merge &= out.strides[k].back() == strides[k][d] * sizes[d];
-      if (merge) {
-        out.sizes.back() *= sizes[d];
-        for (int k = 0; k < N; ++k) out.strides[k].back() = strides[k][d];
-        continue;
-      }
-    }
-    out.sizes.push_back(sizes[d]);
-    for (int k = 0; k < N; ++k) out.strides[k].push_back(strides[k][d]);
-  }
-  if (out.sizes.empty()) {
-    out.sizes.push_back(1);
-    for (int k = 0; k < N; ++k) out.strides[k].push_back(0);
-  }
-  return out;
-}
 
 // Calls row(offsets, n, inner_strides) for every innermost row, where offsets[k] is the
 // element offset of operand k at the row's start.
@@ -99,8 +73,5 @@ void for_each_row(const StridedShape<N>& s, Row&& row) {
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) run_range(c * rows_per_chunk, std::min(rows, (c + 1) * rows_per_chunk));
 }
-
-// Strides of `t_strides` (for shape t_sizes) broadcast to `out` (right-aligned, 0 where broadcast).
-Strides broadcast_strides(const Shape& t_sizes, const Strides& t_strides, const Shape& out);
 
 }  // namespace brisk::kernels::cpu

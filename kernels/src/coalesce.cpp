@@ -1,7 +1,7 @@
-// Broadcast strides for the CPU strided loop.
-#include "brisk/kernels/strided.h"
+// Broadcast strides, shared by the CPU strided loop and the CUDA indexers.
+#include "brisk/kernels/coalesce.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels {
 
 Strides broadcast_strides(const Shape& t_sizes, const Strides& t_strides, const Shape& out) {
   Strides s(out.size(), 0);
@@ -10,4 +10,4 @@ Strides broadcast_strides(const Shape& t_sizes, const Strides& t_strides, const 
   return s;
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels
