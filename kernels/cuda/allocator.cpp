@@ -35,9 +35,9 @@ struct Block {
   void* ptr = nullptr;
   size_t size = 0;
   int device = 0;
-  cudaStream_t stream = nullptr;          // the stream it was allocated on
-  std::vector<cudaStream_t> used_on;      // other streams (record_stream)
-  std::vector<cudaEvent_t> pending;       // events to pass before reuse (after free)
+  cudaStream_t stream = nullptr;      // the stream it was allocated on
+  std::vector<cudaStream_t> used_on;  // other streams (record_stream)
+  std::vector<cudaEvent_t> pending;   // events to pass before reuse (after free)
 };
 
 using FreeKey = std::pair<cudaStream_t, size_t>;
@@ -129,7 +129,8 @@ class CachingAllocator final : public Allocator {
   void record_stream(void* ptr, cudaStream_t s) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(ptr);
-    BRISK_CHECK(it != live_.end(), "cuda::record_stream: the tensor's memory was not allocated by brisk's CUDA allocator");
+    BRISK_CHECK(it != live_.end(),
+                "cuda::record_stream: the tensor's memory was not allocated by brisk's CUDA allocator");
     Block* b = it->second;
     if (s == b->stream) return;
     for (cudaStream_t u : b->used_on)
@@ -219,7 +220,7 @@ CachingAllocator& caching_allocator() {
 struct HostBlock {
   void* ptr = nullptr;
   size_t size = 0;
-  bool fake = false;                  // plain host memory made while recording
+  bool fake = false;                 // plain host memory made while recording
   std::vector<cudaEvent_t> pending;  // copies that may still read or write it
 };
 
@@ -292,8 +293,10 @@ class PinnedAllocator final : public Allocator {
     for (auto it = free_.begin(); it != free_.end();) {
       HostBlock* b = it->second;
       if (b->fake || ready(b)) {
-        if (b->fake) std::free(b->ptr);
-        else (void)cudaFreeHost(b->ptr);
+        if (b->fake)
+          std::free(b->ptr);
+        else
+          (void)cudaFreeHost(b->ptr);
         delete b;
         it = free_.erase(it);
       } else {
@@ -330,16 +333,24 @@ PinnedAllocator& pinned_allocator_ref() {
 
 }  // namespace
 
-Allocator* detail::caching_allocator_instance() { return &caching_allocator(); }
-Allocator* detail::pinned_allocator_instance() { return &pinned_allocator_ref(); }
+Allocator* detail::caching_allocator_instance() {
+  return &caching_allocator();
+}
+Allocator* detail::pinned_allocator_instance() {
+  return &pinned_allocator_ref();
+}
 
 void detail::allocator_record_stream(void* ptr, cudaStream_t use_stream) {
   caching_allocator().record_stream(ptr, use_stream);
 }
 
-void detail::pinned_record_use(const void* ptr, cudaStream_t stream) { pinned_allocator_ref().record_use(ptr, stream); }
+void detail::pinned_record_use(const void* ptr, cudaStream_t stream) {
+  pinned_allocator_ref().record_use(ptr, stream);
+}
 
-bool detail::is_pinned_pointer(const void* p) { return pinned_allocator_ref().contains(p); }
+bool detail::is_pinned_pointer(const void* p) {
+  return pinned_allocator_ref().contains(p);
+}
 
 AllocatorStats allocator_stats(int device) {
   BRISK_CHECK(device >= 0, "cuda::allocator_stats: bad device index ", device);

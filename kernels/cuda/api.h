@@ -21,7 +21,6 @@
 #define BRISK_CUDA_FN inline
 #define BRISK_CUDA_BODY \
   { ::brisk::kernels::detail::no_cuda_support(__func__); }
-#define BRISK_CUDA_API_BEGIN \
-  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wunused-parameter\"")
+#define BRISK_CUDA_API_BEGIN _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wunused-parameter\"")
 #define BRISK_CUDA_API_END _Pragma("GCC diagnostic pop")
 #endif

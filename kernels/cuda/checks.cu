@@ -31,7 +31,9 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
 
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
+unsigned blocks_for(int64_t n) {
+  return static_cast<unsigned>((n + 255) / 256);
+}
 
 }  // namespace
 

@@ -22,12 +22,12 @@ inline unsigned blocks_for(int64_t n, int threads) {
 
 // launch("softmax_rows", softmax_rows<T>, grid, block, smem, stream, args...)
 template <class... KArgs, class... Args>
-void launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t shared_bytes,
-            cudaStream_t stream, Args&&... args) {
+void launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+            Args&&... args) {
   if (!prepare_launch(name, grid, block, shared_bytes, stream)) return;
   if (shared_bytes > kDefaultSharedLimit)
-    BRISK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(shared_bytes)));
+    BRISK_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
   kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
   check_launch(name);
 }

@@ -33,8 +33,8 @@ __device__ __forceinline__ auto apply_strided(const F& f, const InputPtrs<sizeof
 }
 
 template <class Tout, class F, class... Tin>
-__global__ void elementwise_strided_kernel(int64_t n, kernels::device::StridedIndexer<1 + sizeof...(Tin)> ix,
-                                           Tout* out, InputPtrs<sizeof...(Tin)> in, F f) {
+__global__ void elementwise_strided_kernel(int64_t n, kernels::device::StridedIndexer<1 + sizeof...(Tin)> ix, Tout* out,
+                                           InputPtrs<sizeof...(Tin)> in, F f) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     int64_t off[1 + sizeof...(Tin)];
@@ -46,8 +46,8 @@ __global__ void elementwise_strided_kernel(int64_t n, kernels::device::StridedIn
 template <int W, class... Tin, class F, size_t... I>
 __device__ __forceinline__ auto apply_lane(const F& f, const InputPtrs<sizeof...(Tin)>& in, int64_t vec, int lane,
                                            std::index_sequence<I...>) {
-  return f(kernels::device::to_acc(
-      kernels::device::load_vector<Tin, W>(static_cast<const Tin*>(in.p[I]), vec).v[lane])...);
+  return f(
+      kernels::device::to_acc(kernels::device::load_vector<Tin, W>(static_cast<const Tin*>(in.p[I]), vec).v[lane])...);
 }
 
 template <class... Tin, class F, size_t... I>
@@ -109,7 +109,8 @@ void launch_elementwise(const char* name, const Tensor& out, const std::array<co
   }
   std::array<Strides, N + 1> strides;
   strides[0] = out.strides();
-  for (int k = 0; k < N; ++k) strides[k + 1] = kernels::broadcast_strides(ins[k]->sizes(), ins[k]->strides(), out.sizes());
+  for (int k = 0; k < N; ++k)
+    strides[k + 1] = kernels::broadcast_strides(ins[k]->sizes(), ins[k]->strides(), out.sizes());
   const auto ix = kernels::device::make_indexer<N + 1>(out.sizes(), strides);
   launch(name, elementwise_strided_kernel<Tout, F, Tin...>, dim3(elementwise_blocks(n)), dim3(kElementwiseThreads), 0,
          stream, n, ix, po, ptrs, f);

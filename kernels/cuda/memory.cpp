@@ -17,8 +17,8 @@ namespace brisk::cuda {
 namespace {
 
 void check_device(Device d, const char* what) {
-  BRISK_CHECK(d.index >= 0 && d.index < device_count(), "copy_bytes: ", what, " device ", d.str(),
-              " does not exist (", device_count(), " CUDA devices visible)");
+  BRISK_CHECK(d.index >= 0 && d.index < device_count(), "copy_bytes: ", what, " device ", d.str(), " does not exist (",
+              device_count(), " CUDA devices visible)");
 }
 
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes, bool non_blocking) {

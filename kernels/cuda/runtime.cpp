@@ -40,7 +40,7 @@ RecordingState& rec() {
   return *r;
 }
 
-thread_local int tl_device = 0;                                // current device (recording and real)
+thread_local int tl_device = 0;                                     // current device (recording and real)
 thread_local std::unordered_map<int, void*>* tl_streams = nullptr;  // device -> current stream handle
 
 std::unordered_map<int, void*>& thread_streams() {
@@ -54,21 +54,34 @@ namespace recording {
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::Launch: return "launch";
-    case Kind::Library: return "library";
-    case Kind::Copy: return "copy";
-    case Kind::Memset: return "memset";
-    case Kind::EventRecord: return "event_record";
-    case Kind::EventWait: return "event_wait";
-    case Kind::Sync: return "sync";
-    case Kind::Malloc: return "malloc";
-    case Kind::Free: return "free";
+    case Kind::Launch:
+      return "launch";
+    case Kind::Library:
+      return "library";
+    case Kind::Copy:
+      return "copy";
+    case Kind::Memset:
+      return "memset";
+    case Kind::EventRecord:
+      return "event_record";
+    case Kind::EventWait:
+      return "event_wait";
+    case Kind::Sync:
+      return "sync";
+    case Kind::Malloc:
+      return "malloc";
+    case Kind::Free:
+      return "free";
   }
   return "?";
 }
 
-bool supported() { return true; }
-bool active() { return rec().active.load(std::memory_order_relaxed); }
+bool supported() {
+  return true;
+}
+bool active() {
+  return rec().active.load(std::memory_order_relaxed);
+}
 
 Session::Session(int devices) {
   BRISK_CHECK(devices >= 1, "cuda::recording::Session: devices must be >= 1, got ", devices);
@@ -108,7 +121,9 @@ std::vector<Entry> Session::entries(Kind k) const {
   return out;
 }
 
-size_t Session::count(Kind k) const { return entries(k).size(); }
+size_t Session::count(Kind k) const {
+  return entries(k).size();
+}
 
 void Session::clear() {
   std::lock_guard lk(rec().mu);
@@ -137,13 +152,15 @@ namespace detail {
 using recording::Entry;
 using recording::Kind;
 
-std::string op_context() { return kernels::OpScope::describe(); }
+std::string op_context() {
+  return kernels::OpScope::describe();
+}
 
 void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
   (void)cudaGetLastError();  // clear the sticky-free error so later calls are not blamed
   std::string ctx = op_context();
-  throw_error(brisk::detail::str_cat("CUDA error in ", call, ": ", cudaGetErrorString(err), " (",
-                                     cudaGetErrorName(err), ")", ctx.empty() ? "" : " ", ctx),
+  throw_error(brisk::detail::str_cat("CUDA error in ", call, ": ", cudaGetErrorString(err), " (", cudaGetErrorName(err),
+                                     ")", ctx.empty() ? "" : " ", ctx),
               file, line);
 }
 
@@ -303,8 +320,7 @@ bool prepare_launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes
   const uint64_t threads = static_cast<uint64_t>(block.x) * block.y * block.z;
   BRISK_CHECK(threads >= 1 && threads <= kMaxThreadsPerBlock && block.z <= 64, "cuda launch of ", name,
               ": bad block shape (", block.x, ", ", block.y, ", ", block.z, ") ", op_context());
-  BRISK_CHECK(grid.x >= 1 && grid.x <= 0x7fffffffu && grid.y >= 1 && grid.y <= 65535 && grid.z >= 1 &&
-                  grid.z <= 65535,
+  BRISK_CHECK(grid.x >= 1 && grid.x <= 0x7fffffffu && grid.y >= 1 && grid.y <= 65535 && grid.z >= 1 && grid.z <= 65535,
               "cuda launch of ", name, ": bad grid shape (", grid.x, ", ", grid.y, ", ", grid.z, ") ", op_context());
   BRISK_CHECK(shared_bytes <= 227 * 1024, "cuda launch of ", name, ": ", shared_bytes,
               " bytes of shared memory exceed the 227 KiB a block can have ", op_context());
@@ -350,7 +366,9 @@ int device_count() {
   return count;
 }
 
-bool is_available() { return device_count() > 0; }
+bool is_available() {
+  return device_count() > 0;
+}
 
 int current_device() {
   if (detail::recording() || !is_available()) return tl_device;
@@ -396,8 +414,8 @@ void synchronize(int device) {
 }
 
 DeviceProperties device_properties(int device) {
-  BRISK_CHECK(device >= 0 && device < device_count(), "cuda::device_properties: device ", device,
-              " does not exist (", device_count(), " CUDA devices visible)");
+  BRISK_CHECK(device >= 0 && device < device_count(), "cuda::device_properties: device ", device, " does not exist (",
+              device_count(), " CUDA devices visible)");
   DeviceProperties p;
   if (detail::recording()) {
     p.name = "recording (no GPU)";
@@ -462,7 +480,9 @@ StreamPool& pool() {
   return *p;
 }
 
-int resolve(int device) { return device < 0 ? current_device() : device; }
+int resolve(int device) {
+  return device < 0 ? current_device() : device;
+}
 
 }  // namespace
 
@@ -495,7 +515,9 @@ Stream Stream::create(int device, bool high_priority) {
   return Stream(h, device);
 }
 
-Stream Stream::default_stream(int device) { return Stream(nullptr, resolve(device)); }
+Stream Stream::default_stream(int device) {
+  return Stream(nullptr, resolve(device));
+}
 
 void Stream::synchronize() const {
   if (detail::recording()) {
@@ -532,9 +554,13 @@ Stream current_stream(int device) {
   return Stream(it == m.end() ? nullptr : it->second, device);
 }
 
-void set_current_stream(const Stream& s) { thread_streams()[s.device()] = s.handle(); }
+void set_current_stream(const Stream& s) {
+  thread_streams()[s.device()] = s.handle();
+}
 
-Stream stream_from_handle(void* handle, int device) { return Stream(handle, resolve(device)); }
+Stream stream_from_handle(void* handle, int device) {
+  return Stream(handle, resolve(device));
+}
 
 StreamGuard::StreamGuard(const Stream& s) : prev_stream_(current_stream(s.device())), prev_device_(current_device()) {
   if (s.device() != prev_device_) set_device(s.device());
@@ -558,7 +584,9 @@ Event::~Event() {
   }
 }
 
-Event::Event(Event&& o) noexcept : handle_(o.handle_), device_(o.device_), timing_(o.timing_) { o.handle_ = nullptr; }
+Event::Event(Event&& o) noexcept : handle_(o.handle_), device_(o.device_), timing_(o.timing_) {
+  o.handle_ = nullptr;
+}
 
 Event& Event::operator=(Event&& o) noexcept {
   if (this != &o) {
@@ -586,7 +614,9 @@ void Event::create(int device) {
 }
 
 namespace {
-uint64_t event_id(void* h) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h) >> 1); }
+uint64_t event_id(void* h) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h) >> 1);
+}
 }  // namespace
 
 void Event::record(const Stream& s) {
@@ -666,9 +696,17 @@ std::atomic<bool> g_matmul_tf32{false};
 std::atomic<bool> g_cudnn_tf32{true};
 }  // namespace
 
-void set_matmul_allow_tf32(bool allow) { g_matmul_tf32 = allow; }
-bool matmul_allow_tf32() { return g_matmul_tf32; }
-void set_cudnn_allow_tf32(bool allow) { g_cudnn_tf32 = allow; }
-bool cudnn_allow_tf32() { return g_cudnn_tf32; }
+void set_matmul_allow_tf32(bool allow) {
+  g_matmul_tf32 = allow;
+}
+bool matmul_allow_tf32() {
+  return g_matmul_tf32;
+}
+void set_cudnn_allow_tf32(bool allow) {
+  g_cudnn_tf32 = allow;
+}
+bool cudnn_allow_tf32() {
+  return g_cudnn_tf32;
+}
 
 }  // namespace brisk::cuda

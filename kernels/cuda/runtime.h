@@ -35,7 +35,9 @@ std::string op_context();
 
 namespace brisk::cuda::detail {
 
-inline bool recording() { return recording::active(); }
+inline bool recording() {
+  return recording::active();
+}
 
 // Sets the device for a scope without ever throwing (for destructor paths); does nothing while
 // recording.
@@ -61,8 +63,12 @@ class DeviceGuardNoThrow {
 };
 
 // The cudaStream_t of a Stream, and of the calling thread's current stream on `device`.
-inline cudaStream_t native(const Stream& s) { return static_cast<cudaStream_t>(s.handle()); }
-inline cudaStream_t current_native_stream(int device = -1) { return native(current_stream(device)); }
+inline cudaStream_t native(const Stream& s) {
+  return static_cast<cudaStream_t>(s.handle());
+}
+inline cudaStream_t current_native_stream(int device = -1) {
+  return native(current_stream(device));
+}
 
 // Streaming multiprocessors of `device` (cached; 132 while recording).
 int multiprocessor_count(int device);
@@ -85,9 +91,9 @@ void raw_free(void* p, int device);
 // index). Checked, and turned into a brisk::Error naming the op, whenever the host waits for
 // the GPU (synchronize, blocking copies to the host).
 struct DeviceErrorSlot {
-  int32_t code;  // 0: no error; else an id from register_device_error()
-  int64_t value; // the offending value (one of them, when several threads found one)
-  int64_t limit; // the bound it broke
+  int32_t code;   // 0: no error; else an id from register_device_error()
+  int64_t value;  // the offending value (one of them, when several threads found one)
+  int64_t limit;  // the bound it broke
 };
 DeviceErrorSlot* device_error_slot();
 // Returns an id for a message prefix such as "embedding: index out of range".

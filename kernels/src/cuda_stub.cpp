@@ -10,51 +10,81 @@
 
 namespace brisk::cuda {
 
-int device_count() { return 0; }
-bool is_available() { return false; }
+int device_count() {
+  return 0;
+}
+bool is_available() {
+  return false;
+}
 void synchronize(int) {}
-int current_device() { return 0; }
+int current_device() {
+  return 0;
+}
 void set_device(int device) {
   BRISK_THROW("cuda::set_device(", device, "): this build of brisk has no CUDA support");
 }
-DeviceGuard::DeviceGuard(int device) { set_device(device); }
+DeviceGuard::DeviceGuard(int device) {
+  set_device(device);
+}
 DeviceGuard::~DeviceGuard() = default;
 DeviceProperties device_properties(int device) {
   BRISK_THROW("cuda::device_properties(", device, "): this build of brisk has no CUDA support");
 }
-Versions versions() { return {}; }
+Versions versions() {
+  return {};
+}
 
-Stream Stream::create(int, bool) { BRISK_THROW("cuda::Stream::create: this build of brisk has no CUDA support"); }
-Stream Stream::default_stream(int) { return Stream(); }
+Stream Stream::create(int, bool) {
+  BRISK_THROW("cuda::Stream::create: this build of brisk has no CUDA support");
+}
+Stream Stream::default_stream(int) {
+  return Stream();
+}
 void Stream::synchronize() const {}
-bool Stream::query() const { return true; }
-Stream current_stream(int) { return Stream(); }
+bool Stream::query() const {
+  return true;
+}
+Stream current_stream(int) {
+  return Stream();
+}
 void set_current_stream(const Stream&) {}
-Stream stream_from_handle(void* handle, int device) { return Stream(handle, device); }
+Stream stream_from_handle(void* handle, int device) {
+  return Stream(handle, device);
+}
 StreamGuard::StreamGuard(const Stream&) {}
 StreamGuard::~StreamGuard() = default;
 
 Event::Event(bool enable_timing) : timing_(enable_timing) {}
 Event::~Event() = default;
 Event::Event(Event&& o) noexcept : handle_(o.handle_), device_(o.device_), timing_(o.timing_) {}
-Event& Event::operator=(Event&&) noexcept { return *this; }
+Event& Event::operator=(Event&&) noexcept {
+  return *this;
+}
 void Event::create(int) {}
-void Event::record(const Stream&) { BRISK_THROW("cuda::Event::record: this build of brisk has no CUDA support"); }
+void Event::record(const Stream&) {
+  BRISK_THROW("cuda::Event::record: this build of brisk has no CUDA support");
+}
 void Event::wait(const Stream&) const {}
 void Event::synchronize() const {}
-bool Event::query() const { return true; }
+bool Event::query() const {
+  return true;
+}
 float Event::elapsed_ms(const Event&) const {
   BRISK_THROW("cuda::Event::elapsed_ms: this build of brisk has no CUDA support");
 }
 
-AllocatorStats allocator_stats(int) { return {}; }
+AllocatorStats allocator_stats(int) {
+  return {};
+}
 void reset_peak_stats(int) {}
 void empty_cache() {}
 void record_stream(const Tensor&, const Stream&) {
   BRISK_THROW("cuda::record_stream: this build of brisk has no CUDA support");
 }
 
-Tensor empty_pinned(const Shape& sizes, DType dtype) { return empty(sizes, dtype, kCPU); }
+Tensor empty_pinned(const Shape& sizes, DType dtype) {
+  return empty(sizes, dtype, kCPU);
+}
 Tensor pin_memory(const Tensor& t) {
   BRISK_CHECK(t.defined() && t.device().is_cpu(), "pin_memory: expected a CPU tensor");
   return t;
@@ -64,10 +94,18 @@ namespace {
 std::atomic<bool> g_matmul_tf32{false};
 std::atomic<bool> g_cudnn_tf32{true};
 }  // namespace
-void set_matmul_allow_tf32(bool allow) { g_matmul_tf32 = allow; }
-bool matmul_allow_tf32() { return g_matmul_tf32; }
-void set_cudnn_allow_tf32(bool allow) { g_cudnn_tf32 = allow; }
-bool cudnn_allow_tf32() { return g_cudnn_tf32; }
+void set_matmul_allow_tf32(bool allow) {
+  g_matmul_tf32 = allow;
+}
+bool matmul_allow_tf32() {
+  return g_matmul_tf32;
+}
+void set_cudnn_allow_tf32(bool allow) {
+  g_cudnn_tf32 = allow;
+}
+bool cudnn_allow_tf32() {
+  return g_cudnn_tf32;
+}
 
 namespace checks {
 std::vector<uint32_t> philox_on_device(uint64_t, uint64_t, int64_t) {
@@ -79,17 +117,33 @@ std::vector<uint16_t> to_16bit_on_device(const std::vector<float>&, bool) {
 }  // namespace checks
 
 namespace recording {
-const char* kind_name(Kind) { return "?"; }
-bool supported() { return false; }
-bool active() { return false; }
-Session::Session(int) { BRISK_THROW("cuda::recording::Session: this build of brisk has no CUDA support"); }
+const char* kind_name(Kind) {
+  return "?";
+}
+bool supported() {
+  return false;
+}
+bool active() {
+  return false;
+}
+Session::Session(int) {
+  BRISK_THROW("cuda::recording::Session: this build of brisk has no CUDA support");
+}
 Session::~Session() = default;
-std::vector<Entry> Session::entries() const { return {}; }
-std::vector<Entry> Session::entries(Kind) const { return {}; }
-size_t Session::count(Kind) const { return 0; }
+std::vector<Entry> Session::entries() const {
+  return {};
+}
+std::vector<Entry> Session::entries(Kind) const {
+  return {};
+}
+size_t Session::count(Kind) const {
+  return 0;
+}
 void Session::clear() {}
 void record(Entry) {}
-uint64_t stream_id(void*) { return 0; }
+uint64_t stream_id(void*) {
+  return 0;
+}
 }  // namespace recording
 
 }  // namespace brisk::cuda

@@ -20,7 +20,9 @@ OpScope::OpScope(const char* op, const Tensor* a, const Tensor* b, const Tensor*
   tl_scope = this;
 }
 
-OpScope::~OpScope() { tl_scope = outer_; }
+OpScope::~OpScope() {
+  tl_scope = outer_;
+}
 
 std::string OpScope::describe() {
   if (!tl_scope) return "";

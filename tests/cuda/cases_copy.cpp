@@ -46,8 +46,8 @@ const CaseRegistrar reg{
          [](const CaseEnv& e) {
            Tensor x = e.input({33, 17}, 8, -300, 300);
            std::vector<Tensor> out;
-           for (DType to : {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8,
-                            DType::Bool})
+           for (DType to :
+                {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::Bool})
              out.push_back(cast(x, to));
            out.push_back(cast(cast(x, DType::I32), e.dtype));
            return out;

@@ -35,7 +35,9 @@ CaseRegistrar::CaseRegistrar(std::initializer_list<OpCase> cases) {
   for (const OpCase& c : cases) registry().push_back(c);
 }
 
-const std::vector<OpCase>& all_cases() { return registry(); }
+const std::vector<OpCase>& all_cases() {
+  return registry();
+}
 
 Tensor CaseEnv::input_as(const Shape& sizes, DType dt, uint64_t seed, double lo, double hi) const {
   Generator gen(seed);
@@ -43,8 +45,8 @@ Tensor CaseEnv::input_as(const Shape& sizes, DType dt, uint64_t seed, double lo,
   const bool make_strided = strided && !sizes.empty() && shape_numel(sizes) > 1;
   if (make_strided) wide.back() *= 2;
   Tensor base = rand(wide, {.dtype = DType::F64}, &gen);
-  base = kernels::binary_scalar(kernels::BinaryOp::Add, kernels::binary_scalar(kernels::BinaryOp::Mul, base, hi - lo),
-                                lo);
+  base =
+      kernels::binary_scalar(kernels::BinaryOp::Add, kernels::binary_scalar(kernels::BinaryOp::Mul, base, hi - lo), lo);
   if (dt == DType::Bool) {
     base = kernels::compare_scalar(kernels::CompareOp::Gt, base, (lo + hi) / 2);
   } else if (!is_floating(dt)) {
@@ -66,11 +68,16 @@ Tensor CaseEnv::input(const Shape& sizes, uint64_t seed, double lo, double hi) c
 
 Tolerance tolerance_for(DType dt) {
   switch (dt) {
-    case DType::F64: return {1e-7, 1e-7};
-    case DType::F32: return {1.3e-6, 1e-5};
-    case DType::F16: return {1e-3, 1e-5};
-    case DType::BF16: return {1.6e-2, 1e-5};
-    default: return {0, 0};
+    case DType::F64:
+      return {1e-7, 1e-7};
+    case DType::F32:
+      return {1.3e-6, 1e-5};
+    case DType::F16:
+      return {1e-3, 1e-5};
+    case DType::BF16:
+      return {1.6e-2, 1e-5};
+    default:
+      return {0, 0};
   }
 }
 
@@ -79,8 +86,8 @@ std::vector<std::string> declared_kernel_ops() {
   // A declaration at the start of a line: a return type, then the function's name and '('.
   const std::regex decl(R"(^(?:[A-Za-z_][A-Za-z_0-9:<>]*)\s+([a-z_][a-z_0-9]*)\()");
   std::set<std::string> names;
-  for (const char* header : {"conv.h", "elementwise.h", "factory.h", "index.h", "linalg.h", "nn.h", "optim.h",
-                             "reduce.h"}) {
+  for (const char* header :
+       {"conv.h", "elementwise.h", "factory.h", "index.h", "linalg.h", "nn.h", "optim.h", "reduce.h"}) {
     std::ifstream in(dir + header);
     if (!in) throw std::runtime_error("cannot read " + dir + header);
     std::string line;

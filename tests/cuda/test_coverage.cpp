@@ -20,7 +20,8 @@ TEST(CudaCoverage, EveryDeclaredOpHasACaseAndEveryCaseADeclaredOp) {
   std::set<std::string> covered;
   for (const OpCase& c : all_cases()) covered.insert(c.op);
   for (const std::string& n : declared) EXPECT_TRUE(covered.count(n)) << "no CUDA case for kernels op '" << n << "'";
-  for (const std::string& n : covered) EXPECT_TRUE(declared.count(n)) << "case for an op no header declares: '" << n << "'";
+  for (const std::string& n : covered)
+    EXPECT_TRUE(declared.count(n)) << "case for an op no header declares: '" << n << "'";
 }
 
 TEST(CudaCoverage, EveryCaseCoversF32F16AndBF16) {

@@ -73,8 +73,8 @@ TEST(CudaOps, EveryOpMatchesTheCpu) {
           tol.atol *= c.tolerance_scale;
           size_t at = 0;
           const double v = worst_violation(g, w, tol, &at);
-          EXPECT_EQ(v, 0.0) << what << " output " << k << " differs at element " << at << ": gpu " << g[at] << " vs cpu "
-                            << w[at] << " (rtol " << tol.rtol << ", atol " << tol.atol << ")";
+          EXPECT_EQ(v, 0.0) << what << " output " << k << " differs at element " << at << ": gpu " << g[at]
+                            << " vs cpu " << w[at] << " (rtol " << tol.rtol << ", atol " << tol.atol << ")";
         }
         ++runs;
         ops.insert(c.op);

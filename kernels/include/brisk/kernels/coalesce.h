@@ -11,8 +11,8 @@ namespace brisk::kernels {
 
 template <int N>
 struct StridedShape {
-  Shape sizes;                        // after coalescing; at least one dim
-  std::array<Strides, N> strides;     // per operand, in elements
+  Shape sizes;                     // after coalescing; at least one dim
+  std::array<Strides, N> strides;  // per operand, in elements
 };
 
 // Merges adjacent dims that are contiguous for all operands and drops size-1 dims.

@@ -132,10 +132,10 @@ struct AllocatorStats {
   int64_t peak_allocated_bytes = 0;  // since the start or reset_peak_stats()
   int64_t reserved_bytes = 0;        // obtained from cudaMalloc and not yet returned
   int64_t peak_reserved_bytes = 0;
-  int64_t cached_blocks = 0;   // free blocks waiting for reuse
-  int64_t device_allocs = 0;   // cudaMalloc calls so far
-  int64_t device_frees = 0;    // cudaFree calls so far
-  int64_t cache_hits = 0;      // allocations served from the free lists
+  int64_t cached_blocks = 0;  // free blocks waiting for reuse
+  int64_t device_allocs = 0;  // cudaMalloc calls so far
+  int64_t device_frees = 0;   // cudaFree calls so far
+  int64_t cache_hits = 0;     // allocations served from the free lists
 };
 // Zeroes in a CPU-only build.
 AllocatorStats allocator_stats(int device = 0);

@@ -15,9 +15,9 @@
 namespace brisk::cuda::recording {
 
 enum class Kind : uint8_t {
-  Launch,       // a kernel: name, grid and block sizes, dynamic shared memory
-  Library,      // a library call (name such as "cublasLtMatmul", "cudnnConvolutionForward")
-  Copy,         // cudaMemcpy(Async): name says the direction ("HtoD", "DtoH", "DtoD")
+  Launch,   // a kernel: name, grid and block sizes, dynamic shared memory
+  Library,  // a library call (name such as "cublasLtMatmul", "cudnnConvolutionForward")
+  Copy,     // cudaMemcpy(Async): name says the direction ("HtoD", "DtoH", "DtoD")
   Memset,
   EventRecord,  // event id recorded on stream
   EventWait,    // stream waits for event id

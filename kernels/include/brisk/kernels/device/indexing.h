@@ -88,8 +88,8 @@ StridedIndexer<N> make_indexer(const Shape& sizes, const std::array<Strides, N>&
   StridedIndexer<N> ix;
   if (shape_numel(sizes) == 0) return ix;  // nothing to index (and no size to divide by)
   const int nd = static_cast<int>(s.sizes.size());
-  BRISK_CHECK(nd <= kMaxDims, "cuda kernels: a tensor of shape ", sizes, " has ", nd,
-              " non-mergeable dims; at most ", kMaxDims, " are supported");
+  BRISK_CHECK(nd <= kMaxDims, "cuda kernels: a tensor of shape ", sizes, " has ", nd, " non-mergeable dims; at most ",
+              kMaxDims, " are supported");
   ix.ndim = nd;
   const int64_t numel = shape_numel(sizes);
   ix.narrow = numel < (int64_t{1} << 31);

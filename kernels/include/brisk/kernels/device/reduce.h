@@ -41,8 +41,10 @@ BRISK_HOST_DEVICE inline bool is_nan_value(A v) {
 template <class A>
 struct MaxOp {
   BRISK_HOST_DEVICE static A identity() {
-    if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
-    else return std::numeric_limits<A>::lowest();
+    if constexpr (std::numeric_limits<A>::has_infinity)
+      return -std::numeric_limits<A>::infinity();
+    else
+      return std::numeric_limits<A>::lowest();
   }
   BRISK_HOST_DEVICE static A combine(A a, A b) {
     if (is_nan_value(a)) return a;
@@ -54,8 +56,10 @@ struct MaxOp {
 template <class A>
 struct MinOp {
   BRISK_HOST_DEVICE static A identity() {
-    if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
-    else return std::numeric_limits<A>::max();
+    if constexpr (std::numeric_limits<A>::has_infinity)
+      return std::numeric_limits<A>::infinity();
+    else
+      return std::numeric_limits<A>::max();
   }
   BRISK_HOST_DEVICE static A combine(A a, A b) {
     if (is_nan_value(a)) return a;
@@ -229,7 +233,8 @@ T emulate_block_reduce(const std::vector<T>& threads) {
   const int n = static_cast<int>(threads.size());
   const int warps = n / kWarp;
   T partial[kWarp];
-  for (int w = 0; w < kWarp; ++w) partial[w] = w < warps ? emulate_warp_reduce<Op>(threads.data() + w * kWarp) : Op::identity();
+  for (int w = 0; w < kWarp; ++w)
+    partial[w] = w < warps ? emulate_warp_reduce<Op>(threads.data() + w * kWarp) : Op::identity();
   return emulate_warp_reduce<Op>(partial);
 }
 

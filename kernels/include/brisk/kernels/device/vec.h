@@ -14,7 +14,8 @@ inline constexpr int kVecBytes = 16;
 
 // Elements of T in one 16-byte vector (16 for 1-byte types, 2 for 8-byte types).
 template <class T>
-inline constexpr int vec_width = static_cast<int>(kVecBytes / sizeof(T)) > 0 ? static_cast<int>(kVecBytes / sizeof(T)) : 1;
+inline constexpr int vec_width = static_cast<int>(kVecBytes / sizeof(T)) > 0 ? static_cast<int>(kVecBytes / sizeof(T))
+                                                                             : 1;
 
 template <class T, int W>
 struct alignas(sizeof(T) * W) AlignedVector {
@@ -39,8 +40,12 @@ BRISK_HOST_DEVICE constexpr VecSplit vec_split(int64_t n, int width) {
 // Grid-stride ownership: item i (a vector index, or a tail element) belongs to global thread
 // i % total_threads; thread t handles items t, t + total, t + 2 * total, ... This is how every
 // contiguous elementwise kernel walks its range.
-BRISK_HOST_DEVICE constexpr int64_t first_item(int64_t thread, int64_t /*total_threads*/) { return thread; }
-BRISK_HOST_DEVICE constexpr int64_t next_item(int64_t item, int64_t total_threads) { return item + total_threads; }
+BRISK_HOST_DEVICE constexpr int64_t first_item(int64_t thread, int64_t /*total_threads*/) {
+  return thread;
+}
+BRISK_HOST_DEVICE constexpr int64_t next_item(int64_t item, int64_t total_threads) {
+  return item + total_threads;
+}
 
 template <class T, int W>
 BRISK_HOST_DEVICE inline AlignedVector<T, W> load_vector(const T* base, int64_t vector_index) {
