@@ -2,7 +2,8 @@
 # Gets a Debian/Ubuntu machine ready for brisk and builds it: installs the apt packages that
 # are missing (no network needed when all are present), then configures and builds into
 # build/ (Release; the CUDA kernels too when a CUDA toolkit is found).
-# Usage: scripts/setup.sh [extra cmake -D options...]   Env: BRISK_BUILD_DIR, BRISK_JOBS.
+# Usage: scripts/setup.sh [extra cmake -D options...]
+# Env: BRISK_BUILD_DIR, BRISK_JOBS, BRISK_CUDA_ARCHITECTURES (e.g. 90; CMake's list syntax).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -34,5 +35,8 @@ fi
 
 build_dir=${BRISK_BUILD_DIR:-build}
 jobs=${BRISK_JOBS:-$(nproc 2> /dev/null || echo 2)}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_EXAMPLES=ON "$@"
+cuda_args=()
+# The GPU architectures to compile for (default: sm_80 and sm_90 machine code + compute_90 PTX).
+if [[ -n ${BRISK_CUDA_ARCHITECTURES:-} ]]; then cuda_args+=("-DCMAKE_CUDA_ARCHITECTURES=$BRISK_CUDA_ARCHITECTURES"); fi
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_EXAMPLES=ON "${cuda_args[@]}" "$@"
 cmake --build "$build_dir" -j "$jobs"
