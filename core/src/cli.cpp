@@ -1,9 +1,12 @@
 // The shared command-line parser.
 #include "brisk/core/cli.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
+#include <string_view>
 
 namespace brisk::cli {
 
@@ -82,20 +85,35 @@ bool Parser::given(const std::string& name) const {
 
 bool Parser::set(Flag& f, const std::string& value, std::string& error) {
   const std::string flag = "--" + dashed(f.name);
-  auto number = [&](auto* out, bool integral, bool non_negative) {
+  // Integers are parsed exactly (decimal digits with an optional sign: no floating-point detour,
+  // so 2^63 - 1 stays exact and "1e3" or "0x10" are refused) and range-checked against the type.
+  auto integer = [&](auto* out) {
+    using T = std::remove_pointer_t<decltype(out)>;
+    std::string_view digits = value;
+    if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
+    T v{};
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, 10);
+    const bool all_used = !digits.empty() && end == digits.data() + digits.size();
+    if (ec == std::errc() && all_used && (digits[0] != '-' || value[0] != '+')) {
+      *out = v;
+      return true;
+    }
+    // (ostringstream: g++ 12 warns falsely on chains of std::string operator+ here.)
+    std::ostringstream msg;
+    const auto lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+    if (ec == std::errc::result_out_of_range && all_used)
+      msg << flag << " is out of range: '" << value << "' (expected an integer in [" << lo << ", " << hi << "])";
+    else
+      msg << flag << " expects an integer in [" << lo << ", " << hi << "], got '" << value << "'";
+    error = msg.str();
+    return false;
+  };
+  auto real = [&](double* out) {
     try {
       size_t used = 0;
       double d = std::stod(value, &used);
       if (used != value.size() || !std::isfinite(d)) throw std::invalid_argument(value);
-      if (integral && d != std::floor(d)) {
-        error = flag + " expects an integer, got '" + value + "'";
-        return false;
-      }
-      if (non_negative && d < 0) {
-        error = flag + " must not be negative, got '" + value + "'";
-        return false;
-      }
-      *out = static_cast<std::remove_pointer_t<decltype(out)>>(d);
+      *out = d;
       return true;
     } catch (const std::exception&) {
       error = flag + " expects a number, got '" + value + "'";
@@ -119,9 +137,9 @@ bool Parser::set(Flag& f, const std::string& value, std::string& error) {
       }
       return true;
     } else if constexpr (std::is_same_v<T, double>) {
-      return number(p, false, false);
+      return real(p);
     } else if constexpr (std::is_integral_v<T>) {
-      return number(p, true, std::is_unsigned_v<T>);
+      return integer(p);
     } else {
       typename T::value_type inner{};
       if (!self(&inner, self)) return false;

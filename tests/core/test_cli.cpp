@@ -1,6 +1,8 @@
 // The shared command-line parser: both spellings, aliases, switches, positionals, errors.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <brisk/core/cli.h>
 
 using brisk::cli::Parser;
@@ -73,13 +75,56 @@ TEST(Cli, BadInputFailsWithExitCodeTwoAndAHint) {
     EXPECT_EQ(p.exit_code(), 2);
     return err;
   };
-  EXPECT_NE(run({"prog", "--epochs", "three"}).find("--epochs expects a number, got 'three'"), std::string::npos);
+  EXPECT_NE(run({"prog", "--epochs", "three"}).find("--epochs expects an integer in [-2147483648, 2147483647], got 'three'"),
+            std::string::npos);
   EXPECT_NE(run({"prog", "--epochs", "2.5"}).find("expects an integer"), std::string::npos);
   EXPECT_NE(run({"prog", "--bogus"}).find("unknown option '--bogus'"), std::string::npos);
   EXPECT_NE(run({"prog", "--lr"}).find("needs a value"), std::string::npos);
   EXPECT_NE(run({"prog", "stray"}).find("unexpected argument 'stray'"), std::string::npos);
   EXPECT_NE(run({"prog", "--cpu=maybe"}).find("true or false"), std::string::npos);
   EXPECT_NE(run({"prog", "--bogus"}).find("--help"), std::string::npos);
+}
+
+TEST(Cli, IntegersAreParsedExactlyAndRangeChecked) {
+  auto fails = [](const char* flag, const char* value, const char* fragment) {
+    int i = 0;
+    int64_t l = 0;
+    uint64_t u = 0;
+    Parser p("prog", "");
+    p.add("i", "", &i);
+    p.add("l", "", &l);
+    p.add("u", "", &u);
+    const char* argv[] = {"prog", flag, value};
+    testing::internal::CaptureStderr();
+    EXPECT_FALSE(p.parse(3, argv)) << flag << " " << value;
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(fragment), std::string::npos) << err;
+  };
+  fails("--i", "1e10", "expects an integer");            // no floating-point detour
+  fails("--i", "1e3", "expects an integer");
+  fails("--i", "0x10", "expects an integer");
+  fails("--i", "3000000000", "--i is out of range: '3000000000'");
+  fails("--i", "-2147483649", "out of range");
+  fails("--u", "-1", "expects an integer in [0, 18446744073709551615]");
+  fails("--l", "9223372036854775808", "out of range");
+  fails("--l", "", "expects an integer");
+  fails("--l", "+-3", "expects an integer");
+  fails("--l", "12 ", "expects an integer");
+  int i = 0;
+  int64_t l = 0;
+  uint64_t u = 0;
+  Parser p("prog", "");
+  p.add("i", "", &i);
+  p.add("l", "", &l);
+  p.add("u", "", &u);
+  const char* argv[] = {"prog", "--i", "+2147483647", "--l", "-9223372036854775808", "--u", "18446744073709551615"};
+  ASSERT_TRUE(p.parse(7, argv));
+  EXPECT_EQ(i, 2147483647);
+  EXPECT_EQ(l, std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(u, std::numeric_limits<uint64_t>::max()) << "a 64-bit seed above 2^53 is kept exactly";
+  const char* seed[] = {"prog", "--u", "9007199254740993"};  // 2^53 + 1: a double would round it
+  ASSERT_TRUE(p.parse(3, seed));
+  EXPECT_EQ(u, 9007199254740993ull);
 }
 
 TEST(Cli, PositionalsStopAtTheProgramLikeALauncher) {
