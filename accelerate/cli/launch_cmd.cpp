@@ -92,7 +92,8 @@ int launch(int argc, char** argv) {
     // Counting GPUs starts the CUDA runtime: only do it when the process count depends on it
     // (resolve_launch: -n or the config's num_processes, else one per listed or visible GPU, else 2).
     host = {::geteuid() == 0, usable_cpu_cores(),
-            merged.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false)
+            merged.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false) ||
+                    merged.distributed_type.value_or("MULTI_GPU") != "MULTI_GPU"
                 ? 0
                 : usable_gpu_count()};
     settings = resolve_launch(merged, host);
