@@ -216,6 +216,8 @@ export BRISK_FASHION_MNIST_DIR=\${BRISK_FASHION_MNIST_DIR:-$deps/fashion-mnist}
 export LD_LIBRARY_PATH=$libpath\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 EOF
 say "built into $build; run the tests with: source $build/gpu-env.sh && ctest --test-dir $build -j8"
-# shellcheck source=/dev/null
-source "$build/gpu-env.sh"
-"$build/bin/brisk" env | sed -n '/^- Build/,/^- MPI/p'
+if [[ -x $build/bin/brisk ]]; then
+  # shellcheck source=/dev/null
+  source "$build/gpu-env.sh"
+  "$build/bin/brisk" env | sed -n '/^- Build/,/^- MPI/p'
+fi

@@ -391,6 +391,8 @@ void Accelerator::free_memory() {
   active_ = nullptr;
   sh_->sync_gradients = true;
   sh_->step_skipped = false;
+  // As torch.cuda.empty_cache(): blocks the caching allocator holds go back to the driver.
+  if (device_.is_cuda()) cuda::empty_cache();
 }
 
 // --- the training step ---------------------------------------------------------------------------

@@ -178,8 +178,9 @@ struct EpochRun {
 
   // Moves to batch k (k == current + 1), re-throwing a failure of that batch. On a GPU the
   // consumer's current stream waits (on the device) for the batch's copy, the batch's blocks
-  // are recorded as used on that stream, and, without workers, the next batch's copy is started
-  // so that it overlaps the consumer's work on this one.
+  // are recorded as used on that stream, and, without workers, the next batch of a map-style
+  // dataset is built and its copy started, so that the copy overlaps the consumer's work on
+  // this one (workers build and copy ahead by themselves).
   void fetch(int64_t k) {
     Slot s = take(k);
     if (s.end) {
@@ -199,7 +200,9 @@ struct EpochRun {
     }
     batch = std::move(s.batch);
     position->store(k + 1);
-    if (placement.to_gpu() && threads.empty()) ahead = produce(k + 1);
+    // (Not for a stream: reading it ahead would move what the stream reports about its position,
+    // e.g. the Accelerator's sharded stream telling the last batch.)
+    if (placement.to_gpu() && threads.empty() && !iterable) ahead = produce(k + 1);
   }
 
   void finish() {

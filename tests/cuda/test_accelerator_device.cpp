@@ -198,3 +198,27 @@ TEST(AcceleratorDevice, ACpuCheckpointLoadsOntoTheGpu) {
   EXPECT_EQ(state_bytes(opt), state);
   fs::remove_all(dir);
 }
+
+TEST(AcceleratorDevice, APlacedStreamStillTellsTheLastBatch) {
+  SKIP_WITHOUT_RECORDING();
+  struct Count : data::IterableDataset {
+    int64_t i = 0;
+    std::optional<data::Example> next() override {
+      if (i == 10) return std::nullopt;
+      const double v = static_cast<double>(i++);
+      return data::Example{full({1}, v), Tensor()};
+    }
+    void reset(uint64_t) override { i = 0; }
+  };
+  rec::Session session;
+  Accelerator acc({.gradient_accumulation_steps = 100});
+  data::DataLoader loader(std::make_shared<Count>(), {.batch_size = 2, .pin_memory = true});
+  acc.prepare(loader);
+  std::vector<bool> syncs;
+  for (auto& [x, y] : loader) {
+    EXPECT_EQ(x.device(), cuda_device(0));
+    auto step = acc.accumulate();
+    syncs.push_back(step.sync());
+  }
+  EXPECT_EQ(syncs, (std::vector<bool>{false, false, false, false, true})) << "only the last batch syncs";
+}
