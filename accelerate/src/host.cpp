@@ -240,7 +240,8 @@ GpuLibraryVersions gpu_library_versions() {
   using CudnnGetVersion = size_t (*)();
   if (auto f = reinterpret_cast<CudnnGetVersion>(find_symbol("cudnnGetVersion", {"libcudnn.so.9", "libcudnn.so"})))
     v.cudnn = library_version_string(static_cast<int>(f()));
-  // ncclResult_t ncclGetVersion(int*): ncclSuccess is 0.
+  // ncclResult_t ncclGetVersion(int*): ncclSuccess is 0. (The NCCL libbrisk_dist loaded, when it did.)
+  // TODO(lead): once dist::nccl_version() (branch optimdist) is merged, ask dist here instead.
   using NcclGetVersion = int (*)(int*);
   if (auto f = reinterpret_cast<NcclGetVersion>(find_symbol("ncclGetVersion", {"libnccl.so.2", "libnccl.so"}))) {
     int code = 0;
