@@ -150,3 +150,21 @@ TEST(Placement, GradientsAccumulateOnTheGpu) {
   const std::vector<float> twice = values_of(lin.weight.grad());
   for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(twice[i], 2 * once[i]);
 }
+
+TEST(Placement, OptimizerStateIsCreatedOnTheParametersDevice) {
+  SKIP_WITHOUT_RECORDING();
+  rec::Session session;
+  nn::Linear lin(3, 2);
+  lin.to(cuda_device(0));
+  for (Tensor& p : lin.parameters()) p.set_grad(kernels::to_device(ones(p.sizes()), cuda_device(0)));
+  optim::AdamW opt(lin.parameters());
+  try {
+    opt.step();  // creates exp_avg / exp_avg_sq first, then runs the fused update
+  } catch (const Error&) {
+    // Without the optimizer's CUDA kernel (recording mode before it exists) the update itself
+    // fails; the state was made before it.
+  }
+  const optim::StateDict sd = opt.state_dict();
+  ASSERT_EQ(sd.tensors.size(), 4u) << "exp_avg and exp_avg_sq for the weight and the bias";
+  for (const auto& [k, t] : sd.tensors) EXPECT_EQ(t.device(), cuda_device(0)) << k;
+}
