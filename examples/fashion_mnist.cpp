@@ -1,4 +1,5 @@
-// fashion_mnist: trains the example CNN of DESIGN.md on Fashion-MNIST with the Accelerator, on one
+// fashion_mnist: trains the example CNN of DESIGN.md on Fashion-MNIST with the Accelerator (on the GPU of
+// each process where there are GPUs, as the Accelerator decides, else on the CPU), on one
 // process or data-parallel on several (`brisk launch -n 2 build/examples/fashion_mnist`): a progress
 // bar on the main process, per-epoch test metrics over the whole test set (gather_for_metrics),
 // metrics.jsonl/.csv, a checkpoint per epoch under <out>/checkpoints and the trained weights as
@@ -29,7 +30,9 @@ struct Args {
 
 // Fashion-MNIST's mean and standard deviation over the training images.
 constexpr double kMean = 0.2860, kStd = 0.3530;
-Tensor normalize(const Tensor& images) { return (images - kMean) * (1.0 / kStd); }
+Tensor normalize(const Tensor& images) {
+  return (images - kMean) * (1.0 / kStd);
+}
 
 struct Eval {
   double loss = 0, accuracy = 0;
@@ -100,9 +103,12 @@ int main(int argc, char** argv) {
                      .total_limit = 2});
     auto train_set = std::make_shared<data::FashionMNIST>(data::Split::Train, a.data);
     auto test_set = std::make_shared<data::FashionMNIST>(data::Split::Test, a.data);
-    data::DataLoader train(train_set,
-                           {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers, .seed = a.seed});
-    data::DataLoader test(test_set, {.batch_size = 256});
+    // Batches in pinned memory, so that on a GPU (where prepare() sends the loaders' batches, as
+    // the model) their copies run asynchronously; plain memory on a CPU-only machine.
+    data::DataLoader train(
+        train_set,
+        {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers, .seed = a.seed, .pin_memory = true});
+    data::DataLoader test(test_set, {.batch_size = 256, .pin_memory = true});
 
     models::FashionCNN net;
     optim::Adam opt(net.parameters(), {.lr = a.lr});
@@ -153,11 +159,11 @@ int main(int argc, char** argv) {
     }
     char header[256];
     std::snprintf(header, sizeof header,
-                  "fashion_mnist: %lld train / %lld test images, %lld process(es) x batch %lld, Adam lr %g, "
+                  "fashion_mnist: %lld train / %lld test images, %lld process(es) x batch %lld on %s, Adam lr %g, "
                   "mixed precision %s, %d thread(s) per process, %lld parameters",
                   static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
-                  static_cast<long long>(N), static_cast<long long>(a.batch_size), a.lr, acc.mixed_precision().c_str(),
-                  get_num_threads(), static_cast<long long>(net.num_parameters()));
+                  static_cast<long long>(N), static_cast<long long>(a.batch_size), acc.device().str().c_str(), a.lr,
+                  acc.mixed_precision().c_str(), get_num_threads(), static_cast<long long>(net.num_parameters()));
     acc.print(header);
     for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
       const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, train.size()) : train.size();

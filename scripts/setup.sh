@@ -21,8 +21,13 @@ if command -v dpkg-query > /dev/null; then
     echo "setup: installing missing packages: ${missing[*]}"
     sudo=()
     if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
+      ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+      echo "setup: apt-get could not install ${missing[*]}. On a GPU machine without a network, gather the" \
+        "dependencies on a Debian machine with scripts/gpu-deps.sh DIR and build here with scripts/gpu-build.sh DIR" \
+        "(README: Building on a GPU machine)" >&2
+      exit 1
+    fi
   fi
 else
   echo "setup: dpkg-query not found (not Debian/Ubuntu?): install these yourself: ${packages[*]}" >&2

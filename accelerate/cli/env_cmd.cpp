@@ -12,6 +12,7 @@
 #include "brisk/accelerate/launch.h"
 #include "brisk/core/cli.h"
 #include "brisk/core/error.h"
+#include "brisk/kernels/cuda.h"
 #include "brisk/version.h"
 #include "commands.h"
 
@@ -34,7 +35,9 @@ namespace brisk::cli_commands {
 using namespace brisk::accelerate;
 
 namespace {
-std::string or_not_found(const std::string& s, const char* why = "not found") { return s.empty() ? why : s; }
+std::string or_not_found(const std::string& s, const char* why = "not found") {
+  return s.empty() ? why : s;
+}
 
 std::string memory_total() {
   std::ifstream in("/proc/meminfo");
@@ -50,6 +53,56 @@ std::string memory_total() {
   }
   return "";
 }
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+// "9.19.0 (build headers 9.19.0)", or what is known when either is missing.
+std::string run_and_build(const std::string& run_time, const std::string& build) {
+  if (run_time.empty())
+    return build.empty() ? std::string("not found") : "cannot be loaded (build headers " + build + ")";
+  return build.empty() || build == run_time ? run_time : run_time + " (build headers " + build + ")";
+}
+
+// The GPUs and the CUDA stack, each version as the loaded library reports it.
+void gpu_section(std::ostringstream& o) {
+  if (!BRISK_BUILD_WITH_CUDA) {
+    o << "- GPUs: no GPU (this build of brisk has no CUDA support)\n"
+      << "- CUDA: not used (CPU-only build)\n";
+  } else {
+    const int n = usable_gpu_count();
+    if (n == 0) {
+      o << "- GPUs: no GPU (none visible: no NVIDIA GPU, no driver, or CUDA_VISIBLE_DEVICES hides them)\n";
+    } else {
+      o << "- GPUs: " << n << "\n";
+      for (int i = 0; i < n; ++i) {
+        try {
+          const brisk::cuda::DeviceProperties p = brisk::cuda::device_properties(i);
+          o << "  - cuda:" << i << ": " << p.name << ", " << gib(p.total_memory) << ", compute capability " << p.major
+            << "." << p.minor << ", " << p.multiprocessors << " SMs\n";
+        } catch (const brisk::Error& e) {
+          o << "  - cuda:" << i << ": cannot be queried: " << e.message() << "\n";
+        }
+      }
+    }
+    const brisk::cuda::Versions v = brisk::cuda::versions();
+    const std::string driver = nvidia_driver_version();
+    o << "- NVIDIA driver: " << or_not_found(driver)
+      << (v.driver > 0 ? " (supports CUDA " + cuda_version_string(v.driver) + ")" : std::string()) << "\n"
+      << "- CUDA runtime: " << or_not_found(cuda_version_string(v.runtime))
+      << (std::string(BRISK_ENV_CUDA_TOOLKIT).empty() ? "" : " (built with toolkit " BRISK_ENV_CUDA_TOOLKIT ")")
+      << "\n";
+    const GpuLibraryVersions lib = gpu_library_versions();
+    o << "- cuBLAS: " << run_and_build(lib.cublas, library_version_string(v.cublas)) << "\n"
+      << "- cuDNN: " << run_and_build(lib.cudnn, BRISK_ENV_CUDNN) << "\n"
+      << "- NCCL: " << run_and_build(lib.nccl, BRISK_ENV_NCCL) << "\n";
+  }
+  std::vector<std::string> gpus = driver_gpus();
+  o << "- GPUs the driver lists: " << (gpus.empty() ? "none" : std::to_string(gpus.size())) << "\n";
+  for (const std::string& g : gpus) o << "  - " << g << "\n";
+}
 }  // namespace
 
 int env(int argc, char** argv) {
@@ -63,17 +116,14 @@ int env(int argc, char** argv) {
 
   std::ostringstream o;
   o << "- brisk version: " << BRISK_VERSION << "\n"
-    << "- Build: " << BRISK_BUILD_TYPE << ", CUDA kernels " << (BRISK_BUILD_WITH_CUDA ? "on" : "off") << "\n"
+    << "- Build: " << BRISK_BUILD_TYPE << ", "
+    << (BRISK_BUILD_WITH_CUDA ? "with CUDA support" : "CPU-only (no CUDA support)") << "\n"
     << "- Compiler: " << BRISK_COMPILER << ", C++ " << __cplusplus << "\n"
     << "- OpenMP: " << _OPENMP << ", " << omp_get_max_threads()
     << " threads (OMP_NUM_THREADS=" << (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset")
     << ")\n"
-    << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n"
-    << "- CUDA toolkit (build): "
-    << or_not_found(BRISK_ENV_CUDA_TOOLKIT, BRISK_BUILD_WITH_CUDA ? "unknown" : "not used (CPU-only build)") << "\n"
-    << "- NVIDIA driver: " << or_not_found(nvidia_driver_version()) << "\n"
-    << "- cuDNN (build headers): " << or_not_found(BRISK_ENV_CUDNN) << "\n"
-    << "- NCCL (build headers): " << or_not_found(BRISK_ENV_NCCL) << "\n";
+    << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n";
+  gpu_section(o);
   std::string mpirun = find_mpirun();
   o << "- MPI: "
     << (mpirun.empty() ? std::string("not found (apt-get install openmpi-bin)")
@@ -82,10 +132,6 @@ int env(int argc, char** argv) {
     << "- OS: " << or_not_found(os_description(), "unknown") << "\n"
     << "- CPU: " << or_not_found(cpu_model(), "unknown model") << ", " << usable_cpu_cores() << " cores usable\n"
     << "- Memory: " << or_not_found(memory_total(), "unknown") << "\n";
-  std::vector<std::string> gpus = driver_gpus();
-  o << "- GPUs (driver): " << (gpus.empty() ? "none found" : std::to_string(gpus.size())) << "\n";
-  for (const std::string& g : gpus) o << "  - " << g << "\n";
-  o << "- GPUs brisk can use: " << usable_gpu_count() << "\n";
   std::string vars;
   for (const auto& [k, v] : current_environment())
     if (k.rfind("BRISK_", 0) == 0 || k == "CUDA_VISIBLE_DEVICES" || k == "OMP_NUM_THREADS" ||

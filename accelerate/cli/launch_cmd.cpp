@@ -62,8 +62,10 @@ int launch(int argc, char** argv) {
   Config flags;  // only what the command line sets; the config file and defaults fill the rest
   std::string config_file, mpirun_args;
   bool tag_output = false, dry_run = false;
-  p.add("num_processes", "processes to start (default: the config's, else one per GPU, else 2)", &flags.num_processes,
-        'n');
+  p.add("num_processes",
+        "processes to start (default: the config's, else one per GPU, else 2); one process runs directly, "
+        "without mpirun",
+        &flags.num_processes, 'n');
   p.add("num_machines", "hosts in the job (more than 1 needs --hostfile) (default: 1)", &flags.num_machines);
   p.add("hostfile", "OpenMPI hostfile: one 'HOST slots=N' line per machine", &flags.hostfile);
   p.add("mixed_precision", "no, fp16 or bf16 (BRISK_MIXED_PRECISION)", &flags.mixed_precision);
@@ -87,14 +89,13 @@ int launch(int argc, char** argv) {
     Config file;
     std::string used = read_config(config_file, file);
     Config merged = merge(flags, file);
-    // Counting GPUs starts the CUDA runtime: only do it when the process count depends on it.
+    // Counting GPUs starts the CUDA runtime: only do it when the process count depends on it
+    // (resolve_launch: -n or the config's num_processes, else one per listed or visible GPU, else 2).
     host = {::geteuid() == 0, usable_cpu_cores(),
-            flags.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false)
+            merged.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false) ||
+                    merged.distributed_type.value_or("MULTI_GPU") != "MULTI_GPU"
                 ? 0
                 : usable_gpu_count()};
-    // Without -n: one process per GPU where GPUs are present, else the configured number, else 2.
-    if (!flags.num_processes && host.gpu_count > 0 && merged.distributed_type.value_or("") != "MULTI_CPU")
-      merged.num_processes = host.gpu_count * merged.num_machines.value_or(1);
     settings = resolve_launch(merged, host);
     settings.config_file = used;
   } catch (const brisk::Error& e) {

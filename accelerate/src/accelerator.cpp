@@ -13,6 +13,7 @@
 #include "brisk/core/rng.h"
 #include "brisk/data/sampler.h"
 #include "brisk/dist/trace.h"
+#include "brisk/kernels/cuda.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/kernels/index.h"
@@ -64,7 +65,9 @@ double parse_double(const std::string& v, const std::string& what) {
   return x;
 }
 
-std::string parse_string(const std::string& v, const std::string&) { return v; }
+std::string parse_string(const std::string& v, const std::string&) {
+  return v;
+}
 
 // "program" or "env BRISK_X" -> " (from BRISK_X)" for error messages.
 std::string from(const AcceleratorSettings& s, const char* field) {
@@ -152,9 +155,11 @@ Accelerator::Accelerator(AcceleratorOptions options) : s_(resolve_accelerator_op
   rank_ = pg_->rank();
   world_size_ = pg_->size();
   local_rank_ = pg_->local_rank();
-  // With a GPU present (and not `cpu`) the process's GPU is the device; prepare() then says that
-  // brisk's CUDA kernels are not there yet instead of silently training on the CPU.
-  if (!s_.cpu && accelerate::usable_gpu_count() > 0) device_ = cuda_device(local_rank_);
+  // With GPUs present (and not `cpu`) each process on a host uses the GPU of its local rank, made
+  // current here so that everything this thread launches (and NCCL) uses it.
+  device_ =
+      accelerate::select_device(s_.cpu, s_.cpu ? 0 : accelerate::usable_gpu_count(), local_rank_, pg_->local_size());
+  if (device_.is_cuda()) cuda::set_device(device_.index);
   if (s_.mixed_precision == "fp16") {
     amp::GradScalerOptions so = s_.scaler;
     so.enabled = true;
@@ -169,9 +174,42 @@ Accelerator::Accelerator(AcceleratorOptions options) : s_(resolve_accelerator_op
   if (s_.seed) set_seed(*s_.seed);
 }
 
+namespace accelerate {
+
+Device select_device(bool cpu, int gpu_count, int local_rank, int local_world_size) {
+  if (cpu || gpu_count <= 0) return kCPU;
+  BRISK_CHECK(local_rank >= 0 && local_rank < gpu_count, "Accelerator: the process of local rank ", local_rank, " (",
+              local_world_size, " processes on this host) has no GPU of its own: ", gpu_count,
+              " visible. Start at most ", gpu_count,
+              " process(es) per host (`brisk launch` starts one per GPU "
+              "by default), or train on the CPU with cpu=true (`brisk launch --cpu`)");
+  return cuda_device(local_rank);
+}
+
+}  // namespace accelerate
+
+// Re-homes an optimizer's existing state (exp_avg ...) on its parameters' devices: loading its
+// own state dict copies every state tensor to its parameter's device. Lazily created state is
+// made on the parameter's device anyway.
+void Accelerator::move_state_to_params(optim::Optimizer& optimizer) {
+  optim::StateDict sd = optimizer.state_dict();
+  const std::vector<Tensor> params = optimizer.all_params();
+  bool misplaced = false;
+  for (const auto& [key, t] : sd.tensors) {
+    // "state.<i>.<name>": a state tensor of parameter i.
+    const std::string prefix = "state.";
+    if (key.rfind(prefix, 0) != 0) continue;
+    const size_t i = static_cast<size_t>(std::strtoull(key.c_str() + prefix.size(), nullptr, 10));
+    misplaced |= i < params.size() && t.device() != params[i].device();
+  }
+  if (misplaced) optimizer.load_state_dict(sd);
+}
+
 // The user's objects may already be gone (declared after the Accelerator): leave them alone; gates
 // they still hold let everything through from now on.
-Accelerator::~Accelerator() { sh_->alive = false; }
+Accelerator::~Accelerator() {
+  sh_->alive = false;
+}
 
 void Accelerator::wait_for_everyone() {
   if (world_size_ > 1) pg_->barrier();
@@ -208,10 +246,9 @@ void Accelerator::check_not_prepared(const void* object, const char* what) {
 void Accelerator::prepare_one(nn::Module& model) {
   check_not_prepared(&model, "model");
   if (s_.device_placement) {
-    BRISK_CHECK(device_.is_cpu(), "Accelerator::prepare: this process would train on ", device_.str(),
-                " but brisk's CUDA kernels are not implemented yet; pass cpu=true (or `brisk launch --cpu`) "
-                "to train on the CPU");
     model.to(device_);
+    // Optimizers prepared before the model hold state for its parameters where they were.
+    for (auto& o : optimizers_) move_state_to_params(*o->opt);
   }
   auto st = std::make_unique<ModelState>();
   st->model = &model;
@@ -245,6 +282,7 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
   BRISK_CHECK(!(scaler_ && !optimizers_.empty()),
               "Accelerator::prepare: mixed_precision fp16 supports one optimizer (its GradScaler unscales one "
               "optimizer's gradients per step); this is the second");
+  move_state_to_params(optimizer);
   auto st = std::make_shared<OptimizerState>();
   st->opt = &optimizer;
   // The first gated call after a synced backward is the step: skipped when the fp16 scaler found
@@ -284,6 +322,8 @@ void Accelerator::prepare_one(data::DataLoader& loader) {
       dist::TraceSpan span("data loading", "data");
       fetch();
     });
+  // Batches go to the GPU as the model did (copied ahead of use on a side stream).
+  if (s_.device_placement && device_.is_cuda()) loader.set_device(device_);
   const data::DataLoaderOptions& o = loader.options();
   const int64_t N = world_size_, r = rank_;
   if (loader.iterable_dataset()) {
@@ -351,6 +391,8 @@ void Accelerator::free_memory() {
   active_ = nullptr;
   sh_->sync_gradients = true;
   sh_->step_skipped = false;
+  // As torch.cuda.empty_cache(): blocks the caching allocator holds go back to the driver.
+  if (device_.is_cuda()) cuda::empty_cache();
 }
 
 // --- the training step ---------------------------------------------------------------------------
@@ -559,7 +601,7 @@ Tensor Accelerator::pad_across_processes(const Tensor& t, int64_t dim, double va
   if (longest == t.size(d)) return t;
   Shape shape = t.sizes();
   shape[static_cast<size_t>(d)] = longest;
-  Tensor out = full(shape, value, {.dtype = t.dtype()});
+  Tensor out = full(shape, value, {.dtype = t.dtype(), .device = t.device()});
   Tensor region = out.narrow(d, pad_first ? longest - t.size(d) : 0, t.size(d));
   kernels::copy_(region, t.detach());
   return out;

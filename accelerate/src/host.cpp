@@ -1,6 +1,7 @@
 // Host detection for `brisk launch` and `brisk env`: cores, GPUs, programs on PATH, versions.
 #include "brisk/accelerate/host.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -48,9 +49,13 @@ int usable_cpu_cores() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-int usable_gpu_count() { return brisk::cuda::device_count(); }
+int usable_gpu_count() {
+  return brisk::cuda::device_count();
+}
 
-HostFacts detect_host() { return {::geteuid() == 0, usable_cpu_cores(), usable_gpu_count()}; }
+HostFacts detect_host() {
+  return {::geteuid() == 0, usable_cpu_cores(), usable_gpu_count()};
+}
 
 std::optional<std::string> capture_output(const std::vector<std::string>& argv, double timeout_seconds) {
   if (argv.empty()) return std::nullopt;
@@ -196,6 +201,53 @@ std::string os_description() {
   utsname u{};
   if (::uname(&u) == 0) name += (name.empty() ? "" : ", ") + std::string(u.sysname) + " " + u.release;
   return name;
+}
+
+std::string cuda_version_string(int code) {
+  if (code <= 0) return "";
+  return std::to_string(code / 1000) + "." + std::to_string(code % 1000 / 10);
+}
+
+std::string library_version_string(int code) {
+  if (code <= 0) return "";
+  const int major = code >= 10000 ? code / 10000 : code / 1000;
+  const int minor = code >= 10000 ? code / 100 % 100 : code / 100 % 10;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+}
+
+namespace {
+// `symbol` from a library already in the process, else from the first of `sonames` that loads
+// (kept loaded: unloading GPU libraries is not safe).
+void* find_symbol(const char* symbol, std::initializer_list<const char*> sonames) {
+  if (void* f = ::dlsym(RTLD_DEFAULT, symbol)) return f;
+  for (const char* name : sonames)
+    if (void* lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))
+      if (void* f = ::dlsym(lib, symbol)) return f;
+  return nullptr;
+}
+}  // namespace
+
+GpuLibraryVersions gpu_library_versions() {
+  GpuLibraryVersions v;
+  // cublasStatus_t cublasGetProperty(libraryPropertyType, int*): MAJOR_VERSION 0, MINOR 1, PATCH 2.
+  using CublasGetProperty = int (*)(int, int*);
+  if (auto f = reinterpret_cast<CublasGetProperty>(
+          find_symbol("cublasGetProperty", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}))) {
+    int major = 0, minor = 0, patch = 0;
+    if (f(0, &major) == 0 && f(1, &minor) == 0 && f(2, &patch) == 0)
+      v.cublas = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  }
+  using CudnnGetVersion = size_t (*)();
+  if (auto f = reinterpret_cast<CudnnGetVersion>(find_symbol("cudnnGetVersion", {"libcudnn.so.9", "libcudnn.so"})))
+    v.cudnn = library_version_string(static_cast<int>(f()));
+  // ncclResult_t ncclGetVersion(int*): ncclSuccess is 0. (The NCCL libbrisk_dist loaded, when it did.)
+  // TODO(lead): once dist::nccl_version() (branch optimdist) is merged, ask dist here instead.
+  using NcclGetVersion = int (*)(int*);
+  if (auto f = reinterpret_cast<NcclGetVersion>(find_symbol("ncclGetVersion", {"libnccl.so.2", "libnccl.so"}))) {
+    int code = 0;
+    if (f(&code) == 0) v.nccl = library_version_string(code);
+  }
+  return v;
 }
 
 std::string executable_dir() {

@@ -31,12 +31,12 @@ LaunchSettings resolve_launch(const Config& c, const HostFacts& host) {
   bool cpu = c.use_cpu.value_or(false);
   if (c.num_processes) {
     s.num_processes = *c.num_processes;
+  } else if (c.distributed_type.value_or("") == "NO") {
+    s.num_processes = 1;  // whatever the GPUs: NO means one process
   } else if (!cpu && !s.gpu_ids.empty()) {
     s.num_processes = static_cast<int>(s.gpu_ids.size()) * s.num_machines;
   } else if (!cpu && host.gpu_count > 0 && c.distributed_type.value_or("") != "MULTI_CPU") {
     s.num_processes = host.gpu_count * s.num_machines;
-  } else if (c.distributed_type.value_or("") == "NO") {
-    s.num_processes = 1;
   } else {
     s.num_processes = 2;
   }

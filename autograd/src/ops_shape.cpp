@@ -181,9 +181,9 @@ Tensor to(const Tensor& x, DType dtype) {
   return out;
 }
 
-Tensor to(const Tensor& x, Device device) {
+Tensor to(const Tensor& x, Device device, bool non_blocking) {
   if (x.device() == device) return x;
-  Tensor out = kernels::to_device(x, device);
+  Tensor out = kernels::to_device(x, device, non_blocking);
   Device in = x.device();
   record("to", {x}, out, [in](const GradCtx& g) -> std::vector<Tensor> {
     return {kernels::to_device(g.grad(), in)};

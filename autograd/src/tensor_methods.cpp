@@ -71,7 +71,7 @@ Tensor Tensor::flatten(int64_t s, int64_t e) const { return brisk::flatten(*this
 Tensor Tensor::contiguous() const { return brisk::contiguous(*this); }
 Tensor Tensor::clone() const { return brisk::clone(*this); }
 Tensor Tensor::to(DType dt) const { return brisk::to(*this, dt); }
-Tensor Tensor::to(Device d) const { return brisk::to(*this, d); }
+Tensor Tensor::to(Device d, bool non_blocking) const { return brisk::to(*this, d, non_blocking); }
 Tensor Tensor::sum() const { return brisk::sum(*this); }
 Tensor Tensor::mean() const { return brisk::mean(*this); }
 

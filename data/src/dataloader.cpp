@@ -1,5 +1,6 @@
 // The DataLoader's epoch runs: the plan, the synchronous path, the worker pool with its
-// ordered prefetch window, and the iterable-dataset path.
+// ordered prefetch window, the iterable-dataset path, and placement (pinned memory, copies to a
+// GPU on a side stream ordered before the consumer's stream by an event).
 #include "brisk/data/dataloader.h"
 
 #include <condition_variable>
@@ -8,9 +9,21 @@
 #include <optional>
 #include <thread>
 
+#include "brisk/kernels/elementwise.h"
+#include "brisk/version.h"
+
 namespace brisk::data {
 
 namespace detail {
+
+// Where batches go after they are built: pinned host memory and/or a GPU.
+struct Placement {
+  bool pin = false;
+  Device device = kCPU;
+  bool non_blocking = true;
+  cuda::Stream copy_stream;  // the side stream copies to `device` run on (a GPU only)
+  bool to_gpu() const { return device.is_cuda(); }
+};
 
 // One pass over a plan. Workers claim batches in plan order, never more than `window`
 // past the one the caller holds, and park results in per-batch slots; the caller takes
@@ -18,7 +31,10 @@ namespace detail {
 struct EpochRun {
   struct Slot {
     bool ready = false;
+    bool end = false;  // past the last batch (the plan or the stream is exhausted)
     Batch batch;
+    // Recorded on the copy stream after the batch's copies to the GPU (placement.to_gpu()).
+    std::shared_ptr<cuda::Event> copied;
     std::exception_ptr error;
   };
 
@@ -28,11 +44,14 @@ struct EpochRun {
   bool drop_last = false;
   BatchPlan plan;
   std::shared_ptr<std::atomic<int64_t>> position;
+  Placement placement;
 
   int64_t current = -1;  // plan position of `batch`
   bool done = false;
   Batch batch;
   FetchWrapper fetch_wrapper;  // wraps each fetch (the Accelerator traces data loading with it)
+  // Without workers, the batch after `current`, already on its way to the GPU (see fetch()).
+  std::optional<Slot> ahead;
 
   void fetch_wrapped(int64_t k) {
     if (fetch_wrapper)
@@ -76,12 +95,7 @@ struct EpochRun {
       if (stop || next_claim >= n) return;
       const int64_t k = next_claim++;
       lock.unlock();
-      Slot result;
-      try {
-        result.batch = dataset->get_batch(plan[static_cast<size_t>(k)]);
-      } catch (...) {
-        result.error = std::current_exception();
-      }
+      Slot result = produce(k);
       lock.lock();
       result.ready = true;
       slots[static_cast<size_t>(k)] = std::move(result);
@@ -89,64 +103,112 @@ struct EpochRun {
     }
   }
 
-  // Moves to plan position k (k == current + 1), re-throwing a failure of that batch.
-  void fetch(int64_t k) {
-    const int64_t n = static_cast<int64_t>(plan.size());
-    if (iterable) return fetch_stream();
-    if (k >= n) {
-      finish();
-      return;
-    }
-    if (threads.empty()) {
-      current = k;
-      try {
-        batch = dataset->get_batch(plan[static_cast<size_t>(k)]);
-      } catch (...) {
-        finish();
-        throw;
-      }
-    } else {
-      std::unique_lock<std::mutex> lock(mu);
-      Slot& slot = slots[static_cast<size_t>(k)];
-      ready_cv.wait(lock, [&] { return slot.ready; });
-      Slot taken = std::move(slot);
-      current = k;
-      lock.unlock();
-      work_cv.notify_all();  // the window moved
-      if (taken.error) {
-        finish();
-        std::rethrow_exception(taken.error);
-      }
-      batch = std::move(taken.batch);
-    }
-    position->store(k + 1);
+  // Pins the batch's CPU tensors and starts their copy to the GPU on the copy stream (in the
+  // calling thread: a worker's, or the caller's one batch ahead).
+  void place(Slot& s) const {
+    const Placement& p = placement;
+    if (!p.pin && !p.to_gpu()) return;
+    auto pinned = [&](const Tensor& t) {
+      return p.pin && t.defined() && t.device().is_cpu() ? cuda::pin_memory(t) : t;
+    };
+    s.batch.data = pinned(s.batch.data);
+    s.batch.target = pinned(s.batch.target);
+    if (!p.to_gpu()) return;
+    // Allocated and copied on the copy stream: the caching allocator ties the device blocks to it,
+    // and record_stream at hand-out keeps them from being reused while the consumer still reads.
+    cuda::StreamGuard guard(p.copy_stream);
+    auto moved = [&](const Tensor& t) {
+      return t.defined() && t.device() != p.device ? kernels::to_device(t, p.device, p.non_blocking) : t;
+    };
+    s.batch.data = moved(s.batch.data);
+    s.batch.target = moved(s.batch.target);
+    s.copied = std::make_shared<cuda::Event>();
+    s.copied->record(p.copy_stream);
   }
 
-  void fetch_stream() {
-    std::vector<Example> examples;
-    examples.reserve(static_cast<size_t>(batch_size));
+  // Builds batch k (plan position k, or the next batch_size examples of a stream) and places it;
+  // a failure is kept in the slot, to be re-thrown when batch k is asked for.
+  Slot produce(int64_t k) {
+    Slot s;
     try {
-      while (static_cast<int64_t>(examples.size()) < batch_size) {
-        std::optional<Example> e = iterable->next();
-        if (!e) break;
-        examples.push_back(std::move(*e));
+      if (iterable) {
+        std::vector<Example> examples;
+        examples.reserve(static_cast<size_t>(batch_size));
+        while (static_cast<int64_t>(examples.size()) < batch_size) {
+          std::optional<Example> e = iterable->next();
+          if (!e) break;
+          examples.push_back(std::move(*e));
+        }
+        if (examples.empty() || (drop_last && static_cast<int64_t>(examples.size()) < batch_size)) {
+          s.end = true;
+          return s;
+        }
+        s.batch = collate(examples);
+      } else {
+        if (k >= static_cast<int64_t>(plan.size())) {
+          s.end = true;
+          return s;
+        }
+        s.batch = dataset->get_batch(plan[static_cast<size_t>(k)]);
       }
+      place(s);
     } catch (...) {
-      finish();
-      throw;
+      s.error = std::current_exception();
     }
-    if (examples.empty() || (drop_last && static_cast<int64_t>(examples.size()) < batch_size)) {
+    return s;
+  }
+
+  // Slot k: from its worker, from the look-ahead, or built now.
+  Slot take(int64_t k) {
+    if (ahead) {
+      Slot s = std::move(*ahead);
+      ahead.reset();
+      return s;
+    }
+    if (threads.empty() || k >= static_cast<int64_t>(slots.size())) return produce(k);
+    std::unique_lock<std::mutex> lock(mu);
+    Slot& slot = slots[static_cast<size_t>(k)];
+    ready_cv.wait(lock, [&] { return slot.ready; });
+    Slot taken = std::move(slot);
+    current = k;
+    lock.unlock();
+    work_cv.notify_all();  // the window moved
+    return taken;
+  }
+
+  // Moves to batch k (k == current + 1), re-throwing a failure of that batch. On a GPU the
+  // consumer's current stream waits (on the device) for the batch's copy, the batch's blocks
+  // are recorded as used on that stream, and, without workers, the next batch of a map-style
+  // dataset is built and its copy started, so that the copy overlaps the consumer's work on
+  // this one (workers build and copy ahead by themselves).
+  void fetch(int64_t k) {
+    Slot s = take(k);
+    if (s.end) {
       finish();
       return;
     }
-    batch = collate(examples);
-    ++current;
-    position->store(current + 1);
+    if (threads.empty()) current = k;  // (a worker's slot set it under the lock)
+    if (s.error) {
+      finish();
+      std::rethrow_exception(s.error);
+    }
+    if (s.copied) {
+      const cuda::Stream consumer = cuda::current_stream(placement.device.index);
+      s.copied->wait(consumer);
+      for (const Tensor* t : {&s.batch.data, &s.batch.target})
+        if (t->defined() && t->device().is_cuda() && t->storage()->data() != nullptr) cuda::record_stream(*t, consumer);
+    }
+    batch = std::move(s.batch);
+    position->store(k + 1);
+    // (Not for a stream: reading it ahead would move what the stream reports about its position,
+    // e.g. the Accelerator's sharded stream telling the last batch.)
+    if (placement.to_gpu() && threads.empty() && !iterable) ahead = produce(k + 1);
   }
 
   void finish() {
     done = true;
     batch = Batch();
+    ahead.reset();
     {
       std::lock_guard<std::mutex> lock(mu);
       stop = true;
@@ -163,9 +225,12 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
   check_options();
   BRISK_CHECK(!(options_.shuffle && options_.sampler), "DataLoader: shuffle and sampler are mutually exclusive ",
               "(shuffle with the sampler itself, e.g. RandomSampler or DistributedSampler)");
-  if (options_.sampler) sampler_ = options_.sampler;
-  else if (options_.shuffle) sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
-  else sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
+  if (options_.sampler)
+    sampler_ = options_.sampler;
+  else if (options_.shuffle)
+    sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
+  else
+    sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
 }
 
 DataLoader::DataLoader(std::shared_ptr<IterableDataset> dataset, DataLoaderOptions options)
@@ -181,6 +246,22 @@ void DataLoader::check_options() const {
   BRISK_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be non-negative, got ", options_.num_workers);
   BRISK_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be at least 1, got ",
               options_.prefetch_factor);
+  check_device(options_.device);
+}
+
+void DataLoader::check_device(Device device) {
+  if (device.is_cpu()) return;
+  BRISK_CHECK(cuda::device_count() > 0, "DataLoader: device ", device.str(), " was asked for, but ",
+              BRISK_BUILD_WITH_CUDA ? "no CUDA device is visible (no GPU or no driver)"
+                                    : "this build of brisk has no CUDA support",
+              "; use device = cpu");
+  BRISK_CHECK(device.index >= 0 && device.index < cuda::device_count(), "DataLoader: device ", device.str(),
+              " does not exist (", cuda::device_count(), " CUDA devices visible)");
+}
+
+void DataLoader::set_device(Device device) {
+  check_device(device);
+  options_.device = device;
 }
 
 BatchPlan DataLoader::default_batch_indices(uint64_t epoch) const {
@@ -210,8 +291,10 @@ void DataLoader::set_start_batch(int64_t n) {
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  if (epoch_pinned_) epoch_pinned_ = false;
-  else if (started_) ++epoch_;
+  if (epoch_pinned_)
+    epoch_pinned_ = false;
+  else if (started_)
+    ++epoch_;
   started_ = true;
   const int64_t first = start_batch_;
   start_batch_ = 0;
@@ -220,6 +303,14 @@ DataLoader::Iterator DataLoader::begin() {
   run->position = position_;
   run->batch_size = options_.batch_size;
   run->drop_last = options_.drop_last;
+  run->placement.pin = options_.pin_memory;
+  run->placement.device = options_.device;
+  run->placement.non_blocking = options_.non_blocking;
+  if (options_.device.is_cuda()) {
+    if (!copy_stream_ || copy_stream_->device() != options_.device.index)
+      copy_stream_ = cuda::Stream::create(options_.device.index);
+    run->placement.copy_stream = *copy_stream_;
+  }
   position_->store(0);
   if (iterable_) {
     BRISK_CHECK(first == 0, "DataLoader: set_start_batch is not supported for an IterableDataset");
@@ -254,8 +345,12 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
   return *this;
 }
 
-bool DataLoader::Iterator::operator==(std::default_sentinel_t) const { return run_ == nullptr || run_->done; }
+bool DataLoader::Iterator::operator==(std::default_sentinel_t) const {
+  return run_ == nullptr || run_->done;
+}
 
-int64_t DataLoader::Iterator::index() const { return run_ ? run_->current : -1; }
+int64_t DataLoader::Iterator::index() const {
+  return run_ ? run_->current : -1;
+}
 
 }  // namespace brisk::data

@@ -1,8 +1,8 @@
 // nn::Module: registration, traversal, state dicts, modes, device/dtype moves, hooks.
 #include "brisk/nn/module.h"
 
-#include <algorithm>
 #include <cxxabi.h>
+#include <algorithm>
 #include <sstream>
 #include <typeinfo>
 
@@ -148,7 +148,9 @@ std::vector<Tensor> Module::buffers(bool recurse) const {
   return out;
 }
 
-std::vector<std::pair<std::string, Module*>> Module::named_children() const { return children_; }
+std::vector<std::pair<std::string, Module*>> Module::named_children() const {
+  return children_;
+}
 
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   std::vector<std::pair<std::string, Module*>> out{{"", this}};
@@ -235,16 +237,18 @@ void Module::train(bool on) {
   for (auto& [n, c] : children_) c->train(on);
 }
 
-Module& Module::to(Device device) {
+Module& Module::to(Device device, bool non_blocking) {
   NoGradGuard no_grad;
+  // A tensor reached twice (tied weights, a shared child) has moved at its first visit, so the
+  // device test below skips it: set_data swaps the bytes under the one shared handle.
   for (auto* t : {&params_, &buffers_})
     for (Slot& s : *t)
       if (s.tensor.defined() && s.tensor.device() != device) {
-        s.tensor.set_data(kernels::to_device(s.tensor, device));
+        s.tensor.set_data(kernels::to_device(s.tensor, device, non_blocking));
         Tensor g = s.tensor.grad();
-        if (g.defined()) g.set_data(kernels::to_device(g, device));
+        if (g.defined() && g.device() != device) g.set_data(kernels::to_device(g, device, non_blocking));
       }
-  for (auto& [n, c] : children_) c->to(device);
+  for (auto& [n, c] : children_) c->to(device, non_blocking);
   return *this;
 }
 
@@ -262,9 +266,9 @@ Module& Module::to(DType dtype) {
   return *this;
 }
 
-Module& Module::to(Device device, DType dtype) {
+Module& Module::to(Device device, DType dtype, bool non_blocking) {
   to(dtype);
-  return to(device);
+  return to(device, non_blocking);
 }
 
 void Module::zero_grad(bool set_to_none) {

@@ -27,7 +27,12 @@ set_tests_properties(accelerate.cli.unknown_command_suggests PROPERTIES LABELS "
 
 add_test(NAME accelerate.cli.env COMMAND brisk_cli env)
 set_tests_properties(accelerate.cli.env PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}"
-  PASS_REGULAR_EXPRESSION "brisk version: .*Compiler: .*MPI: .*CPU: .*Config: ")
+  PASS_REGULAR_EXPRESSION "brisk version: .*Compiler: .*GPUs: (no GPU|[0-9]+).*MPI: .*CPU: .*Config: ")
+
+# One process runs the program itself: no mpirun, so a machine without OpenMPI can train.
+add_test(NAME accelerate.cli.launch_one_process_runs_directly COMMAND brisk_cli launch --dry-run -n 1 true)
+set_tests_properties(accelerate.cli.launch_one_process_runs_directly PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}"
+  PASS_REGULAR_EXPRESSION "BRISK_LAUNCHED=1 .*true" FAIL_REGULAR_EXPRESSION "mpirun")
 
 add_test(NAME accelerate.cli.launch_rejects_bad_mixed_precision COMMAND brisk_cli launch --mixed_precision fp8 true)
 set_tests_properties(accelerate.cli.launch_rejects_bad_mixed_precision PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}"

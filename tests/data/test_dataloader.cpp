@@ -280,3 +280,30 @@ TEST(DataLoader, BatchesAnIterableDatasetStream) {
   EXPECT_FALSE(loader.has_size());
   EXPECT_THROW(loader.size(), Error);
 }
+
+TEST(DataLoader, PinnedMemoryWithoutAGpuIsPlainMemoryWithTheSameBatches) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is present: batches really are pinned there";
+  DataLoader plain(numbers(10), {.batch_size = 4, .num_workers = 2});
+  DataLoader pinned(numbers(10), {.batch_size = 4, .num_workers = 2, .pin_memory = true});
+  EXPECT_EQ(batches_of(pinned), batches_of(plain));
+  for (auto& [x, y] : pinned) {
+    EXPECT_TRUE(x.device().is_cpu());
+    EXPECT_FALSE(x.is_pinned());
+  }
+}
+
+TEST(DataLoader, AGpuDeviceWithoutAGpuIsAClearError) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is present";
+  try {
+    DataLoader loader(numbers(4), {.batch_size = 2, .device = cuda_device(0)});
+    FAIL() << "expected brisk::Error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("device cuda:0"), std::string::npos) << m;
+    EXPECT_NE(m.find("use device = cpu"), std::string::npos) << m;
+  }
+  DataLoader loader(numbers(4), {.batch_size = 2});
+  EXPECT_THROW(loader.set_device(cuda_device(0)), Error);
+  loader.set_device(kCPU);
+  EXPECT_EQ(batches_of(loader), (std::vector<V>{{0, 1}, {2, 3}}));
+}

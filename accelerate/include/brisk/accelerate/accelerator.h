@@ -109,6 +109,11 @@ struct ShardedPlan {
 ShardedPlan shard_batch_plan(const data::BatchPlan& global, int64_t batch_size, int64_t num_processes, int64_t rank,
                              bool split_batches, bool even_batches, bool drop_last);
 
+// The device a process trains on: the CPU with `cpu` or where no GPU is visible, else the GPU of
+// its local rank (each process on a host gets its own). Throws, saying how to fix the launch, when
+// the host has fewer visible GPUs than processes.
+Device select_device(bool cpu, int gpu_count, int local_rank, int local_world_size);
+
 // SHA-256 of bytes / of a file, as lowercase hex (the checkpoint manifest's checksums).
 std::string sha256_hex(const std::string& bytes);
 std::string sha256_file(const std::string& path);
@@ -140,7 +145,9 @@ class Accelerator {
   int local_process_index() const { return local_rank_; }
   int num_processes() const { return world_size_; }
   bool distributed() const { return world_size_ > 1; }
-  // The CPU, or with a GPU present (and not `cpu`) this process's GPU (local rank).
+  // The CPU, or with a GPU present (and not `cpu`) this process's GPU (cuda:<local rank>), which
+  // the constructor makes the current device. prepare() moves models there and has the prepared
+  // data loaders hand out batches there.
   Device device() const { return device_; }
   dist::ProcessGroup& process_group() const { return *pg_; }
 
@@ -178,8 +185,12 @@ class Accelerator {
   void prepare(T&... objects) {
     (prepare_one(objects), ...);
   }
+  // Moves the model to device() (with device_placement) and, with several processes, wraps it.
   void prepare_one(nn::Module& model);
+  // Gates step/zero_grad; state the optimizer already has moves to its parameters' devices.
   void prepare_one(optim::Optimizer& optimizer);
+  // Shards the loader's batches across processes; on a GPU (with device_placement) the loader
+  // hands out batches on device(), copied ahead of use (see DataLoaderOptions::device).
   void prepare_one(data::DataLoader& loader);
   void prepare_one(optim::LRScheduler& scheduler);
   // The user's model itself (prepare wraps in place; for symmetry with Accelerate).
@@ -315,6 +326,7 @@ class Accelerator {
   LoaderState* active_loader();
   std::string checkpoint_root() const;
   void check_not_prepared(const void* object, const char* what);
+  static void move_state_to_params(optim::Optimizer& optimizer);
 
   AcceleratorSettings s_;
   dist::ProcessGroup* pg_ = nullptr;

@@ -32,6 +32,19 @@ std::string find_program(const std::string& name);
 std::string find_mpirun();
 // "Open MPI 4.1.4" from `mpirun --version` (the first line, tidied); empty when it does not run.
 std::string mpi_version(const std::string& mpirun);
+// Version codes as text. CUDA runtime/driver (1000 * major + 10 * minor): 13000 -> "13.0".
+// Libraries (cuBLAS, cuDNN 9, NCCL >= 2.9: 10000 * major + 100 * minor + patch; cuDNN 8 and
+// older NCCL: 1000 * major + 100 * minor + patch): 22809 -> "2.28.9", 8907 -> "8.9.7". "" for 0.
+std::string cuda_version_string(int code);
+std::string library_version_string(int code);
+// The GPU libraries' versions as the libraries loaded in this process report them at run time
+// (cublasGetProperty, cudnnGetVersion, ncclGetVersion), found among the loaded libraries or
+// with dlopen of their usual names; "" for a library that cannot be loaded.
+struct GpuLibraryVersions {
+  std::string cublas, cudnn, nccl;
+};
+GpuLibraryVersions gpu_library_versions();
+
 // The folder of the running executable (/proc/self/exe), where brisk looks for brisk-selftest.
 std::string executable_dir();
 

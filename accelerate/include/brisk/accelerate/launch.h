@@ -33,8 +33,8 @@ struct LaunchSettings {
 };
 
 // `config` is the flags merged over the config file (merge()). With no num_processes there:
-// one process per listed gpu_id; else one per GPU when this build sees GPUs and use_cpu is off;
-// else 1 for distributed_type NO; else 2. Throws brisk::Error for a multi-machine job without a
+// 1 for distributed_type NO; else one process per listed gpu_id; else one per GPU when this
+// build sees GPUs and use_cpu is off (and not MULTI_CPU); else 2. Throws brisk::Error for a multi-machine job without a
 // hostfile (saying how to write one).
 LaunchSettings resolve_launch(const Config& config, const HostFacts& host);
 

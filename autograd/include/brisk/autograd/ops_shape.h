@@ -27,6 +27,8 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
 Tensor to(const Tensor& x, DType dtype);
-Tensor to(const Tensor& x, Device device);
+// A copy on `device`, differentiable (the gradient is copied back to x's device). non_blocking:
+// a copy from pinned host memory or within the GPU is only enqueued on the current stream.
+Tensor to(const Tensor& x, Device device, bool non_blocking = false);
 
 }  // namespace brisk

@@ -112,7 +112,9 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;
-  Tensor to(Device device) const;
+  // A copy on `device` (this tensor itself when already there), differentiable: the gradient
+  // flows back to this tensor's device. non_blocking: see copy_bytes.
+  Tensor to(Device device, bool non_blocking = false) const;
   Tensor sum() const;
   Tensor mean() const;
 

@@ -1,7 +1,8 @@
 // DataLoader: batches from a dataset in a per-epoch plan of index lists, optionally built by
 // background worker threads with ordered prefetch. Batch k of an epoch is always yielded
 // k-th and holds the same values for any num_workers; a worker's exception is re-thrown in
-// the caller at the batch where it happened; breaking out early joins the workers.
+// the caller at the batch where it happened; breaking out early joins the workers. Batches can
+// be collated into pinned host memory and copied to a GPU ahead of use on a side stream.
 #pragma once
 #include <atomic>
 #include <concepts>
@@ -9,22 +10,34 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "brisk/data/dataset.h"
 #include "brisk/data/sampler.h"
+#include "brisk/kernels/cuda.h"
 
 namespace brisk::data {
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;       // a RandomSampler(size, seed) reseeded each epoch (seed + epoch)
-  bool drop_last = false;     // drop the last batch when it is smaller than batch_size
-  int64_t num_workers = 0;    // 0: batches are built in the caller's thread
+  bool shuffle = false;         // a RandomSampler(size, seed) reseeded each epoch (seed + epoch)
+  bool drop_last = false;       // drop the last batch when it is smaller than batch_size
+  int64_t num_workers = 0;      // 0: batches are built in the caller's thread
   int64_t prefetch_factor = 2;  // with workers: at most num_workers * prefetch_factor batches ahead
   uint64_t seed = 0;
   std::shared_ptr<Sampler> sampler = nullptr;  // replaces the default order; excludes shuffle
+  // Batches in page-locked host memory (cuda::pin_memory), so copies to a GPU can run
+  // asynchronously. Plain memory where there is no GPU (or no CUDA in this build).
+  bool pin_memory = false;
+  // Where batches are handed out. A GPU: each batch is copied there on a side stream, one batch
+  // ahead (by the workers when there are any), and the consumer's current stream waits for that
+  // copy on the device before the batch is handed out. Needs a CUDA build and that GPU.
+  Device device = kCPU;
+  // Copies to the GPU return before they finish (safe: the consumer's stream waits for them);
+  // only copies from pinned memory can be left in flight.
+  bool non_blocking = true;
 };
 
 // An epoch's batches, each a list of dataset indices.
@@ -44,8 +57,9 @@ class DataLoader {
   DataLoader(std::shared_ptr<IterableDataset> dataset, DataLoaderOptions options = {});
   // Takes a dataset by value: `DataLoader loader(FashionMNIST(Split::Train), {.batch_size = 64})`.
   template <class D>
-    requires std::derived_from<std::remove_cvref_t<D>, Dataset> || std::derived_from<std::remove_cvref_t<D>, IterableDataset>
-  DataLoader(D&& dataset, DataLoaderOptions options = {})
+  requires std::derived_from<std::remove_cvref_t<D>, Dataset> ||
+      std::derived_from<std::remove_cvref_t<D>, IterableDataset>
+      DataLoader(D&& dataset, DataLoaderOptions options = {})
       : DataLoader(to_shared(std::make_shared<std::remove_cvref_t<D>>(std::forward<D>(dataset))), std::move(options)) {}
 
   class Iterator {
@@ -93,6 +107,8 @@ class DataLoader {
   BatchPlan default_batch_indices(uint64_t epoch) const;
   void set_batch_source(BatchSource source) { source_ = std::move(source); }
   void set_fetch_wrapper(FetchWrapper wrapper) { fetch_wrapper_ = std::move(wrapper); }
+  // Hands out later batches on `device` (the Accelerator's placement); see DataLoaderOptions::device.
+  void set_device(Device device);
   bool has_batch_source() const { return static_cast<bool>(source_); }
 
   const DataLoaderOptions& options() const { return options_; }
@@ -103,6 +119,7 @@ class DataLoader {
   static std::shared_ptr<Dataset> to_shared(std::shared_ptr<Dataset> d) { return d; }
   static std::shared_ptr<IterableDataset> to_shared(std::shared_ptr<IterableDataset> d) { return d; }
   void check_options() const;
+  static void check_device(Device device);
 
   std::shared_ptr<Dataset> dataset_;
   std::shared_ptr<IterableDataset> iterable_;
@@ -115,6 +132,9 @@ class DataLoader {
   bool started_ = false;
   int64_t start_batch_ = 0;
   std::shared_ptr<std::atomic<int64_t>> position_ = std::make_shared<std::atomic<int64_t>>(0);
+  // The side stream batches are copied to options_.device on (made at the first epoch that needs
+  // it and kept, so the caching allocator reuses the batches' device blocks across epochs).
+  std::optional<cuda::Stream> copy_stream_;
 };
 
 }  // namespace brisk::data

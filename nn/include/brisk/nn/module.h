@@ -79,10 +79,13 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
-  // Moves/casts every parameter and buffer in place (floating tensors only for dtype).
-  Module& to(Device device);
+  // Moves/casts every parameter and buffer in place (floating tensors only for dtype): each
+  // tensor handle keeps its identity and autograd state (requires_grad, hooks; a gradient moves
+  // along), so optimizers and tied weights (one tensor under several names) stay as they were.
+  // non_blocking: copies from pinned host memory are only enqueued (see Tensor::to).
+  Module& to(Device device, bool non_blocking = false);
   Module& to(DType dtype);
-  Module& to(Device device, DType dtype);
+  Module& to(Device device, DType dtype, bool non_blocking = false);
   // Drops gradients (set_to_none) or zeroes them.
   void zero_grad(bool set_to_none = true);
   // fn(module) on every submodule, children first, then this one (as PyTorch's apply).
