@@ -3,6 +3,8 @@
 // draws give the CPU's values bit for bit, made on the device with no host buffer. Contiguous
 // aligned tensors are written a 128-bit vector at a time; other layouts through the strided
 // indexer. Both loops are grid-stride, so any grid covers every element once.
+#include <type_traits>
+
 #include "brisk/kernels/device/factory.h"
 #include "brisk/kernels/device/random.h"
 #include "brisk/kernels/dispatch.h"
@@ -41,10 +43,15 @@ __global__ void fill_indexed_strided_kernel(int64_t n, device::StridedIndexer<1>
   }
 }
 
+// The random float fills (uniform_, normal_) only take float dtypes (checked by the factories);
+// the others take every dtype.
+template <class F>
+inline constexpr bool kFloatOnly = std::is_same_v<F, device::UniformDraw> || std::is_same_v<F, device::NormalDraw>;
+
 template <class F>
 void launch_fill(const Tensor& t, const char* op, const F& f) {
   OpScope scope(op, &t);
-  visit_all(t.dtype(), t.device(), op, [&](auto tag) {
+  auto run = [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = t.numel();
     if (n == 0) return;
@@ -61,7 +68,11 @@ void launch_fill(const Tensor& t, const char* op, const F& f) {
       rt::launch(op, fill_indexed_strided_kernel<T, F>, dim3(rt::elementwise_blocks(n)), dim3(rt::kElementwiseThreads),
                  0, stream, n, ix, out, f);
     }
-  });
+  };
+  if constexpr (kFloatOnly<F>)
+    visit_float(t.dtype(), t.device(), op, run);
+  else
+    visit_all(t.dtype(), t.device(), op, run);
 }
 
 }  // namespace

@@ -413,24 +413,34 @@ const CaseRegistrar reg{
      .exact = true},
     // --- in place --------------------------------------------------------------------------------
     {.op = "add_",
-     .variant = "alpha 1 and not, broadcast and other-dtype sources, strided destinations",
+     .variant = "alpha 1 and powers of two (exact fused or not), broadcast and other-dtype sources, strided "
+                "destinations, integers",
      .dtypes = kFloat,
      .run =
          [](const CaseEnv& e) {
            Tensor a = e.input({9, 131}, 100), b = e.input({9, 131}, 101), c = e.input({4099}, 102);
            kernels::add_(a, e.input({9, 131}, 103));
-           kernels::add_(b, e.input({131}, 104), 0.3);
+           kernels::add_(b, e.input({131}, 104), 0.5);
            kernels::add_(b, e.input_as({9, 1}, DType::F32, 105, -1, 1), -2.0);
-           kernels::add_(c, e.input({4099}, 106), -0.7);
+           kernels::add_(c, e.input({4099}, 106), -0.25);
            Tensor t = e.input({12, 8}, 107);
            Tensor tt = t.as_strided({8, 12}, {t.stride(1), t.stride(0)}, t.offset());  // transposed
-           kernels::add_(tt, e.input({8, 12}, 108), 1.5);
+           kernels::add_(tt, e.input({8, 12}, 108), 4.0);
            Tensor i = e.input_as({3, 37}, DType::I32, 109, -50, 50), u = e.input_as({37}, DType::U8, 110, 0, 256);
            kernels::add_(i, e.input_as({37}, DType::I32, 111, -50, 50), 3.0);
            kernels::add_(u, e.input_as({37}, DType::U8, 112, 0, 256));  // wraps modulo 256
            return std::vector<Tensor>{a, b, c, t, i, u};
          },
      .exact = true},
+    {.op = "add_",
+     .variant = "alpha 0.3 (one rounding where the compiler fuses the multiply-add)",
+     .dtypes = kFloat,
+     .run =
+         [](const CaseEnv& e) {
+           Tensor a = e.input({7, 1029}, 113);
+           kernels::add_(a, e.input({1029}, 114), 0.3);
+           return std::vector<Tensor>{a};
+         }},
     {.op = "mul_scalar_",
      .variant = "float and integer, contiguous and strided",
      .dtypes = kFloat,

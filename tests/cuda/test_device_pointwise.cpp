@@ -462,6 +462,16 @@ int64_t ulp_distance(double a, double b) {
 
 }  // namespace
 
+TEST(DeviceRandom, StrictProductsAreNeverFusedAndFusedOnesAlwaysAre) {
+  // a * b = 1 - 2^-60 exactly: rounded on its own it is 1, fused with - 1 it is -2^-60. The
+  // host compiler would fuse a plain a * b - 1 on an FMA target; Strict must not let it.
+  volatile double va = 1.0 + 0x1p-30, vb = 1.0 - 0x1p-30;
+  const double a = va, b = vb;
+  EXPECT_EQ((dev::Strict(a) * b - 1.0).v, 0.0);
+  EXPECT_EQ(dev::unfused_mul(a, b) - 1.0, 0.0);
+  EXPECT_EQ(dev::fused_mul_add(a, b, -1.0), -0x1p-60);
+}
+
 TEST(DeviceRandom, PortableLogIsWithinAnUlpOfLibm) {
   std::mt19937_64 gen(10);
   auto check = [&](double u) {
@@ -601,9 +611,9 @@ TEST(DeviceFactory, ArangeAndLinspaceValuesAreTheCpuValuesInEveryDtype) {
         EXPECT_EQ(as_double(dev::store_double<T>(lv(static_cast<int64_t>(i)))), l[i]) << dtype_name(dt) << " " << i;
     });
   }
-  // Strict arithmetic is plain IEEE arithmetic on the host, and linspace ends exactly at end.
+  // One fused rounding per value, and linspace ends exactly at end.
   const dev::ArangeValues av{0.1, 0.3};
-  for (int64_t i = 0; i < 1000; ++i) EXPECT_EQ(av(i), 0.1 + static_cast<double>(i) * 0.3);
+  for (int64_t i = 0; i < 1000; ++i) EXPECT_EQ(av(i), std::fma(static_cast<double>(i), 0.3, 0.1));
   EXPECT_EQ((dev::LinspaceValues{0.1, 0.7, 0.6 / 6, 7})(6), 0.7);
   EXPECT_EQ((dev::LinspaceValues{0.1, 0.7, 0.6 / 6, 7})(0), 0.1);
 }

@@ -1,7 +1,8 @@
 // The per-element values of arange and linspace, and how every factory stores a double in a
 // tensor's dtype, written once for host and device: the CPU factories and the CUDA kernels call
-// the same functions (with the same rounding: Strict arithmetic, no fused multiply-adds), so the
-// GPU makes the same values as the CPU bit for bit.
+// the same functions (with the same rounding: each product and sum fused into one fma, as GCC
+// compiled these formulas for the CPU before they were shared), so the GPU makes the same values
+// as the CPU bit for bit.
 #pragma once
 #include <cstdint>
 
@@ -21,9 +22,7 @@ BRISK_HOST_DEVICE inline T store_double(double v) {
 // arange: start + i * step.
 struct ArangeValues {
   double start, step;
-  BRISK_HOST_DEVICE double operator()(int64_t i) const {
-    return (Strict(start) + Strict(static_cast<double>(i)) * step).v;
-  }
+  BRISK_HOST_DEVICE double operator()(int64_t i) const { return fused_mul_add(static_cast<double>(i), step, start); }
 };
 
 // linspace: filled from both ends, as PyTorch does, so the first value is exactly start and the
@@ -34,8 +33,8 @@ struct LinspaceValues {
   int64_t steps;  // number of values
 
   BRISK_HOST_DEVICE double operator()(int64_t i) const {
-    if (i < steps / 2) return (Strict(start) + Strict(step) * static_cast<double>(i)).v;
-    return (Strict(end) - Strict(step) * static_cast<double>(steps - 1 - i)).v;
+    if (i < steps / 2) return fused_mul_add(step, static_cast<double>(i), start);
+    return fused_mul_add(-step, static_cast<double>(steps - 1 - i), end);
   }
 };
 

@@ -10,8 +10,9 @@
 //    below -87.33 and +inf above 88); these functors use libm's exp on the host and CUDA's
 //    accurate expf/exp on the device (within 2 ulp; subnormal results kept).
 //  - the other transcendental functions: CUDA's versions are within 1-4 ulp of libm's.
-//  - a * b + c: nvcc fuses it into one FMA (one rounding instead of two) unless the operation
-//    is written with mul_rn/add_rn, as add_ is (its results are the CPU's bit for bit).
+//  - a * b + c: nvcc fuses it into one FMA (one rounding instead of two), and so does GCC for
+//    a target with FMA (brisk builds with -march=native); where only one side fuses, the last
+//    bit may differ.
 //  - integer pow: exact repeated squaring; the CPU computes it in double and truncates, so the
 //    two agree wherever the result fits in 53 bits (beyond that the CPU's value is rounded, and
 //    an overflowing conversion is undefined behaviour in C++).
@@ -101,50 +102,6 @@ BRISK_HOST_DEVICE inline double pow(double x, double y) {
   return ::pow(x, y);
 }
 }  // namespace math
-
-// --- arithmetic the compiler may not fuse ---------------------------------------------------------
-// One IEEE rounding per operation, as the CPU computes (brisk's host code is compiled as ISO C++,
-// where GCC does not contract a * b + c). On the device the _rn intrinsics are never fused into
-// FMAs; plain a * b + c would be. Integers pass through unchanged.
-template <class A>
-BRISK_HOST_DEVICE inline A mul_rn(A a, A b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<A, float>)
-    return __fmul_rn(a, b);
-  else if constexpr (std::is_same_v<A, double>)
-    return __dmul_rn(a, b);
-  else
-    return static_cast<A>(a * b);
-#else
-  return static_cast<A>(a * b);
-#endif
-}
-template <class A>
-BRISK_HOST_DEVICE inline A add_rn(A a, A b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<A, float>)
-    return __fadd_rn(a, b);
-  else if constexpr (std::is_same_v<A, double>)
-    return __dadd_rn(a, b);
-  else
-    return static_cast<A>(a + b);
-#else
-  return static_cast<A>(a + b);
-#endif
-}
-template <class A>
-BRISK_HOST_DEVICE inline A sub_rn(A a, A b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<A, float>)
-    return __fsub_rn(a, b);
-  else if constexpr (std::is_same_v<A, double>)
-    return __dsub_rn(a, b);
-  else
-    return static_cast<A>(a - b);
-#else
-  return static_cast<A>(a - b);
-#endif
-}
 
 template <class A>
 BRISK_HOST_DEVICE inline bool is_nan(A v) {
@@ -465,12 +422,13 @@ struct ClampBackwardFn {
 
 // --- in place -----------------------------------------------------------------------------------
 
-// dst + alpha * src, rounded after the product and after the sum as on the CPU (with alpha = 1
-// the product is exact, so this is also the CPU's dst + src).
+// dst + alpha * src, written as the CPU writes it (fused into one FMA by nvcc, and by GCC on FMA
+// targets). With alpha = 1 (the CPU then computes dst + src) or any power of two the product is
+// exact, so fused or not the result is the same.
 template <class A>
 struct AddScaledFn {
   A alpha;
-  BRISK_HOST_DEVICE A operator()(A dst, A src) const { return add_rn(dst, mul_rn(alpha, src)); }
+  BRISK_HOST_DEVICE A operator()(A dst, A src) const { return static_cast<A>(dst + alpha * src); }
 };
 
 template <class A>

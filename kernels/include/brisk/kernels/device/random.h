@@ -4,12 +4,14 @@
 // (seed, base + i) (base: the counters Generator::reserve handed out), so the values do not
 // depend on the thread count or the launch shape either.
 //
-// Bit-identical needs every operation rounded the same way on both sides: no fused multiply-adds
-// (the Strict type below uses the device's non-fusing _rn intrinsics, and brisk's host code is
-// ISO C++, which GCC does not contract), and no libm calls, whose last bits differ between glibc
-// and CUDA. normal_ therefore uses its own log and cos (fdlibm's polynomials; within 1 and 2 ulp
-// of the exact values), built from IEEE +, -, *, / and sqrt only.
+// Bit-identical needs every operation rounded the same way on both sides. A product that feeds
+// a sum is either fused explicitly (fma(), one rounding everywhere) or kept apart (Strict, two
+// roundings everywhere): left to the compilers, nvcc fuses a * b + c and GCC does too in C++ for
+// an FMA target (-march=native), each where it sees fit. libm is not used either, since glibc's
+// and CUDA's last bits differ: normal_ has its own log and cos (fdlibm's polynomials; within 1
+// and 2 ulp of the exact values), built from IEEE +, -, *, / and sqrt only.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -19,19 +21,54 @@
 
 namespace brisk::kernels::device {
 
-// A double whose arithmetic is rounded after every operation on host and device alike.
+// a * b rounded to double and never fused into a following addition. On the device the _rn
+// intrinsic is never fused; on the host an empty asm makes the product opaque to the compiler's
+// contraction pass (it costs no instruction).
+BRISK_HOST_DEVICE inline double unfused_mul(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  double p = a * b;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __asm__("" : "+x"(p));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  __asm__("" : "+w"(p));
+#else
+  volatile double opaque = p;
+  p = opaque;
+#endif
+  return p;
+#endif
+}
+
+// a * b + c with one rounding, on host and device alike (an FMA instruction, or glibc's exact
+// software fma on a host without one).
+BRISK_HOST_DEVICE inline double fused_mul_add(double a, double b, double c) {
+  return ::fma(a, b, c);
+}
+
+// A double whose every operation is rounded on its own, on host and device alike (products are
+// never fused into sums), so code written with it computes the same bits on both.
 struct Strict {
   double v;
   BRISK_HOST_DEVICE constexpr Strict(double x) : v(x) {}  // NOLINT: implicit, so constants mix in
 };
+BRISK_HOST_DEVICE inline Strict operator*(Strict a, Strict b) {
+  return unfused_mul(a.v, b.v);
+}
 BRISK_HOST_DEVICE inline Strict operator+(Strict a, Strict b) {
-  return add_rn(a.v, b.v);
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a.v, b.v);
+#else
+  return a.v + b.v;
+#endif
 }
 BRISK_HOST_DEVICE inline Strict operator-(Strict a, Strict b) {
-  return sub_rn(a.v, b.v);
-}
-BRISK_HOST_DEVICE inline Strict operator*(Strict a, Strict b) {
-  return mul_rn(a.v, b.v);
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a.v, b.v);
+#else
+  return a.v - b.v;
+#endif
 }
 BRISK_HOST_DEVICE inline Strict operator/(Strict a, Strict b) {
 #if defined(__CUDA_ARCH__)
@@ -173,7 +210,7 @@ BRISK_HOST_DEVICE inline uint64_t philox_u64(uint64_t seed, uint64_t counter) {
   return (static_cast<uint64_t>(r[0]) << 32) | r[1];
 }
 
-// uniform_: lo + (hi - lo) * u with u = k * 2^-digits, where digits is the dtype's significand
+// uniform_: lo + (hi - lo) * u (one fused rounding) with u = k * 2^-digits, where digits is the dtype's significand
 // width (53, 24, 11 or 8 bits), so u is exact in the dtype and rounding on store can never turn
 // a value just below 1 into 1.
 struct UniformDraw {
@@ -186,13 +223,13 @@ struct UniformDraw {
   BRISK_HOST_DEVICE double operator()(int64_t i) const {
     const uint64_t bits = philox_u64(seed, base + static_cast<uint64_t>(i)) >> (64 - digits);
     const double u = static_cast<double>(bits) * scale;  // exact: a power-of-two scaling
-    return (Strict(lo) + (Strict(hi) - lo) * u).v;
+    return fused_mul_add(hi - lo, u, lo);
   }
 };
 
-// normal_: Box-Muller on the block's two 53-bit halves, mean + std * sqrt(-2 log u1) cos(2 pi u2)
-// with u1 in (0, 1] and u2 in [0, 1); the sine half of the pair is not used, so the value of
-// element i depends on counter base + i alone.
+// normal_: Box-Muller on the block's two 53-bit halves, mean + (std * sqrt(-2 log u1)) cos(2 pi u2)
+// (the last product and sum fused) with u1 in (0, 1] and u2 in [0, 1); the sine half of the pair is not used, so the
+// value of element i depends on counter base + i alone.
 struct NormalDraw {
   uint64_t seed;
   uint64_t base;
@@ -204,7 +241,7 @@ struct NormalDraw {
     const double u1 = 1.0 - Philox::to_unit_double(r[0], r[1]);  // exact: both on the 2^-53 grid
     const double u2 = Philox::to_unit_double(r[2], r[3]);
     const double radius = math::sqrt(-2.0 * portable_log(u1));  // IEEE sqrt on both sides
-    return (Strict(mean) + Strict(stddev) * radius * cos_two_pi(u2)).v;
+    return fused_mul_add(unfused_mul(stddev, radius), cos_two_pi(u2), mean);
   }
 };
 
