@@ -1,5 +1,6 @@
-// Factories (PyTorch's names), in namespace brisk. Random factories draw from the
-// counter-based generator, so a seed gives the same values on every device and thread count.
+// Factories (PyTorch's names), in namespace brisk. Values are made on the tensor's device. Random
+// factories draw from the counter-based generator (element i of a draw uses counter offset + i),
+// so a seed gives the same values, bit for bit, on every device and thread count.
 #pragma once
 #include "brisk/core/rng.h"
 #include "brisk/core/tensor.h"
@@ -30,7 +31,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions o = 
                Generator* gen = nullptr);
 // A random permutation of 0..n-1 (i64).
 Tensor randperm(int64_t n, Generator* gen = nullptr);
-// In-place fills.
+// In-place fills of a float tensor of any layout on any device (element i in row-major order
+// gets draw i); not of a broadcast view, whose elements share memory.
 void uniform_(const Tensor& t, double lo, double hi, Generator* gen = nullptr);
 void normal_(const Tensor& t, double mean, double std, Generator* gen = nullptr);
 
