@@ -1,5 +1,5 @@
 // Helpers shared by the CPU reduction kernels (reduce.cpp) and the along-one-dim kernels
-// (softmax.cpp: softmax, cumsum, topk): accumulator types, checks, lane sums.
+// (softmax.cpp: softmax, cumsum, topk): accumulator types and lane sums.
 #pragma once
 #include <algorithm>
 #include <bit>
