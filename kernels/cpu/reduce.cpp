@@ -2,8 +2,6 @@
 // logsumexp) over any set of dims. The input is never copied: kept and reduced dims are read
 // through their strides, and each output element is reduced by one thread in a fixed order,
 // so results do not depend on the OpenMP thread count.
-#include "brisk/kernels/reduce.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,19 +10,15 @@
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/strided.h"
 #include "cpu/reduce_common.h"
+#include "cpu/reduce_kernels.h"
 
-namespace brisk::kernels {
+namespace brisk::kernels::cpu {
 
 namespace {
-
-using cpu::kParallelGrain;
-using cpu::load;
-using cpu::sum_acc_t;
 
 // Where the reduction reads: kept dims and reduced dims, each coalesced (size-1 dims dropped,
 // adjacent dims merged when their strides allow), with the input's strides.
 struct ReduceGeom {
-  Shape out;  // requested output shape (keepdim or not)
   int64_t n_out = 1, n_red = 1;
   Shape ksz, rsz;
   Strides kst, rst;
@@ -47,27 +41,17 @@ void coalesce_dims(Shape& sz, Strides& st) {
   st = std::move(t);
 }
 
-ReduceGeom make_geom(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  const int64_t nd = x.dim();
-  std::vector<bool> red(static_cast<size_t>(nd), dims.empty());
-  for (int64_t d : dims) {
-    const int64_t w = cpu::wrap_dim_checked(op, d, x);
-    if (nd == 0) continue;
-    BRISK_CHECK(!red[w], op, ": dim ", d, " appears more than once in dims ", dims, " (input shape ", x.sizes(), ")");
-    red[w] = true;
-  }
+ReduceGeom make_geom(const Tensor& x, const std::vector<bool>& reduced) {
   ReduceGeom g;
-  for (int64_t d = 0; d < nd; ++d) {
-    if (red[d]) {
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (reduced[d]) {
       g.rsz.push_back(x.size(d));
       g.rst.push_back(x.stride(d));
       g.n_red *= x.size(d);
-      if (keepdim) g.out.push_back(1);
     } else {
       g.ksz.push_back(x.size(d));
       g.kst.push_back(x.stride(d));
       g.n_out *= x.size(d);
-      g.out.push_back(x.size(d));
     }
   }
   coalesce_dims(g.ksz, g.kst);
@@ -195,7 +179,7 @@ struct SumOp {
   int64_t n;
   S init(int64_t) const { return S(0); }
   void step(S& a, T v, int64_t) const { a += load<S>(v); }
-  void row(S& a, const T* p, int64_t len) const { a += cpu::sum_lanes<S>(p, len); }
+  void row(S& a, const T* p, int64_t len) const { a += sum_lanes<S>(p, len); }
   void store(int64_t o, S a) const {
     if (divide) a /= static_cast<S>(n);
     out[o] = static_cast<O>(a);
@@ -322,136 +306,92 @@ struct SumExpOp {
   const A* maxes;
   T* out;
   Acc init(int64_t o) const { return {std::isinf(maxes[o]) ? A(0) : maxes[o], S(0)}; }
-  void step(Acc& a, T t, int64_t) const { a.s += static_cast<S>(cpu::fast_exp(load<A>(t) - a.m)); }
+  void step(Acc& a, T t, int64_t) const { a.s += static_cast<S>(fast_exp(load<A>(t) - a.m)); }
   void store(int64_t o, const Acc& a) const { out[o] = static_cast<T>(std::log(a.s) + static_cast<S>(a.m)); }
 };
 
-void check_nonempty(const char* op, const Tensor& x, const ReduceGeom& g) {
-  BRISK_CHECK(g.n_red > 0 || g.n_out == 0, op, ": cannot reduce over zero elements (input shape ", x.sizes(),
-              "); there is no identity for ", op);
-}
-
-template <bool Max>
-Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  require_cpu(op, x);
-  ReduceGeom g = make_geom(op, x, dims, keepdim);
-  check_nonempty(op, x, g);
-  Tensor out = empty(g.out, x.dtype(), x.device());
-  visit_numeric(x.dtype(), x.device(), op, [&](auto tag) {
-    using T = decltype(tag);
-    run_reduce(g, static_cast<const T*>(x.data_ptr()), ExtremeOp<T, T, Max>{static_cast<T*>(out.data_ptr())});
-  });
-  return out;
-}
-
-// Values (optional) and indices along `dim`, or over everything when dim is absent.
-template <bool Max>
-ValuesIndices arg_extreme(const char* op, const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool want_values) {
-  require_cpu(op, x);
-  std::vector<int64_t> dims;
-  if (dim) dims.push_back(*dim);
-  ReduceGeom g = make_geom(op, x, dims, keepdim);
-  check_nonempty(op, x, g);
-  ValuesIndices r;
-  r.indices = empty(g.out, DType::I64, x.device());
-  if (want_values) r.values = empty(g.out, x.dtype(), x.device());
-  visit_numeric(x.dtype(), x.device(), op, [&](auto tag) {
-    using T = decltype(tag);
-    T* vals = want_values ? static_cast<T*>(r.values.data_ptr()) : nullptr;
-    run_reduce(g, static_cast<const T*>(x.data_ptr()),
-               ArgExtremeOp<T, Max>{vals, static_cast<int64_t*>(r.indices.data_ptr())});
-  });
-  return r;
-}
-
-Tensor var_impl(const char* op, const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim,
-                bool take_sqrt) {
-  require_cpu(op, x);
-  cpu::require_float(op, x);
-  BRISK_CHECK(correction >= 0, op, ": correction must be >= 0, got ", correction, " (input shape ", x.sizes(), ")");
-  ReduceGeom g = make_geom(op, x, dims, keepdim);
-  Tensor out = empty(g.out, x.dtype(), x.device());
-  std::vector<double> means(static_cast<size_t>(g.n_out));
-  const double denom = static_cast<double>(std::max<int64_t>(0, g.n_red - correction));
-  visit_float(x.dtype(), x.device(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* src = static_cast<const T*>(x.data_ptr());
-    run_reduce(g, src, SumOp<T, double>{means.data(), true, g.n_red});
-    run_reduce(g, src, SquaredDevOp<T>{means.data(), static_cast<T*>(out.data_ptr()), denom, take_sqrt});
-  });
-  return out;
-}
-
 }  // namespace
 
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  require_cpu("sum", x);
-  ReduceGeom g = make_geom("sum", x, dims, keepdim);
-  Tensor out = empty(g.out, x.is_floating_point() ? x.dtype() : DType::I64, x.device());
+void sum(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out) {
+  const ReduceGeom g = make_geom(x, reduced);
   visit_all(x.dtype(), x.device(), "sum", [&](auto tag) {
     using T = decltype(tag);
     using O = std::conditional_t<std::is_floating_point_v<acc_t<T>>, T, int64_t>;
     run_reduce(g, static_cast<const T*>(x.data_ptr()), SumOp<T, O>{static_cast<O*>(out.data_ptr()), false, g.n_red});
   });
-  return out;
 }
 
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  require_cpu("mean", x);
-  cpu::require_float("mean", x);
-  ReduceGeom g = make_geom("mean", x, dims, keepdim);
-  Tensor out = empty(g.out, x.dtype(), x.device());
+void mean(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out) {
+  const ReduceGeom g = make_geom(x, reduced);
   visit_float(x.dtype(), x.device(), "mean", [&](auto tag) {
     using T = decltype(tag);
     run_reduce(g, static_cast<const T*>(x.data_ptr()), SumOp<T, T>{static_cast<T*>(out.data_ptr()), true, g.n_red});
   });
-  return out;
 }
 
-Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  require_cpu("prod", x);
-  ReduceGeom g = make_geom("prod", x, dims, keepdim);
-  Tensor out = empty(g.out, x.is_floating_point() ? x.dtype() : DType::I64, x.device());
+void prod(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out) {
+  const ReduceGeom g = make_geom(x, reduced);
   visit_all(x.dtype(), x.device(), "prod", [&](auto tag) {
     using T = decltype(tag);
     using O = std::conditional_t<std::is_floating_point_v<acc_t<T>>, T, int64_t>;
     run_reduce(g, static_cast<const T*>(x.data_ptr()), ProdOp<T, O>{static_cast<O*>(out.data_ptr())});
   });
-  return out;
 }
 
-Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return extreme<true>("amax", x, dims, keepdim);
-}
-Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return extreme<false>("amin", x, dims, keepdim);
+namespace {
+
+template <bool Max>
+void extreme(const char* op, const Tensor& x, const std::vector<bool>& reduced, const Tensor& out) {
+  const ReduceGeom g = make_geom(x, reduced);
+  visit_numeric(x.dtype(), x.device(), op, [&](auto tag) {
+    using T = decltype(tag);
+    run_reduce(g, static_cast<const T*>(x.data_ptr()), ExtremeOp<T, T, Max>{static_cast<T*>(out.data_ptr())});
+  });
 }
 
-ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_extreme<true>("max", x, dim, keepdim, true);
-}
-ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_extreme<false>("min", x, dim, keepdim, true);
-}
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_extreme<true>("argmax", x, dim, keepdim, false).indices;
-}
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_extreme<false>("argmin", x, dim, keepdim, false).indices;
-}
-
-Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
-  return var_impl("var", x, dims, correction, keepdim, false);
-}
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
-  return var_impl("std", x, dims, correction, keepdim, true);
+template <bool Max>
+void arg_extreme_impl(const char* op, const Tensor& x, const std::vector<bool>& reduced, const Tensor& values,
+                      const Tensor& indices) {
+  const ReduceGeom g = make_geom(x, reduced);
+  visit_numeric(x.dtype(), x.device(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* vals = values.defined() ? static_cast<T*>(values.data_ptr()) : nullptr;
+    run_reduce(g, static_cast<const T*>(x.data_ptr()),
+               ArgExtremeOp<T, Max>{vals, static_cast<int64_t*>(indices.data_ptr())});
+  });
 }
 
-Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  require_cpu("logsumexp", x);
-  cpu::require_float("logsumexp", x);
-  ReduceGeom g = make_geom("logsumexp", x, dims, keepdim);
-  Tensor out = empty(g.out, x.dtype(), x.device());
+}  // namespace
+
+void amax(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out) {
+  extreme<true>("amax", x, reduced, out);
+}
+void amin(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out) {
+  extreme<false>("amin", x, reduced, out);
+}
+
+void arg_extreme(const char* op, const Tensor& x, const std::vector<bool>& reduced, bool is_max, const Tensor& values,
+                 const Tensor& indices) {
+  if (is_max)
+    arg_extreme_impl<true>(op, x, reduced, values, indices);
+  else
+    arg_extreme_impl<false>(op, x, reduced, values, indices);
+}
+
+void var(const Tensor& x, const std::vector<bool>& reduced, int64_t correction, bool take_sqrt, const Tensor& out) {
+  const ReduceGeom g = make_geom(x, reduced);
+  std::vector<double> means(static_cast<size_t>(g.n_out));
+  const double denom = static_cast<double>(std::max<int64_t>(0, g.n_red - correction));
+  visit_float(x.dtype(), x.device(), take_sqrt ? "std" : "var", [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = static_cast<const T*>(x.data_ptr());
+    run_reduce(g, src, SumOp<T, double>{means.data(), true, g.n_red});
+    run_reduce(g, src, SquaredDevOp<T>{means.data(), static_cast<T*>(out.data_ptr()), denom, take_sqrt});
+  });
+}
+
+void logsumexp(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out) {
+  const ReduceGeom g = make_geom(x, reduced);
   visit_float(x.dtype(), x.device(), "logsumexp", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -463,7 +403,6 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
       std::fill(maxes.begin(), maxes.end(), -std::numeric_limits<A>::infinity());
     run_reduce(g, src, SumExpOp<T>{maxes.data(), static_cast<T*>(out.data_ptr())});
   });
-  return out;
 }
 
-}  // namespace brisk::kernels
+}  // namespace brisk::kernels::cpu

@@ -1,5 +1,5 @@
 // Helpers shared by the CPU reduction kernels (reduce.cpp) and the along-one-dim kernels
-// (softmax.cpp: softmax, cumsum, topk): accumulator types, checks, lane sums.
+// (softmax.cpp: softmax, cumsum, topk): accumulator types and lane sums.
 #pragma once
 #include <algorithm>
 #include <bit>
@@ -39,20 +39,6 @@ inline S sum_lanes(const T* p, int64_t n) {
   for (int l = 0; l < L; ++l) s += lane[l];
   for (; i < n; ++i) s += load<S>(p[i]);
   return s;
-}
-
-inline void require_float(const char* op, const Tensor& x) {
-  BRISK_CHECK(x.is_floating_point(), op, ": expected a floating-point input, got ", dtype_name(x.dtype()), " of shape ",
-              x.sizes());
-}
-
-// Wraps dim into [0, ndim) (a 0-dim tensor accepts 0 and -1); the error names op and shape.
-inline int64_t wrap_dim_checked(const char* op, int64_t dim, const Tensor& x) {
-  const int64_t nd = x.dim();
-  const int64_t lo = nd == 0 ? -1 : -nd, hi = nd == 0 ? 0 : nd - 1;
-  BRISK_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " out of range for input of shape ", x.sizes(), " (expected ",
-              lo, "..", hi, ")");
-  return dim < 0 ? dim + (nd == 0 ? 1 : nd) : dim;
 }
 
 }  // namespace brisk::kernels::cpu

@@ -11,18 +11,14 @@
 #include <vector>
 
 #include "brisk/kernels/dispatch.h"
-#include "brisk/kernels/elementwise.h"
-#include "brisk/kernels/factory.h"
-#include "brisk/kernels/reduce.h"
 #include "brisk/kernels/strided.h"
+#include "cpu/cpu_kernels.h"
 #include "cpu/reduce_common.h"
+#include "cpu/reduce_kernels.h"
 
-namespace brisk::kernels {
+namespace brisk::kernels::cpu {
 
 namespace {
-
-using cpu::kParallelGrain;
-using cpu::load;
 
 constexpr int64_t kLanes = 64;  // columns processed together when the dim is not the last
 
@@ -90,7 +86,6 @@ A lane_sum(int64_t n, F&& f) {
 template <class T, bool Log>
 void softmax_impl(const T* x, T* y, const DimGeom& g) {
   using A = acc_t<T>;
-  using cpu::fast_exp;
   // f32/f64 outputs hold exp(x - m) between passes; 16-bit ones recompute it rather than
   // re-read a rounded value.
   constexpr bool kStoreExp = !Log && std::is_same_v<T, A>;
@@ -152,7 +147,7 @@ void softmax_backward_impl(const T* gr, const T* y, T* dx, const DimGeom& g) {
   using A = acc_t<T>;
   const int64_t n = g.n, st = g.inner;
   auto term = [](A gv, A yv) { return Log ? gv : gv * yv; };
-  auto grad = [](A gv, A yv, A s) { return Log ? gv - cpu::fast_exp(yv) * s : yv * (gv - s); };
+  auto grad = [](A gv, A yv, A s) { return Log ? gv - fast_exp(yv) * s : yv * (gv - s); };
   along_dim(
       g,
       [&](int64_t off) {
@@ -175,69 +170,42 @@ void softmax_backward_impl(const T* gr, const T* y, T* dx, const DimGeom& g) {
       });
 }
 
-Tensor softmax_common(const char* op, const Tensor& x, int64_t dim, bool log) {
-  require_cpu(op, x);
-  cpu::require_float(op, x);
-  dim = cpu::wrap_dim_checked(op, dim, x);
-  Tensor xc = contiguous(x);
-  Tensor y = empty(x.sizes(), x.dtype(), x.device());
+}  // namespace
+
+void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& y) {
   const DimGeom g = dim_geom(x.sizes(), dim);
-  visit_float(x.dtype(), x.device(), op, [&](auto tag) {
+  visit_float(x.dtype(), x.device(), log ? "log_softmax" : "softmax", [&](auto tag) {
     using T = decltype(tag);
-    const T* px = static_cast<const T*>(xc.data_ptr());
+    const T* px = static_cast<const T*>(x.data_ptr());
     T* py = static_cast<T*>(y.data_ptr());
     if (log)
       softmax_impl<T, true>(px, py, g);
     else
       softmax_impl<T, false>(px, py, g);
   });
-  return y;
 }
 
-Tensor softmax_backward_common(const char* op, const Tensor& grad, const Tensor& y, int64_t dim, bool log) {
-  require_cpu(op, y);
-  cpu::require_float(op, y);
-  BRISK_CHECK(grad.sizes() == y.sizes() && grad.dtype() == y.dtype(), op, ": grad ", grad.sizes(), " ",
-              dtype_name(grad.dtype()), " does not match output ", y.sizes(), " ", dtype_name(y.dtype()));
-  dim = cpu::wrap_dim_checked(op, dim, y);
-  Tensor gc = contiguous(grad), yc = contiguous(y);
-  Tensor dx = empty(y.sizes(), y.dtype(), y.device());
+void softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim, bool log, const Tensor& dx) {
   const DimGeom g = dim_geom(y.sizes(), dim);
-  visit_float(y.dtype(), y.device(), op, [&](auto tag) {
+  visit_float(y.dtype(), y.device(), log ? "log_softmax_backward" : "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* pg = static_cast<const T*>(gc.data_ptr());
-    const T* py = static_cast<const T*>(yc.data_ptr());
+    const T* pg = static_cast<const T*>(grad.data_ptr());
+    const T* py = static_cast<const T*>(y.data_ptr());
     T* pd = static_cast<T*>(dx.data_ptr());
     if (log)
       softmax_backward_impl<T, true>(pg, py, pd, g);
     else
       softmax_backward_impl<T, false>(pg, py, pd, g);
   });
-  return dx;
 }
 
-}  // namespace
-
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_common("softmax", x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_common("log_softmax", x, dim, true); }
-Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
-  return softmax_backward_common("softmax_backward", grad, y, dim, false);
-}
-Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
-  return softmax_backward_common("log_softmax_backward", grad, y, dim, true);
-}
-
-Tensor cumsum(const Tensor& x, int64_t dim, bool reverse) {
-  require_cpu("cumsum", x);
-  dim = cpu::wrap_dim_checked("cumsum", dim, x);
-  Tensor xc = contiguous(x);
-  Tensor y = empty(x.sizes(), x.is_floating_point() ? x.dtype() : DType::I64, x.device());
+void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& y) {
   const DimGeom g = dim_geom(x.sizes(), dim);
   visit_all(x.dtype(), x.device(), "cumsum", [&](auto tag) {
     using T = decltype(tag);
-    using S = cpu::sum_acc_t<T>;
+    using S = sum_acc_t<T>;
     using O = std::conditional_t<std::is_floating_point_v<acc_t<T>>, T, int64_t>;
-    const T* px = static_cast<const T*>(xc.data_ptr());
+    const T* px = static_cast<const T*>(x.data_ptr());
     O* py = static_cast<O*>(y.data_ptr());
     const int64_t n = g.n, st = g.inner;
     along_dim(
@@ -261,27 +229,19 @@ Tensor cumsum(const Tensor& x, int64_t dim, bool reverse) {
           }
         });
   });
-  return y;
 }
 
-ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
-  require_cpu("topk", x);
-  dim = cpu::wrap_dim_checked("topk", dim, x);
+void topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted, const Tensor& values,
+          const Tensor& indices) {
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
-  BRISK_CHECK(k >= 0 && k <= n && (x.dim() > 0 || k == 1), "topk: k = ", k, " is out of range for dim ", dim,
-              " of size ", n, " (input shape ", x.sizes(), ")");
-  Shape os = x.sizes();
-  if (x.dim() > 0) os[dim] = k;
-  ValuesIndices r{empty(os, x.dtype(), x.device()), empty(os, DType::I64, x.device())};
-  Tensor xc = contiguous(x);
   const DimGeom g = dim_geom(x.sizes(), dim);
   visit_numeric(x.dtype(), x.device(), "topk", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     using Entry = std::pair<A, int64_t>;
-    const T* px = static_cast<const T*>(xc.data_ptr());
-    T* pv = static_cast<T*>(r.values.data_ptr());
-    int64_t* pi = static_cast<int64_t*>(r.indices.data_ptr());
+    const T* px = static_cast<const T*>(x.data_ptr());
+    T* pv = static_cast<T*>(values.data_ptr());
+    int64_t* pi = static_cast<int64_t*>(indices.data_ptr());
     // A strict total order (NaN largest, ties by index), so the selection is deterministic.
     auto before = [largest](const Entry& a, const Entry& b) {
       const bool an = std::isnan(static_cast<double>(a.first)), bn = std::isnan(static_cast<double>(b.first));
@@ -329,28 +289,18 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
       }
     }
   });
-  return r;
 }
 
-Tensor take_along_dim_backward(const Tensor& grad, const Tensor& indices, int64_t dim, const Shape& in_sizes) {
+void take_along_dim_backward(const Tensor& grad, const Tensor& indices, int64_t dim, const Tensor& out) {
   const char* op = "take_along_dim_backward";
-  require_cpu(op, grad);
-  cpu::require_float(op, grad);
-  BRISK_CHECK(indices.dtype() == DType::I64 && indices.sizes() == grad.sizes(), op, ": indices ", indices.sizes(), " ",
-              dtype_name(indices.dtype()), " must be i64 with the grad's shape ", grad.sizes());
-  BRISK_CHECK(grad.dim() == static_cast<int64_t>(in_sizes.size()), op, ": grad ", grad.sizes(), " and input ", in_sizes,
-              " differ in rank");
-  Tensor out = zeros(in_sizes, {grad.dtype(), grad.device()});
-  if (out.numel() == 0) return out;
-  dim = cpu::wrap_dim_checked(op, dim, grad);
-  Tensor gc = contiguous(grad), ic = contiguous(indices);
-  const DimGeom gi = dim_geom(grad.sizes(), dim), go = dim_geom(in_sizes, dim);
-  BRISK_CHECK(gi.outer == go.outer && gi.inner == go.inner, op, ": grad ", grad.sizes(), " and input ", in_sizes,
-              " differ outside dim ", dim);
+  fill(out, 0.0);
+  if (out.numel() == 0) return;
+  const DimGeom gi = dim_geom(grad.sizes(), dim), go = dim_geom(out.sizes(), dim);
+  const Shape& in_sizes = out.sizes();
   visit_float(grad.dtype(), grad.device(), op, [&](auto tag) {
     using T = decltype(tag);
-    const T* pg = static_cast<const T*>(gc.data_ptr());
-    const int64_t* pi = static_cast<const int64_t*>(ic.data_ptr());
+    const T* pg = static_cast<const T*>(grad.data_ptr());
+    const int64_t* pi = static_cast<const int64_t*>(indices.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
     bool bad = false;
     // Each outer slab is written by one thread, in order: deterministic even with repeated indices.
@@ -368,7 +318,6 @@ Tensor take_along_dim_backward(const Tensor& grad, const Tensor& indices, int64_
         }
     BRISK_CHECK(!bad, op, ": an index is out of range for dim ", dim, " of input shape ", in_sizes);
   });
-  return out;
 }
 
-}  // namespace brisk::kernels
+}  // namespace brisk::kernels::cpu
