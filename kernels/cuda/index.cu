@@ -72,13 +72,16 @@ __global__ void index_add_runs_kernel(int64_t total, IndexDiv post_div, IndexDiv
     int64_t row, c, p, k;
     post_div.divmod(i, row, c);
     n_div.divmod(row, p, k);
-    const uint32_t v = keys[k];
-    if (v >= mid || (k > 0 && keys[k - 1] == v)) continue;
-    T* d = dst + (p * mid + v) * post + c;
-    T acc = *d;
-    for (int64_t q = k; q < n && keys[q] == v; ++q)
-      acc = device::from_acc<T>(device::to_acc(acc) + device::to_acc(src[(p * n + pos[q]) * post + c]));
-    *d = acc;
+    T* d = nullptr;  // read only once k is known to start a run of valid keys
+    T acc{};
+    const bool first = device::for_each_in_run(keys, pos, n, k, mid, [&](int64_t j) {
+      if (!d) {
+        d = dst + (p * mid + static_cast<int64_t>(keys[k])) * post + c;
+        acc = *d;
+      }
+      acc = device::from_acc<T>(device::to_acc(acc) + device::to_acc(src[(p * n + j) * post + c]));
+    });
+    if (first) *d = acc;
   }
 }
 
@@ -378,7 +381,8 @@ int64_t index_max(const Tensor& idx) {
   int64_t value = 0;
   // The one host synchronisation of the family: the output's shape depends on the value.
   rt::memcpy_async(&value, m.data_ptr(), sizeof(value), stream, /*sync=*/true);
-  return value;
+  // Recording mode runs no kernel, so there is no maximum to read back: say 0 (one class).
+  return rt::recording() ? 0 : value;
 }
 
 void one_hot(const Tensor& idx, int64_t classes, const Tensor& out) {

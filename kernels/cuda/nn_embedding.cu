@@ -41,11 +41,11 @@ __global__ void embedding_backward_runs_kernel(int64_t total, IndexDiv d_div, in
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
     int64_t k, c;
     d_div.divmod(i, k, c);
-    const uint32_t v = keys[k];
-    if (v >= V || static_cast<int64_t>(v) == padding_idx || (k > 0 && keys[k - 1] == v)) continue;
+    const int64_t v = keys[k];
+    if (v == padding_idx) continue;
     acc_t<T> acc = 0;
-    for (int64_t q = k; q < n && keys[q] == v; ++q) acc += device::to_acc(grad[static_cast<int64_t>(pos[q]) * D + c]);
-    out[static_cast<int64_t>(v) * D + c] = device::from_acc<T>(acc);
+    if (device::for_each_in_run(keys, pos, n, k, V, [&](int64_t j) { acc += device::to_acc(grad[j * D + c]); }))
+      out[v * D + c] = device::from_acc<T>(acc);
   }
 }
 

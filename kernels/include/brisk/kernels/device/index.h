@@ -37,6 +37,22 @@ struct IndexDiv {
   }
 };
 
+// --- runs of a sorted index ---------------------------------------------------------------
+
+// The deterministic scatter-adds (embedding_backward, index_add_) sort the index stably and give
+// each run of equal keys to the thread at its first key, which adds the run's sources in
+// position (= index) order. Calls f(position) for the run that starts at k and returns true;
+// returns false, calling nothing, when k does not start a run or holds a bad value (>= limit,
+// which the sort puts last).
+template <class F>
+BRISK_HOST_DEVICE inline bool for_each_in_run(const uint32_t* keys, const int32_t* positions, int64_t n, int64_t k,
+                                              int64_t limit, F&& f) {
+  const uint32_t v = keys[k];
+  if (static_cast<int64_t>(v) >= limit || (k > 0 && keys[k - 1] == v)) return false;
+  for (int64_t q = k; q < n && keys[q] == v; ++q) f(static_cast<int64_t>(positions[q]));
+  return true;
+}
+
 // --- multinomial ---------------------------------------------------------------------------
 
 // The uniform double in [0, 1) of Philox counter `counter` (words 0 and 1); draw s of row r
