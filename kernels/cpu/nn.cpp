@@ -118,10 +118,14 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
       };
       using Yes = std::true_type;
       using No = std::false_type;
-      if (wp && bp) write(Yes{}, Yes{});
-      else if (wp) write(Yes{}, No{});
-      else if (bp) write(No{}, Yes{});
-      else write(No{}, No{});
+      if (wp && bp)
+        write(Yes{}, Yes{});
+      else if (wp)
+        write(Yes{}, No{});
+      else if (bp)
+        write(No{}, Yes{});
+      else
+        write(No{}, No{});
     }
   });
 }

@@ -45,11 +45,20 @@ Shape without(const Shape& s, int64_t dim) {
 template <class F>
 void visit_bytes(size_t element_size, const char* op, F&& f) {
   switch (element_size) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint64_t{}); break;
-    default: BRISK_THROW(op, ": unsupported element size ", element_size);
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    case 8:
+      f(uint64_t{});
+      break;
+    default:
+      BRISK_THROW(op, ": unsupported element size ", element_size);
   }
 }
 
@@ -224,14 +233,20 @@ __global__ void index_max_kernel(int64_t n, const I* __restrict__ idx, int64_t* 
 
 void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
   OpScope scope("index_select", &x, &idx);
-  const int32_t code = [] { static const int32_t id = index_error("index_select: index out of range [0, limit)"); return id; }();
+  const int32_t code = [] {
+    static const int32_t id = index_error("index_select: index out of range [0, limit)");
+    return id;
+  }();
   const Split3 s = split_around(x.sizes(), dim);
   common::index_rows(x, idx, s.pre, s.mid, s.post, out, code);
 }
 
 void index_add(const Tensor& dst, int64_t dim, const Tensor& idx, const Tensor& src) {
   OpScope scope("index_add_", &dst, &idx, &src);
-  const int32_t code = [] { static const int32_t id = index_error("index_add_: index out of range [0, limit)"); return id; }();
+  const int32_t code = [] {
+    static const int32_t id = index_error("index_add_: index out of range [0, limit)");
+    return id;
+  }();
   const Split3 s = split_around(dst.sizes(), dim);
   const int64_t n = idx.numel(), total = s.pre * n * s.post;
   if (total == 0) return;
@@ -247,23 +262,26 @@ void index_add(const Tensor& dst, int64_t dim, const Tensor& idx, const Tensor& 
         visit_index(idx.dtype(), idx.device(), "index_add_", [&](auto itag) {
           using I = decltype(itag);
           rt::launch("index_add_atomic", index_add_atomic_kernel<T, I>, dim3(common::grid_for(total, device)),
-                 dim3(kThreads), 0, stream, total, IndexDiv(s.post, total), IndexDiv(n, total / s.post), s.mid, s.post,
-                 static_cast<const I*>(idx.data_ptr()), sp, dp, rt::device_error_slot(), code);
+                     dim3(kThreads), 0, stream, total, IndexDiv(s.post, total), IndexDiv(n, total / s.post), s.mid,
+                     s.post, static_cast<const I*>(idx.data_ptr()), sp, dp, rt::device_error_slot(), code);
         });
         return;
       }
     }
     const common::SortedIndex sorted = common::sort_index(idx, s.mid, code);
     rt::launch("index_add_runs", index_add_runs_kernel<T>, dim3(common::grid_for(total, device)), dim3(kThreads), 0,
-           stream, total, IndexDiv(s.post, total), IndexDiv(n, total / s.post), n, s.mid, s.post,
-           static_cast<const uint32_t*>(sorted.keys.data_ptr()), static_cast<const int32_t*>(sorted.positions.data_ptr()),
-           sp, dp);
+               stream, total, IndexDiv(s.post, total), IndexDiv(n, total / s.post), n, s.mid, s.post,
+               static_cast<const uint32_t*>(sorted.keys.data_ptr()),
+               static_cast<const int32_t*>(sorted.positions.data_ptr()), sp, dp);
   });
 }
 
 void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
   OpScope scope("gather", &x, &idx);
-  const int32_t code = [] { static const int32_t id = index_error("gather: index out of range [0, limit)"); return id; }();
+  const int32_t code = [] {
+    static const int32_t id = index_error("gather: index out of range [0, limit)");
+    return id;
+  }();
   const int64_t n = idx.numel();
   if (n == 0) return;
   const int device = x.device().index;
@@ -277,8 +295,8 @@ void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) 
     visit_index(idx.dtype(), idx.device(), "gather", [&](auto itag) {
       using I = decltype(itag);
       rt::launch("gather", gather_kernel<U, I>, dim3(common::grid_for(n, device)), dim3(kThreads), 0, stream, n, ix,
-             static_cast<const U*>(x.data_ptr()), x.stride(dim), x.size(dim), static_cast<const I*>(idx.data_ptr()),
-             static_cast<U*>(out.data_ptr()), rt::device_error_slot(), code);
+                 static_cast<const U*>(x.data_ptr()), x.stride(dim), x.size(dim), static_cast<const I*>(idx.data_ptr()),
+                 static_cast<U*>(out.data_ptr()), rt::device_error_slot(), code);
     });
   });
 }
@@ -327,8 +345,8 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& sr
         visit_index(idx.dtype(), idx.device(), op, [&](auto itag) {
           using I = decltype(itag);
           rt::launch("scatter_add_atomic", scatter_add_atomic_kernel<T, I>, dim3(common::grid_for(n, device)),
-                 dim3(kThreads), 0, stream, n, ix, static_cast<T*>(out.data_ptr()), out.stride(dim), out.size(dim),
-                 static_cast<const T*>(src.data_ptr()), static_cast<const I*>(idx.data_ptr()), slot, code);
+                     dim3(kThreads), 0, stream, n, ix, static_cast<T*>(out.data_ptr()), out.stride(dim), out.size(dim),
+                     static_cast<const T*>(src.data_ptr()), static_cast<const I*>(idx.data_ptr()), slot, code);
         });
         return;
       }
@@ -361,9 +379,9 @@ void triangle(const Tensor& x, int64_t k, bool lower, const Tensor& out) {
   const int64_t R = x.size(-2), C = x.size(-1);
   visit_bytes(x.element_size(), "triangle", [&](auto utag) {
     using U = decltype(utag);
-    rt::launch(lower ? "tril" : "triu", triangle_kernel<U>, dim3(common::grid_for(n, device)), dim3(kThreads), 0, stream,
-           n, IndexDiv(C, n), IndexDiv(R, n / C), k, lower, static_cast<const U*>(x.data_ptr()),
-           static_cast<U*>(out.data_ptr()));
+    rt::launch(lower ? "tril" : "triu", triangle_kernel<U>, dim3(common::grid_for(n, device)), dim3(kThreads), 0,
+               stream, n, IndexDiv(C, n), IndexDiv(R, n / C), k, lower, static_cast<const U*>(x.data_ptr()),
+               static_cast<U*>(out.data_ptr()));
   });
 }
 
@@ -376,7 +394,7 @@ int64_t index_max(const Tensor& idx) {
   visit_index(idx.dtype(), idx.device(), "one_hot", [&](auto itag) {
     using I = decltype(itag);
     rt::launch("index_max", index_max_kernel<I>, dim3(1), dim3(1024), 0, stream, idx.numel(),
-           static_cast<const I*>(idx.data_ptr()), static_cast<int64_t*>(m.data_ptr()));
+               static_cast<const I*>(idx.data_ptr()), static_cast<int64_t*>(m.data_ptr()));
   });
   int64_t value = 0;
   // The one host synchronisation of the family: the output's shape depends on the value.
@@ -387,7 +405,10 @@ int64_t index_max(const Tensor& idx) {
 
 void one_hot(const Tensor& idx, int64_t classes, const Tensor& out) {
   OpScope scope("one_hot", &idx);
-  const int32_t code = [] { static const int32_t id = index_error("one_hot: class index out of range [0, limit)"); return id; }();
+  const int32_t code = [] {
+    static const int32_t id = index_error("one_hot: class index out of range [0, limit)");
+    return id;
+  }();
   const int device = idx.device().index;
   brisk::cuda::DeviceGuard guard(device);
   cudaStream_t stream = rt::current_native_stream(device);
@@ -397,8 +418,8 @@ void one_hot(const Tensor& idx, int64_t classes, const Tensor& out) {
   visit_index(idx.dtype(), idx.device(), "one_hot", [&](auto itag) {
     using I = decltype(itag);
     rt::launch("one_hot", one_hot_kernel<I>, dim3(common::grid_for(n, device)), dim3(kThreads), 0, stream, n,
-           static_cast<const I*>(idx.data_ptr()), classes, static_cast<int64_t*>(out.data_ptr()),
-           rt::device_error_slot(), code);
+               static_cast<const I*>(idx.data_ptr()), classes, static_cast<int64_t*>(out.data_ptr()),
+               rt::device_error_slot(), code);
   });
 }
 

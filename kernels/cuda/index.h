@@ -12,6 +12,8 @@
 
 namespace brisk::kernels::cuda {
 
+// (clang-format cannot parse the BRISK_CUDA_BODY declarations.)
+// clang-format off
 BRISK_CUDA_API_BEGIN
 // x: contiguous, at least 1-D, viewed as (pre, D, post) around `dim`; idx: contiguous (n);
 // out: contiguous (pre, n, post) of x's dtype, written with `=`.
@@ -44,5 +46,6 @@ BRISK_CUDA_FN void one_hot(const Tensor& idx, int64_t classes, const Tensor& out
 BRISK_CUDA_FN void multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed,
                                uint64_t base, const Tensor& out) BRISK_CUDA_BODY
 BRISK_CUDA_API_END
+// clang-format on
 
 }  // namespace brisk::kernels::cuda

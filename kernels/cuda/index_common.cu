@@ -2,8 +2,8 @@
 // kernels (see cuda/index_common.cuh).
 #include <cub/device/device_radix_sort.cuh>
 
-#include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/device/vec.h"
+#include "brisk/kernels/dispatch.h"
 #include "cuda/index_common.cuh"
 
 namespace brisk::kernels::cuda::common {
@@ -57,8 +57,8 @@ void launch_index_rows(const Tensor& x, const Tensor& idx, int64_t pre, int64_t 
   visit_index(idx.dtype(), idx.device(), "index_select", [&](auto itag) {
     using I = decltype(itag);
     rt::launch("index_rows", index_rows_kernel<U, I>, dim3(grid_for(total, device)), dim3(kThreads), 0, stream, total,
-           IndexDiv(units, total), IndexDiv(n, total / units), mid, units, static_cast<const U*>(x.data_ptr()),
-           static_cast<const I*>(idx.data_ptr()), static_cast<U*>(out.data_ptr()), rt::device_error_slot(), code);
+               IndexDiv(units, total), IndexDiv(n, total / units), mid, units, static_cast<const U*>(x.data_ptr()),
+               static_cast<const I*>(idx.data_ptr()), static_cast<U*>(out.data_ptr()), rt::device_error_slot(), code);
   });
 }
 
@@ -76,11 +76,20 @@ void index_rows(const Tensor& x, const Tensor& idx, int64_t pre, int64_t mid, in
     return;
   }
   switch (es) {
-    case 1: launch_index_rows<uint8_t>(x, idx, pre, mid, post, out, error_code); break;
-    case 2: launch_index_rows<uint16_t>(x, idx, pre, mid, post, out, error_code); break;
-    case 4: launch_index_rows<uint32_t>(x, idx, pre, mid, post, out, error_code); break;
-    case 8: launch_index_rows<uint64_t>(x, idx, pre, mid, post, out, error_code); break;
-    default: BRISK_THROW("index_rows: unsupported element size ", es);
+    case 1:
+      launch_index_rows<uint8_t>(x, idx, pre, mid, post, out, error_code);
+      break;
+    case 2:
+      launch_index_rows<uint16_t>(x, idx, pre, mid, post, out, error_code);
+      break;
+    case 4:
+      launch_index_rows<uint32_t>(x, idx, pre, mid, post, out, error_code);
+      break;
+    case 8:
+      launch_index_rows<uint64_t>(x, idx, pre, mid, post, out, error_code);
+      break;
+    default:
+      BRISK_THROW("index_rows: unsupported element size ", es);
   }
 }
 
@@ -102,7 +111,7 @@ SortedIndex sort_index(const Tensor& idx, int64_t limit, int32_t error_code) {
   visit_index(idx.dtype(), dev, "sort_index", [&](auto itag) {
     using I = decltype(itag);
     rt::launch("sort_index_prepare", sort_prepare_kernel<I>, dim3(grid_for(n, dev.index)), dim3(kThreads), 0, stream, n,
-           static_cast<const I*>(idx.data_ptr()), limit, kin, pin, rt::device_error_slot(), error_code);
+               static_cast<const I*>(idx.data_ptr()), limit, kin, pin, rt::device_error_slot(), error_code);
   });
   // Only the bits that can be set: keys are at most `limit`.
   int end_bit = 1;

@@ -56,9 +56,9 @@ __device__ __forceinline__ bool in_range(I v, int64_t limit) {
 // atomicAdd for the types the hardware adds atomically (16-bit floats on sm_80 and later); the
 // scatter-adds use it only when kernels::deterministic() is off.
 template <class T>
-inline constexpr bool kHasAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                                      std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
-                                      std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+inline constexpr bool kHasAtomicAdd =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
+    std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
 template <class T>
 __device__ __forceinline__ void atomic_add(T* p, T v) {
   if constexpr (std::is_same_v<T, Half>) {

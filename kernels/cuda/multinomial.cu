@@ -93,14 +93,13 @@ void multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uin
   auto* op = static_cast<int64_t*>(out.data_ptr());
   // Small blocks: there are few rows, and each thread runs long.
   constexpr int kRowThreads = 64;
-  rt::launch("multinomial_rows", multinomial_rows_kernel, dim3(rt::blocks_for(rows, kRowThreads)),
-         dim3(kRowThreads), 0, stream, rows, n, num_samples, replacement, seed, base, w, tp, lp, op,
-         rt::device_error_slot(), codes);
+  rt::launch("multinomial_rows", multinomial_rows_kernel, dim3(rt::blocks_for(rows, kRowThreads)), dim3(kRowThreads), 0,
+             stream, rows, n, num_samples, replacement, seed, base, w, tp, lp, op, rt::device_error_slot(), codes);
   if (!replacement) return;
   const int64_t total = rows * num_samples;
   rt::launch("multinomial_draws", multinomial_draws_kernel, dim3(common::grid_for(total, dev.index)), dim3(kThreads), 0,
-         stream, total, n, num_samples, seed, base, static_cast<const double*>(w), static_cast<const double*>(tp),
-         static_cast<const int64_t*>(lp), op);
+             stream, total, n, num_samples, seed, base, static_cast<const double*>(w), static_cast<const double*>(tp),
+             static_cast<const int64_t*>(lp), op);
 }
 
 }  // namespace brisk::kernels::cuda

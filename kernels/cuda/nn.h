@@ -11,6 +11,8 @@
 
 namespace brisk::kernels::cuda {
 
+// (clang-format cannot parse the BRISK_CUDA_BODY declarations.)
+// clang-format off
 BRISK_CUDA_API_BEGIN
 // weight: (V, D); idx: (n) i32/i64 in [0, V); out: (n, D), `=`.
 BRISK_CUDA_FN void embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) BRISK_CUDA_BODY
@@ -68,5 +70,6 @@ BRISK_CUDA_FN void nll_loss_backward(const Tensor& grad, const Tensor& targets, 
                                      int64_t S, int64_t ignore_index, Reduction reduction, const Tensor& out)
     BRISK_CUDA_BODY
 BRISK_CUDA_API_END
+// clang-format on
 
 }  // namespace brisk::kernels::cuda

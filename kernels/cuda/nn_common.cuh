@@ -53,19 +53,25 @@ inline unsigned grid_for(int64_t items, int device) {
 // The statistics type's functions (float overloads for float, so nothing is computed in double).
 template <class A>
 __device__ __forceinline__ A exp_a(A v) {
-  if constexpr (std::is_same_v<A, float>) return expf(v);
-  else return exp(v);
+  if constexpr (std::is_same_v<A, float>)
+    return expf(v);
+  else
+    return exp(v);
 }
 template <class A>
 __device__ __forceinline__ A log_a(A v) {
-  if constexpr (std::is_same_v<A, float>) return logf(v);
-  else return log(v);
+  if constexpr (std::is_same_v<A, float>)
+    return logf(v);
+  else
+    return log(v);
 }
 // 1 / sqrt(v) rounded as the CPU's A(1) / std::sqrt(v) (rsqrt is an approximation).
 template <class A>
 __device__ __forceinline__ A inv_sqrt(A v) {
-  if constexpr (std::is_same_v<A, float>) return 1.0f / sqrtf(v);
-  else return 1.0 / sqrt(v);
+  if constexpr (std::is_same_v<A, float>)
+    return 1.0f / sqrtf(v);
+  else
+    return 1.0 / sqrt(v);
 }
 
 }  // namespace brisk::kernels::cuda::nn_common

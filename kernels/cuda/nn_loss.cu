@@ -33,9 +33,9 @@ constexpr int kReduceThreads = 512;
 // The loss of one position from its lse, its target's logit and the sum of its logits (label
 // smoothing), written as the CPU writes it; 0 for ignored (and, reported, out-of-range) targets.
 template <class T, class I>
-__device__ __forceinline__ acc_t<T> position_loss(acc_t<T> l, const T* z_of_class, int64_t class_stride, I t,
-                                                  int64_t C, int64_t ignore_index, acc_t<T> e, acc_t<T> sum_z,
-                                                  Slot* slot, int32_t code) {
+__device__ __forceinline__ acc_t<T> position_loss(acc_t<T> l, const T* z_of_class, int64_t class_stride, I t, int64_t C,
+                                                  int64_t ignore_index, acc_t<T> e, acc_t<T> sum_z, Slot* slot,
+                                                  int32_t code) {
   using A = acc_t<T>;
   if (static_cast<int64_t>(t) == ignore_index) return A(0);
   if (!in_range(t, C)) {
@@ -145,9 +145,9 @@ __global__ void nll_positions_kernel(int64_t P, int64_t C, int64_t S, dv::IndexD
 // One block: count = targets that are not ignore_index (`=`, f64); for Mean/Sum also loss =
 // the f64 sum of row_loss (divided by count for Mean; NaN when count is 0), `=`.
 template <class T, class I>
-__global__ void class_loss_reduce_kernel(int64_t P, const double* __restrict__ row_loss,
-                                         const I* __restrict__ targets, int64_t ignore_index, Reduction reduction,
-                                         double* __restrict__ count, T* __restrict__ loss) {
+__global__ void class_loss_reduce_kernel(int64_t P, const double* __restrict__ row_loss, const I* __restrict__ targets,
+                                         int64_t ignore_index, Reduction reduction, double* __restrict__ count,
+                                         T* __restrict__ loss) {
   using Op = dv::PairSumOp<double>;
   __shared__ dv::Pair<double> scratch[dv::kWarp];
   dv::Pair<double> p = Op::identity();
@@ -165,8 +165,7 @@ __global__ void class_loss_reduce_kernel(int64_t P, const double* __restrict__ r
 }
 
 // The gradient scale of a position: grad (one per position, or one for all) over count for Mean.
-__device__ __forceinline__ double loss_scale(const double* grad, bool per_position, int64_t pos,
-                                             const double* count) {
+__device__ __forceinline__ double loss_scale(const double* grad, bool per_position, int64_t pos, const double* count) {
   double s = grad[per_position ? pos : 0];
   if (count) {
     const double c = *count;
@@ -180,9 +179,9 @@ template <class T, class I>
 __global__ void cross_entropy_backward_kernel(int64_t total, dv::IndexDiv s_div, dv::IndexDiv c_div, int64_t C,
                                               int64_t S, const T* __restrict__ z, const I* __restrict__ targets,
                                               const acc_t<T>* __restrict__ lse, const double* __restrict__ grad,
-                                              bool per_position, const double* __restrict__ count,
-                                              int64_t ignore_index, acc_t<T> off, acc_t<T> hit, T* __restrict__ out,
-                                              Slot* slot, int32_t code) {
+                                              bool per_position, const double* __restrict__ count, int64_t ignore_index,
+                                              acc_t<T> off, acc_t<T> hit, T* __restrict__ out, Slot* slot,
+                                              int32_t code) {
   using A = acc_t<T>;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -217,8 +216,10 @@ __global__ void nll_backward_kernel(int64_t total, dv::IndexDiv s_div, dv::Index
     const I t = targets[pos];
     bool hit = false;
     if (static_cast<int64_t>(t) != ignore_index) {
-      if (in_range(t, C)) hit = c == static_cast<int64_t>(t);
-      else if (c == 0) report_bad_value(slot, code, static_cast<int64_t>(t), C);
+      if (in_range(t, C))
+        hit = c == static_cast<int64_t>(t);
+      else if (c == 0)
+        report_bad_value(slot, code, static_cast<int64_t>(t), C);
     }
     out[i] = hit ? dv::from_acc<T>(-loss_scale(grad, per_position, pos, count)) : dv::from_acc<T>(acc_t<T>(0));
   }
@@ -268,8 +269,10 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t C, int64
           rt::launch("cross_entropy_rows", kernel, l.grid, l.block, 0, stream, P, C, zp, tp, ignore_index, e, lp, rp,
                      none, rt::device_error_slot(), code);
         };
-        if (l.vectorized) go(cross_entropy_rows_kernel<dv::vec_width<T>, T, I>);
-        else go(cross_entropy_rows_kernel<1, T, I>);
+        if (l.vectorized)
+          go(cross_entropy_rows_kernel<dv::vec_width<T>, T, I>);
+        else
+          go(cross_entropy_rows_kernel<1, T, I>);
       } else if (P > 0) {
         rt::launch("cross_entropy_positions", cross_entropy_positions_kernel<T, I>,
                    dim3(nn_common::grid_for(P, device)), dim3(256), 0, stream, P, C, S, dv::IndexDiv(S, P), zp, tp,
@@ -346,8 +349,8 @@ void nll_loss_backward(const Tensor& grad, const Tensor& targets, const Tensor& 
     using T = decltype(tag);
     visit_index(targets.dtype(), targets.device(), "nll_loss backward", [&](auto itag) {
       using I = decltype(itag);
-      rt::launch("nll_loss_backward", nll_backward_kernel<T, I>, dim3(nn_common::grid_for(total, device)), dim3(256),
-                 0, stream, total, dv::IndexDiv(S, total), dv::IndexDiv(C, total / S), C, S,
+      rt::launch("nll_loss_backward", nll_backward_kernel<T, I>, dim3(nn_common::grid_for(total, device)), dim3(256), 0,
+                 stream, total, dv::IndexDiv(S, total), dv::IndexDiv(C, total / S), C, S,
                  static_cast<const I*>(targets.data_ptr()), static_cast<const double*>(grad.data_ptr()),
                  reduction == Reduction::None, cp, ignore_index, static_cast<T*>(out.data_ptr()),
                  rt::device_error_slot(), code);

@@ -269,10 +269,9 @@ __global__ void batch_norm_eval_stats_kernel(int64_t C, const T* __restrict__ ru
 
 // x, y: (N, C, S); element i is in channel (i / S) % C. y = (x - mean) * invstd * weight + bias.
 template <class T>
-__global__ void batch_norm_apply_kernel(int64_t total, dv::IndexDiv s_div, dv::IndexDiv c_div,
-                                        const T* __restrict__ x, const acc_t<T>* __restrict__ mean,
-                                        const acc_t<T>* __restrict__ invstd, const T* __restrict__ weight,
-                                        const T* __restrict__ bias, T* __restrict__ y) {
+__global__ void batch_norm_apply_kernel(int64_t total, dv::IndexDiv s_div, dv::IndexDiv c_div, const T* __restrict__ x,
+                                        const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ invstd,
+                                        const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ y) {
   using A = acc_t<T>;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -286,8 +285,8 @@ __global__ void batch_norm_apply_kernel(int64_t total, dv::IndexDiv s_div, dv::I
 
 // Block b = c * chunks + k: part[b] = (sum(grad), sum(grad * xhat)) over chunk k of channel c.
 template <class T>
-__global__ void batch_norm_grad_stats_kernel(int64_t C, int64_t S, int64_t M, dv::ChannelChunks cc,
-                                             dv::IndexDiv s_div, const T* __restrict__ grad, const T* __restrict__ x,
+__global__ void batch_norm_grad_stats_kernel(int64_t C, int64_t S, int64_t M, dv::ChannelChunks cc, dv::IndexDiv s_div,
+                                             const T* __restrict__ grad, const T* __restrict__ x,
                                              const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ invstd,
                                              dv::Pair<acc_t<T>>* __restrict__ part) {
   using A = acc_t<T>;
@@ -326,10 +325,9 @@ __global__ void batch_norm_grad_finish_kernel(int64_t C, int64_t chunks, const d
 // dx: (N, C, S), `=`. Training: k * (g - mean(g) - xhat * mean(g * xhat)); eval: k * g; k = w * invstd.
 template <class T>
 __global__ void batch_norm_dx_kernel(int64_t total, int64_t M, bool training, dv::IndexDiv s_div, dv::IndexDiv c_div,
-                                     const T* __restrict__ grad, const T* __restrict__ x,
-                                     const T* __restrict__ weight, const acc_t<T>* __restrict__ mean,
-                                     const acc_t<T>* __restrict__ invstd, const dv::Pair<acc_t<T>>* __restrict__ sums,
-                                     T* __restrict__ dx) {
+                                     const T* __restrict__ grad, const T* __restrict__ x, const T* __restrict__ weight,
+                                     const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ invstd,
+                                     const dv::Pair<acc_t<T>>* __restrict__ sums, T* __restrict__ dx) {
   using A = acc_t<T>;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -357,7 +355,9 @@ T* mptr(const Tensor& t) {
   return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
-unsigned channel_blocks(int64_t C) { return rt::blocks_for(C, 128); }
+unsigned channel_blocks(int64_t C) {
+  return rt::blocks_for(C, 128);
+}
 
 }  // namespace
 
@@ -377,8 +377,10 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
       rt::launch("layer_norm", kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(x), cptr<T>(weight), cptr<T>(bias),
                  static_cast<A>(eps), mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
     };
-    if (l.vectorized) go(layer_norm_kernel<dv::vec_width<T>, T>);
-    else go(layer_norm_kernel<1, T>);
+    if (l.vectorized)
+      go(layer_norm_kernel<dv::vec_width<T>, T>);
+    else
+      go(layer_norm_kernel<1, T>);
   });
 }
 
@@ -399,8 +401,10 @@ void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean
         rt::launch("layer_norm_dx", kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(grad), cptr<T>(x),
                    cptr<T>(weight), cptr<A>(mean), cptr<A>(rstd), mptr<T>(dx));
       };
-      if (l.vectorized) go(layer_norm_dx_kernel<dv::vec_width<T>, T>);
-      else go(layer_norm_dx_kernel<1, T>);
+      if (l.vectorized)
+        go(layer_norm_dx_kernel<dv::vec_width<T>, T>);
+      else
+        go(layer_norm_dx_kernel<1, T>);
     }
     if (!dweight.defined() && !dbias.defined()) return;
     const dv::ColumnChunks cc = dv::column_chunks(R);
@@ -446,8 +450,8 @@ void batch_norm(const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& 
                  mptr<A>(save_invstd));
     }
     if (total == 0) return;
-    rt::launch("batch_norm_apply", batch_norm_apply_kernel<T>, dim3(nn_common::grid_for(total, device)), dim3(256), 0, stream,
-               total, dv::IndexDiv(S, total), dv::IndexDiv(C, total / S), cptr<T>(x), cptr<A>(save_mean),
+    rt::launch("batch_norm_apply", batch_norm_apply_kernel<T>, dim3(nn_common::grid_for(total, device)), dim3(256), 0,
+               stream, total, dv::IndexDiv(S, total), dv::IndexDiv(C, total / S), cptr<T>(x), cptr<A>(save_mean),
                cptr<A>(save_invstd), cptr<T>(weight), cptr<T>(bias), mptr<T>(y));
   });
 }
@@ -475,8 +479,8 @@ void batch_norm_backward(const Tensor& grad, const Tensor& x, int64_t N, int64_t
     rt::launch("batch_norm_grad_finish", batch_norm_grad_finish_kernel<T>, dim3(channel_blocks(C)), dim3(128), 0,
                stream, C, cc.chunks, static_cast<const dv::Pair<A>*>(part), sums, mptr<T>(dweight), mptr<T>(dbias));
     if (!dx.defined() || total == 0) return;
-    rt::launch("batch_norm_dx", batch_norm_dx_kernel<T>, dim3(nn_common::grid_for(total, device)), dim3(256), 0, stream, total,
-               M, training, dv::IndexDiv(S, total), dv::IndexDiv(C, total / S), cptr<T>(grad), cptr<T>(x),
+    rt::launch("batch_norm_dx", batch_norm_dx_kernel<T>, dim3(nn_common::grid_for(total, device)), dim3(256), 0, stream,
+               total, M, training, dv::IndexDiv(S, total), dv::IndexDiv(C, total / S), cptr<T>(grad), cptr<T>(x),
                cptr<T>(weight), cptr<A>(save_mean), cptr<A>(save_invstd), static_cast<const dv::Pair<A>*>(sums),
                mptr<T>(dx));
   });

@@ -34,12 +34,14 @@ Tensor index_i64(const char* op, const Tensor& index) {
 void check_index_range(const char* op, const Tensor& idx, int64_t size, int64_t dim, const Shape& shape) {
   const int64_t* p = idx.data<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i)
-    BRISK_CHECK(p[i] >= 0 && p[i] < size, op, ": index ", p[i], " is out of bounds for dim ", dim, " with size ",
-                size, " (input shape ", shape, ")");
+    BRISK_CHECK(p[i] >= 0 && p[i] < size, op, ": index ", p[i], " is out of bounds for dim ", dim, " with size ", size,
+                " (input shape ", shape, ")");
 }
 
 // 0-d tensors behave as shape [1] inside the kernels.
-Tensor at_least_1d(const Tensor& t) { return t.dim() > 0 ? t : t.as_strided({1}, {1}, t.offset()); }
+Tensor at_least_1d(const Tensor& t) {
+  return t.dim() > 0 ? t : t.as_strided({1}, {1}, t.offset());
+}
 
 // gather/scatter: index has the input's ndim and fits inside it at every dim but `dim`.
 void check_index_fits(const char* op, const Tensor& index, const Tensor& x, int64_t dim, const char* what) {
@@ -61,8 +63,8 @@ Tensor scatter_impl(const char* op, const Tensor& x, int64_t dim, const Tensor& 
   BRISK_CHECK(src.dim() == index.dim(), op, ": src shape ", src.sizes(), " must have as many dims as index shape ",
               index.sizes());
   for (int64_t d = 0; d < index.dim(); ++d)
-    BRISK_CHECK(index.size(d) <= src.size(d), op, ": index shape ", index.sizes(), " exceeds src shape ",
-                src.sizes(), " at dim ", d);
+    BRISK_CHECK(index.size(d) <= src.size(d), op, ": index shape ", index.sizes(), " exceeds src shape ", src.sizes(),
+                " at dim ", d);
   Tensor x1 = at_least_1d(x);
   Tensor out = cast(x1, x.dtype());  // a contiguous copy to scatter into
   if (x.device().is_cuda()) {
@@ -123,8 +125,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     BRISK_CHECK(tensors[i].defined(), "stack: tensor ", i, " is undefined");
     BRISK_CHECK(tensors[i].sizes() == first.sizes(), "stack: tensors must have the same shape: tensor 0 has shape ",
                 first.sizes(), ", tensor ", i, " has shape ", tensors[i].sizes());
-    BRISK_CHECK(tensors[i].dtype() == first.dtype(), "stack: tensor ", i, " has dtype ",
-                dtype_name(tensors[i].dtype()), " but tensor 0 has dtype ", dtype_name(first.dtype()));
+    BRISK_CHECK(tensors[i].dtype() == first.dtype(), "stack: tensor ", i, " has dtype ", dtype_name(tensors[i].dtype()),
+                " but tensor 0 has dtype ", dtype_name(first.dtype()));
   }
   dim = wrap_dim(dim, first.dim() + 1, "stack");
   std::vector<Tensor> views;
@@ -173,8 +175,10 @@ void index_add_(const Tensor& dst, int64_t dim, const Tensor& index, const Tenso
   if (dst.device().is_cpu()) check_index_range("index_add_", idx, d1.size(dim), dim, dst.sizes());
   if (s1.numel() == 0) return;
   Tensor work = d1.is_contiguous() ? d1 : contiguous(d1);
-  if (dst.device().is_cuda()) cuda::index_add(work, dim, idx, contiguous(s1));
-  else cpu::index_add(work, dim, idx, contiguous(s1));
+  if (dst.device().is_cuda())
+    cuda::index_add(work, dim, idx, contiguous(s1));
+  else
+    cpu::index_add(work, dim, idx, contiguous(s1));
   if (!work.is_same(d1)) copy_(d1, work);
   dst.bump_version();
 }
@@ -222,8 +226,10 @@ Tensor tril(const Tensor& x, int64_t k) {
   triangle_check("tril", x);
   Tensor out = empty(x.sizes(), x.dtype(), x.device());
   if (x.numel() == 0) return out;
-  if (x.device().is_cuda()) cuda::triangle(contiguous(x), k, /*lower=*/true, out);
-  else cpu::triangle(contiguous(x), k, /*lower=*/true, out);
+  if (x.device().is_cuda())
+    cuda::triangle(contiguous(x), k, /*lower=*/true, out);
+  else
+    cpu::triangle(contiguous(x), k, /*lower=*/true, out);
   return out;
 }
 
@@ -231,8 +237,10 @@ Tensor triu(const Tensor& x, int64_t k) {
   triangle_check("triu", x);
   Tensor out = empty(x.sizes(), x.dtype(), x.device());
   if (x.numel() == 0) return out;
-  if (x.device().is_cuda()) cuda::triangle(contiguous(x), k, /*lower=*/false, out);
-  else cpu::triangle(contiguous(x), k, /*lower=*/false, out);
+  if (x.device().is_cuda())
+    cuda::triangle(contiguous(x), k, /*lower=*/false, out);
+  else
+    cpu::triangle(contiguous(x), k, /*lower=*/false, out);
   return out;
 }
 
@@ -272,8 +280,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     check_index_dtype("one_hot", indices);
     Tensor idx = contiguous(indices);
     if (num_classes == -1) {
-      BRISK_CHECK(idx.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor of shape ",
-                  indices.sizes());
+      BRISK_CHECK(idx.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor of shape ", indices.sizes());
       num_classes = cuda::index_max(idx) + 1;  // synchronises: the shape depends on the values
     }
     BRISK_CHECK(num_classes >= 0, "one_hot: num_classes must be -1 or non-negative, got ", num_classes);
@@ -286,8 +293,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   Tensor idx = index_i64("one_hot", indices);
   const int64_t* p = idx.data<int64_t>();
   if (num_classes == -1) {
-    BRISK_CHECK(idx.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor of shape ",
-                indices.sizes());
+    BRISK_CHECK(idx.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor of shape ", indices.sizes());
     num_classes = *std::max_element(p, p + idx.numel()) + 1;
   }
   BRISK_CHECK(num_classes >= 0, "one_hot: num_classes must be -1 or non-negative, got ", num_classes);
@@ -304,8 +310,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* gen) {
   BRISK_CHECK(probs.defined(), "multinomial: undefined probs");
   check_float("multinomial", probs);
-  BRISK_CHECK(probs.dim() == 1 || probs.dim() == 2, "multinomial: probs must be 1-D or 2-D, got shape ",
-              probs.sizes());
+  BRISK_CHECK(probs.dim() == 1 || probs.dim() == 2, "multinomial: probs must be 1-D or 2-D, got shape ", probs.sizes());
   const int64_t n = probs.size(-1), rows = probs.dim() == 2 ? probs.size(0) : 1;
   BRISK_CHECK(n > 0, "multinomial: probs of shape ", probs.sizes(), " has no categories");
   BRISK_CHECK(num_samples > 0, "multinomial: num_samples must be positive, got ", num_samples);
@@ -326,8 +331,8 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
     int64_t nonzero = 0;
     for (int64_t i = 0; i < n; ++i) {
       const double v = w[r * n + i];
-      BRISK_CHECK(std::isfinite(v) && v >= 0, "multinomial: probs must be finite and non-negative, got ", v,
-                  " in row ", r, " (shape ", probs.sizes(), ")");
+      BRISK_CHECK(std::isfinite(v) && v >= 0, "multinomial: probs must be finite and non-negative, got ", v, " in row ",
+                  r, " (shape ", probs.sizes(), ")");
       total += v;
       nonzero += v > 0;
     }

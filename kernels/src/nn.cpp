@@ -16,7 +16,9 @@ namespace brisk::kernels {
 
 namespace {
 
-DType stat_dtype(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F32; }
+DType stat_dtype(DType dt) {
+  return dt == DType::F64 ? DType::F64 : DType::F32;
+}
 
 void check_index_dtype(const char* op, const char* what, const Tensor& t) {
   BRISK_CHECK(t.dtype() == DType::I64 || t.dtype() == DType::I32, op, ": ", what, " must be i64 or i32, got ",
@@ -29,7 +31,9 @@ Tensor as_index(const char* op, const char* what, const Tensor& t) {
   return t.dtype() == DType::I64 ? contiguous(t) : cast(t, DType::I64);
 }
 
-Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
+Generator& gen_or_default(Generator* g) {
+  return g ? *g : default_generator();
+}
 
 // A 0-d f64 CPU tensor holding v.
 Tensor f64_scalar(double v) {
@@ -73,8 +77,8 @@ ClassLayout class_layout(const char* op, const Tensor& input, const Tensor& targ
   l.targets = as_index(op, "targets", targets);
   const int64_t* tp = l.targets.data<int64_t>();
   for (int64_t i = 0; i < l.targets.numel(); ++i) {
-    BRISK_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < l.C), op, ": target ", tp[i],
-                " is out of bounds for ", l.C, " classes (input ", input.sizes(), ", ignore_index ", ignore_index, ")");
+    BRISK_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < l.C), op, ": target ", tp[i], " is out of bounds for ",
+                l.C, " classes (input ", input.sizes(), ", ignore_index ", ignore_index, ")");
   }
   return l;
 }
@@ -138,8 +142,7 @@ Tensor loss_grad_f64(const Tensor& grad, Reduction reduction) {
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
   BRISK_CHECK(indices.defined() && weight.defined(), "embedding: undefined indices or weight");
-  BRISK_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got ",
-              weight.sizes());
+  BRISK_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got ", weight.sizes());
   check_same_device("embedding", indices, weight);
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));
@@ -187,8 +190,7 @@ LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const
   BRISK_CHECK(x.defined(), "layer_norm: undefined input");
   check_float("layer_norm", x);
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  BRISK_CHECK(k >= 1 && x.dim() >= k &&
-                  Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
+  BRISK_CHECK(k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
               "layer_norm: normalized_shape ", normalized_shape, " does not match the trailing dims of input ",
               x.sizes());
   for (const Tensor* p : {&weight, &bias}) {
@@ -196,8 +198,8 @@ LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const
     const char* what = p == &weight ? "weight" : "bias";
     BRISK_CHECK(p->sizes() == normalized_shape, "layer_norm: ", what, " ", p->sizes(), " must have normalized_shape ",
                 normalized_shape);
-    BRISK_CHECK(p->dtype() == x.dtype(), "layer_norm: dtype mismatch: input ", dtype_name(x.dtype()), " vs ", what,
-                " ", dtype_name(p->dtype()));
+    BRISK_CHECK(p->dtype() == x.dtype(), "layer_norm: dtype mismatch: input ", dtype_name(x.dtype()), " vs ", what, " ",
+                dtype_name(p->dtype()));
     check_same_device("layer_norm", x, *p);
   }
   BRISK_CHECK(eps >= 0, "layer_norm: eps must be non-negative, got ", eps);
@@ -208,8 +210,10 @@ LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const
   r.mean = empty({R}, stat_dtype(x.dtype()), x.device());
   r.rstd = empty({R}, stat_dtype(x.dtype()), x.device());
   const Tensor w = weight.defined() ? contiguous(weight) : weight, b = bias.defined() ? contiguous(bias) : bias;
-  if (x.device().is_cuda()) cuda::layer_norm(contiguous(x), w, b, eps, r.y, r.mean, r.rstd);
-  else cpu::layer_norm(contiguous(x), w, b, eps, r.y, r.mean, r.rstd);
+  if (x.device().is_cuda())
+    cuda::layer_norm(contiguous(x), w, b, eps, r.y, r.mean, r.rstd);
+  else
+    cpu::layer_norm(contiguous(x), w, b, eps, r.y, r.mean, r.rstd);
   return r;
 }
 
@@ -232,8 +236,10 @@ LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Te
     return g;
   }
   const Tensor w = weight.defined() ? contiguous(weight) : weight;
-  if (x.device().is_cuda()) cuda::layer_norm_backward(gc, contiguous(x), mean, rstd, w, g.dx, g.dweight, g.dbias);
-  else cpu::layer_norm_backward(gc, contiguous(x), mean, rstd, w, g.dx, g.dweight, g.dbias);
+  if (x.device().is_cuda())
+    cuda::layer_norm_backward(gc, contiguous(x), mean, rstd, w, g.dx, g.dweight, g.dbias);
+  else
+    cpu::layer_norm_backward(gc, contiguous(x), mean, rstd, w, g.dx, g.dweight, g.dbias);
   return g;
 }
 
@@ -248,11 +254,14 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   const int64_t S = shape_numel(Shape(x.sizes().begin() + 2, x.sizes().end()));
   for (const Tensor* p : {&weight, &bias, &running_mean, &running_var}) {
     if (!p->defined()) continue;
-    const char* what = p == &weight ? "weight" : p == &bias ? "bias" : p == &running_mean ? "running_mean" : "running_var";
+    const char* what = p == &weight         ? "weight"
+                       : p == &bias         ? "bias"
+                       : p == &running_mean ? "running_mean"
+                                            : "running_var";
     BRISK_CHECK(p->sizes() == Shape{C}, "batch_norm: ", what, " ", p->sizes(), " must have shape [", C,
                 "] (the channels of input ", x.sizes(), ")");
-    BRISK_CHECK(p->dtype() == x.dtype(), "batch_norm: dtype mismatch: input ", dtype_name(x.dtype()), " vs ", what,
-                " ", dtype_name(p->dtype()));
+    BRISK_CHECK(p->dtype() == x.dtype(), "batch_norm: dtype mismatch: input ", dtype_name(x.dtype()), " vs ", what, " ",
+                dtype_name(p->dtype()));
     check_same_device("batch_norm", x, *p);
   }
   BRISK_CHECK(running_mean.defined() == running_var.defined(),
@@ -281,8 +290,10 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   if (training) {
     for (auto [work, orig] : {std::pair{&rm, &running_mean}, std::pair{&rv, &running_var}}) {
       if (!orig->defined()) continue;
-      if (!work->is_same(*orig)) copy_(*orig, *work);
-      else orig->bump_version();
+      if (!work->is_same(*orig))
+        copy_(*orig, *work);
+      else
+        orig->bump_version();
     }
   }
   return r;
@@ -297,8 +308,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
   check_same_device("batch_norm backward", grad, x);
   const int64_t N = x.size(0), C = x.size(1);
   const int64_t S = shape_numel(Shape(x.sizes().begin() + 2, x.sizes().end()));
-  BRISK_CHECK(save_mean.numel() == C && save_invstd.numel() == C &&
-                  save_mean.dtype() == stat_dtype(x.dtype()) && save_invstd.dtype() == stat_dtype(x.dtype()),
+  BRISK_CHECK(save_mean.numel() == C && save_invstd.numel() == C && save_mean.dtype() == stat_dtype(x.dtype()) &&
+                  save_invstd.dtype() == stat_dtype(x.dtype()),
               "batch_norm backward: save_mean ", save_mean.sizes(), " and save_invstd ", save_invstd.sizes(),
               " must be the forward's (", C, ") ", dtype_name(stat_dtype(x.dtype())), " statistics");
   BRISK_CHECK(!weight.defined() || (weight.sizes() == Shape{C} && weight.dtype() == x.dtype()),
@@ -330,8 +341,10 @@ DropoutResult dropout(const Tensor& x, double p, Generator* gen) {
   r.mask = empty(x.sizes(), DType::Bool, x.device());
   Generator& g = gen_or_default(gen);
   const uint64_t seed = g.seed(), base = g.reserve(device::dropout_counters(x.numel()));
-  if (x.device().is_cuda()) cuda::dropout(contiguous(x), p, seed, base, r.y, r.mask);
-  else cpu::dropout(contiguous(x), p, seed, base, r.y, r.mask);
+  if (x.device().is_cuda())
+    cuda::dropout(contiguous(x), p, seed, base, r.y, r.mask);
+  else
+    cpu::dropout(contiguous(x), p, seed, base, r.y, r.mask);
   return r;
 }
 
@@ -344,8 +357,10 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p) {
   check_same_device("dropout backward", grad, mask);
   Tensor out = empty(grad.sizes(), grad.dtype(), grad.device());
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  if (grad.device().is_cuda()) cuda::dropout_backward(grad, mask, scale, out);
-  else cpu::dropout_backward(contiguous(grad), contiguous(mask), scale, out);
+  if (grad.device().is_cuda())
+    cuda::dropout_backward(grad, mask, scale, out);
+  else
+    cpu::dropout_backward(contiguous(grad), contiguous(mask), scale, out);
   return out;
 }
 
@@ -358,8 +373,8 @@ Reduction reduction_from_name(std::string_view name, const char* op) {
   BRISK_THROW(op, ": reduction must be \"mean\", \"sum\" or \"none\", got \"", name, "\"");
 }
 
-ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                              double label_smoothing, Reduction reduction) {
+ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
+                              Reduction reduction) {
   BRISK_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassLayout l = class_layout("cross_entropy", logits, targets, ignore_index);

@@ -9,7 +9,11 @@ namespace {
 std::atomic<bool> g_deterministic{true};
 }  // namespace
 
-void set_deterministic(bool on) { g_deterministic.store(on, std::memory_order_relaxed); }
-bool deterministic() { return g_deterministic.load(std::memory_order_relaxed); }
+void set_deterministic(bool on) {
+  g_deterministic.store(on, std::memory_order_relaxed);
+}
+bool deterministic() {
+  return g_deterministic.load(std::memory_order_relaxed);
+}
 
 }  // namespace brisk::kernels

@@ -23,8 +23,9 @@ TEST(BatchNormGrad, TrainingGradcheckThroughTheBatchStatistics) {
   expect_gradcheck_layouts(
       [](const std::vector<Tensor>& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
       {rnd({4, 3, 2, 3}, 1), rnd({3}, 2), rnd({3}, 3)}, "batch_norm training 4-d");
-  expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return batch_norm(v[0], Tensor(), Tensor(), {}, {}, true); },
-                           {rnd({5, 2}, 4)}, "batch_norm training 2-d, no affine");
+  expect_gradcheck_layouts(
+      [](const std::vector<Tensor>& v) { return batch_norm(v[0], Tensor(), Tensor(), {}, {}, true); }, {rnd({5, 2}, 4)},
+      "batch_norm training 2-d, no affine");
 }
 
 TEST(BatchNormGrad, EvalGradcheckWithRunningStatistics) {

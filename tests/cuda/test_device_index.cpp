@@ -68,8 +68,8 @@ TEST(DeviceIndex, MultinomialRowDrawsMatchTheCpuSamples) {
                                               got.data());
         }
         for (int64_t s = 0; s < samples; ++s)
-          ASSERT_EQ(got[s], cpu[r * samples + s]) << "row " << r << " draw " << s << (replacement ? "" : " without")
-                                                  << " replacement, seed " << seed;
+          ASSERT_EQ(got[s], cpu[r * samples + s])
+              << "row " << r << " draw " << s << (replacement ? "" : " without") << " replacement, seed " << seed;
       }
     }
   }
@@ -166,11 +166,31 @@ TEST(DeviceIndex, SortedRunsAddIndexAddSourcesInTheCpuOrderBitForBit) {
 
 TEST(DeviceIndex, NnAndIndexCasesGiveTheCpuShapesAndDtypesOnCuda) {
   if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
-  const std::set<std::string> ours = {
-      "cat", "stack", "index_select", "index_add_", "gather", "scatter", "scatter_add", "masked_fill", "tril", "triu",
-      "pad", "one_hot", "multinomial", "embedding", "embedding_backward", "layer_norm", "layer_norm_backward",
-      "batch_norm", "batch_norm_backward", "dropout", "dropout_backward", "cross_entropy", "cross_entropy_backward",
-      "nll_loss", "nll_loss_backward"};
+  const std::set<std::string> ours = {"cat",
+                                      "stack",
+                                      "index_select",
+                                      "index_add_",
+                                      "gather",
+                                      "scatter",
+                                      "scatter_add",
+                                      "masked_fill",
+                                      "tril",
+                                      "triu",
+                                      "pad",
+                                      "one_hot",
+                                      "multinomial",
+                                      "embedding",
+                                      "embedding_backward",
+                                      "layer_norm",
+                                      "layer_norm_backward",
+                                      "batch_norm",
+                                      "batch_norm_backward",
+                                      "dropout",
+                                      "dropout_backward",
+                                      "cross_entropy",
+                                      "cross_entropy_backward",
+                                      "nll_loss",
+                                      "nll_loss_backward"};
   int runs = 0;
   for (const brisk::testing::OpCase& c : brisk::testing::all_cases()) {
     if (!ours.count(c.op)) continue;

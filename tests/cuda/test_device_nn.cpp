@@ -41,10 +41,14 @@ dv::WelfordState<A> emulate_row_stats(const std::vector<A>& row, int W, std::vec
     auto vec = [&](int64_t v) {
       for (int l = 0; l < W; ++l) push(v * W + l);
     };
-    if (W == 1) dv::for_each_owned<1>(D, t, plan.threads_per_row, vec, push);
-    else if (W == 2) dv::for_each_owned<2>(D, t, plan.threads_per_row, vec, push);
-    else if (W == 4) dv::for_each_owned<4>(D, t, plan.threads_per_row, vec, push);
-    else dv::for_each_owned<8>(D, t, plan.threads_per_row, vec, push);
+    if (W == 1)
+      dv::for_each_owned<1>(D, t, plan.threads_per_row, vec, push);
+    else if (W == 2)
+      dv::for_each_owned<2>(D, t, plan.threads_per_row, vec, push);
+    else if (W == 4)
+      dv::for_each_owned<4>(D, t, plan.threads_per_row, vec, push);
+    else
+      dv::for_each_owned<8>(D, t, plan.threads_per_row, vec, push);
     threads[t] = st;
   }
   return dv::emulate_block_reduce<dv::WelfordOp<A>>(threads);
@@ -104,8 +108,8 @@ TEST(DeviceLayerNorm, RowStatisticsInTheBlockTreeMatchTheCpu) {
         }
         for (int64_t j = 0; j < c.D; ++j) ASSERT_EQ(visits[j], 1) << "element " << j << " of a row of " << c.D;
         const double tol = dt == DType::F64 ? 1e-12 : 1e-5;
-        const std::string what = std::string(dtype_name(dt)) + " row " + std::to_string(r) + " of " +
-                                 std::to_string(c.D);
+        const std::string what =
+            std::string(dtype_name(dt)) + " row " + std::to_string(r) + " of " + std::to_string(c.D);
         expect_close(m, mean[r], tol, what + " mean");
         expect_close(rs, rstd[r], tol * 10, what + " rstd");
       }
@@ -222,8 +226,10 @@ TEST(DeviceCrossEntropy, OnlineLogSumExpInTheBlockTreeMatchesTheCpu) {
         auto vec = [&](int64_t v) {
           for (int l = 0; l < W; ++l) push(v * W + l);
         };
-        if (W == 4) dv::for_each_owned<4>(C, th, plan.threads_per_row, vec, push);
-        else dv::for_each_owned<1>(C, th, plan.threads_per_row, vec, push);
+        if (W == 4)
+          dv::for_each_owned<4>(C, th, plan.threads_per_row, vec, push);
+        else
+          dv::for_each_owned<1>(C, th, plan.threads_per_row, vec, push);
         threads[th] = st;
       }
       EXPECT_EQ(visited, C);

@@ -43,7 +43,8 @@ TEST(LayerNorm, MatchesNaiveOverTrailingDims) {
     Tensor w = randn({3, 4}, {.dtype = dt}, &gen), b = randn({3, 4}, {.dtype = dt}, &gen);
     kernels::LayerNormResult r = kernels::layer_norm(x, {3, 4}, w, b, 1e-5);
     std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
-    std::vector<double> y = r.y.to_vector<double>(), mean = r.mean.to_vector<double>(), rstd = r.rstd.to_vector<double>();
+    std::vector<double> y = r.y.to_vector<double>(), mean = r.mean.to_vector<double>(),
+                        rstd = r.rstd.to_vector<double>();
     for (int64_t row = 0; row < 2; ++row) {
       double mu = 0, var = 0;
       for (int64_t j = 0; j < 12; ++j) mu += xv[row * 12 + j] / 12;
@@ -81,7 +82,8 @@ TEST(LayerNorm, HalfPrecisionAgreesWithFloat) {
     EXPECT_EQ(r.y.dtype(), dt);
     EXPECT_EQ(r.mean.dtype(), DType::F32);
     std::vector<float> got = r.y.to_vector<float>();
-    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 0.05 * (1 + std::abs(ref[i]))) << dtype_name(dt);
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], 0.05 * (1 + std::abs(ref[i]))) << dtype_name(dt);
   }
 }
 
@@ -156,8 +158,11 @@ TEST(BatchNorm, BadArgumentsThrowNamingTheOp) {
                "batch_norm: weight [2] must have shape [3]");
   expect_error([&] { kernels::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false, 0.1, 1e-5); },
                "batch_norm: eval mode needs running_mean and running_var");
-  expect_error([&] { kernels::batch_norm(randn({1, 3}), Tensor(), Tensor(), zeros({3}), ones({3}), true, 0.1, 1e-5); },
-               "expected more than 1 value per channel");
+  expect_error(
+      [&] {
+        kernels::batch_norm(randn({1, 3}), Tensor(), Tensor(), zeros({3}), ones({3}), true, 0.1, 1e-5);
+      },
+      "expected more than 1 value per channel");
 }
 
 // --- dropout -------------------------------------------------------------------------------
@@ -272,8 +277,8 @@ TEST(CrossEntropy, SpatialLogitsUseClassDimOne) {
   for (int n = 0; n < 2; ++n)
     for (int d = 0; d < 4; ++d) z.push_back({zv[n * 12 + 0 * 4 + d], zv[n * 12 + 1 * 4 + d], zv[n * 12 + 2 * 4 + d]});
   std::vector<double> rows = ce_rows(z, tv, 0.2, -100);
-  std::vector<double> got = cross_entropy(logits, targets, {.label_smoothing = 0.2, .reduction = "none"})
-                                .to_vector<double>();
+  std::vector<double> got =
+      cross_entropy(logits, targets, {.label_smoothing = 0.2, .reduction = "none"}).to_vector<double>();
   ASSERT_EQ(got.size(), 8u);
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(got[i], rows[i], 1e-12);
 }
@@ -299,15 +304,20 @@ TEST(NllLoss, PicksNegativeLogProbOfTarget) {
 
 TEST(NnErrors, BadArgumentsThrowNamingTheOp) {
   Tensor logits = zeros({2, 3});
-  expect_error([&] { kernels::cross_entropy(logits, tensor<int64_t>({0, 3}), -100, 0, Reduction::Mean); },
-                      "cross_entropy");  // target out of range
-  expect_error([&] { kernels::cross_entropy(logits, tensor<int64_t>({0, -1}), -100, 0, Reduction::Mean); },
-                      "cross_entropy");  // negative target that is not ignore_index
-  expect_error([&] { cross_entropy(logits, tensor<float>({0, 1})); }, "cross_entropy");  // float targets
+  expect_error(
+      [&] {
+        kernels::cross_entropy(logits, tensor<int64_t>({0, 3}), -100, 0, Reduction::Mean);
+      },
+      "cross_entropy");  // target out of range
+  expect_error(
+      [&] {
+        kernels::cross_entropy(logits, tensor<int64_t>({0, -1}), -100, 0, Reduction::Mean);
+      },
+      "cross_entropy");  // negative target that is not ignore_index
+  expect_error([&] { cross_entropy(logits, tensor<float>({0, 1})); }, "cross_entropy");       // float targets
   expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1, 2})); }, "cross_entropy");  // N mismatch
   expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1}), {.reduction = "avg"}); }, "cross_entropy");
-  expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 1.5}); },
-                      "cross_entropy");
+  expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 1.5}); }, "cross_entropy");
   expect_error([&] { nll_loss(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 0.1}); }, "nll_loss");
   expect_error([&] { dropout(ones({3}), 1.5); }, "dropout");
   expect_error([&] { dropout(ones({3}), -0.1); }, "dropout");
@@ -316,6 +326,5 @@ TEST(NnErrors, BadArgumentsThrowNamingTheOp) {
   expect_error([&] { layer_norm(zeros({2, 3}), {4}); }, "layer_norm");
   expect_error([&] { layer_norm(zeros({2, 3}), {3}, zeros({4})); }, "layer_norm");
   expect_error([&] { mse_loss(zeros({2, 3}), zeros({3})); }, "mse_loss");
-  expect_error([&] { binary_cross_entropy_with_logits(zeros({2}), zeros({3})); },
-                      "binary_cross_entropy_with_logits");
+  expect_error([&] { binary_cross_entropy_with_logits(zeros({2}), zeros({3})); }, "binary_cross_entropy_with_logits");
 }

@@ -80,8 +80,8 @@ enum class Reduction : uint8_t { None, Mean, Sum };
 Reduction reduction_from_name(std::string_view name, const char* op);
 
 struct ClassLossResult {
-  Tensor loss;   // scalar for Mean/Sum, targets' shape for None; the input's dtype
-  Tensor lse;    // cross_entropy only: log-sum-exp per position (targets' numel), f64 or f32
+  Tensor loss;  // scalar for Mean/Sum, targets' shape for None; the input's dtype
+  Tensor lse;   // cross_entropy only: log-sum-exp per position (targets' numel), f64 or f32
   // The number of targets that are not ignore_index (the Mean denominator): a 0-d f64 tensor on
   // the input's device, so that neither the loss nor its backward waits for the GPU
   // (count.item<double>() does).
@@ -91,8 +91,8 @@ struct ClassLossResult {
 // or ignore_index. Per position, with logp = log_softmax over C and e = label_smoothing:
 //   loss = (1 - e) * -logp[target] + e / C * sum_c -logp[c]   (0 where target == ignore_index)
 // Mean divides the sum by the number of non-ignored targets (NaN when there are none).
-ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                              double label_smoothing, Reduction reduction);
+ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
+                              Reduction reduction);
 // d loss / d logits = scale * (softmax - (1 - e) * onehot(target) - e / C), 0 at ignored
 // positions; scale = grad (per position for None), divided by count for Mean. Uses fwd's lse
 // and count only (fwd.loss may be undefined).

@@ -10,7 +10,9 @@
 namespace brisk::kernels::device {
 
 // Philox counters one dropout over n elements reserves (one block of 4 words per 4 elements).
-BRISK_HOST_DEVICE constexpr uint64_t dropout_counters(int64_t n) { return static_cast<uint64_t>((n + 3) / 4); }
+BRISK_HOST_DEVICE constexpr uint64_t dropout_counters(int64_t n) {
+  return static_cast<uint64_t>((n + 3) / 4);
+}
 
 // The decisions for elements [4 * block, 4 * block + 4): keep[l] is element 4 * block + l's.
 BRISK_HOST_DEVICE inline void dropout_keep4(uint64_t seed, uint64_t base, int64_t block, float p, bool keep[4]) {
