@@ -220,8 +220,11 @@ __global__ void one_hot_kernel(int64_t n, const I* __restrict__ idx, int64_t cla
 }
 
 // One block: out[0] = max(idx[0..n)).
+constexpr int kMaxThreads = 1024;
+
 template <class I>
-__global__ void index_max_kernel(int64_t n, const I* __restrict__ idx, int64_t* __restrict__ out) {
+__global__ void __launch_bounds__(kMaxThreads)
+    index_max_kernel(int64_t n, const I* __restrict__ idx, int64_t* __restrict__ out) {
   __shared__ int64_t scratch[device::kWarp];
   int64_t m = device::MaxOp<int64_t>::identity();
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = device::MaxOp<int64_t>::combine(m, idx[i]);
@@ -393,7 +396,7 @@ int64_t index_max(const Tensor& idx) {
   Tensor m = empty({}, DType::I64, idx.device());
   visit_index(idx.dtype(), idx.device(), "one_hot", [&](auto itag) {
     using I = decltype(itag);
-    rt::launch("index_max", index_max_kernel<I>, dim3(1), dim3(1024), 0, stream, idx.numel(),
+    rt::launch("index_max", index_max_kernel<I>, dim3(1), dim3(kMaxThreads), 0, stream, idx.numel(),
                static_cast<const I*>(idx.data_ptr()), static_cast<int64_t*>(m.data_ptr()));
   });
   int64_t value = 0;

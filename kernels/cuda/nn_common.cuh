@@ -18,8 +18,7 @@ namespace brisk::kernels::cuda::nn_common {
 
 namespace rt = brisk::cuda::detail;
 
-// Row kernels keep per-row scratch for this many rows per block (RowPlan never asks for more).
-inline constexpr int kMaxRowsPerBlock = 8;
+using kernels::device::kMaxRowsPerBlock;
 
 struct RowLaunch {
   bool vectorized = false;  // 128-bit loads: every row starts 16-byte aligned

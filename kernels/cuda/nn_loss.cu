@@ -50,10 +50,10 @@ __device__ __forceinline__ acc_t<T> position_loss(acc_t<T> l, const T* z_of_clas
 // S == 1: logits (rows, C) contiguous, a group of threads per row (device/nn.h's RowPlan).
 // lse, row_loss: (rows), `=`; loss_none: (rows) or null (None reduction), `=`.
 template <int W, class T, class I>
-__global__ void cross_entropy_rows_kernel(int64_t rows, int64_t C, const T* __restrict__ z,
-                                          const I* __restrict__ targets, int64_t ignore_index, acc_t<T> e,
-                                          acc_t<T>* __restrict__ lse, double* __restrict__ row_loss,
-                                          T* __restrict__ loss_none, Slot* slot, int32_t code) {
+__global__ void __launch_bounds__(dv::kMaxRowThreads)
+    cross_entropy_rows_kernel(int64_t rows, int64_t C, const T* __restrict__ z, const I* __restrict__ targets,
+                              int64_t ignore_index, acc_t<T> e, acc_t<T>* __restrict__ lse,
+                              double* __restrict__ row_loss, T* __restrict__ loss_none, Slot* slot, int32_t code) {
   using A = acc_t<T>;
   using Op = dv::LogitsOp<A>;
   __shared__ dv::LogitsState<A> scratch[kMaxRowsPerBlock][dv::kWarp];
@@ -145,9 +145,10 @@ __global__ void nll_positions_kernel(int64_t P, int64_t C, int64_t S, dv::IndexD
 // One block: count = targets that are not ignore_index (`=`, f64); for Mean/Sum also loss =
 // the f64 sum of row_loss (divided by count for Mean; NaN when count is 0), `=`.
 template <class T, class I>
-__global__ void class_loss_reduce_kernel(int64_t P, const double* __restrict__ row_loss, const I* __restrict__ targets,
-                                         int64_t ignore_index, Reduction reduction, double* __restrict__ count,
-                                         T* __restrict__ loss) {
+__global__ void __launch_bounds__(kReduceThreads)
+    class_loss_reduce_kernel(int64_t P, const double* __restrict__ row_loss, const I* __restrict__ targets,
+                             int64_t ignore_index, Reduction reduction, double* __restrict__ count,
+                             T* __restrict__ loss) {
   using Op = dv::PairSumOp<double>;
   __shared__ dv::Pair<double> scratch[dv::kWarp];
   dv::Pair<double> p = Op::identity();

@@ -27,9 +27,10 @@ using nn_common::kMaxRowsPerBlock;
 // (threads_per_row, rows_per_block); each row group of the grid-stride loop is reduced by the
 // whole block (every thread reaches every __syncthreads, rows past R contribute nothing).
 template <int W, class T>
-__global__ void layer_norm_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ weight,
-                                  const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y,
-                                  acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd) {
+__global__ void __launch_bounds__(dv::kMaxRowThreads)
+    layer_norm_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ weight,
+                      const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
+                      acc_t<T>* __restrict__ rstd) {
   using A = acc_t<T>;
   using Op = dv::WelfordOp<A>;
   __shared__ dv::WelfordState<A> scratch[kMaxRowsPerBlock][dv::kWarp];
@@ -88,9 +89,10 @@ __global__ void layer_norm_kernel(int64_t R, int64_t D, const T* __restrict__ x,
 // grad, x, dx: (R, D); weight: (D) or null; mean, rstd: (R). dx = rstd * (gh - mean(gh) -
 // xhat * mean(gh * xhat)) with gh = grad * weight, `=`.
 template <int W, class T>
-__global__ void layer_norm_dx_kernel(int64_t R, int64_t D, const T* __restrict__ grad, const T* __restrict__ x,
-                                     const T* __restrict__ weight, const acc_t<T>* __restrict__ mean,
-                                     const acc_t<T>* __restrict__ rstd, T* __restrict__ dx) {
+__global__ void __launch_bounds__(dv::kMaxRowThreads)
+    layer_norm_dx_kernel(int64_t R, int64_t D, const T* __restrict__ grad, const T* __restrict__ x,
+                         const T* __restrict__ weight, const acc_t<T>* __restrict__ mean,
+                         const acc_t<T>* __restrict__ rstd, T* __restrict__ dx) {
   using A = acc_t<T>;
   using Op = dv::PairSumOp<A>;
   __shared__ dv::Pair<A> scratch[kMaxRowsPerBlock][dv::kWarp];

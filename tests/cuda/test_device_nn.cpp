@@ -78,6 +78,17 @@ TEST(DeviceDropout, DrawMatchesTheCpuMaskForEverySeedSizeAndP) {
   }
 }
 
+TEST(DeviceRows, RowPlanStaysWithinTheKernelsLaunchBoundsAndScratch) {
+  for (int64_t v = 0; v < 2000000; v = v < 100 ? v + 1 : v * 3 / 2) {
+    const dv::RowPlan p = dv::row_plan(v);
+    ASSERT_EQ(p.threads_per_row % 32, 0) << v;
+    ASSERT_LE(p.threads_per_row * p.rows_per_block, dv::kMaxRowThreads) << v;
+    ASSERT_GE(p.rows_per_block, 1) << v;
+    ASSERT_LE(p.rows_per_block, dv::kMaxRowsPerBlock) << v;
+    ASSERT_TRUE(p.threads_per_row == dv::kMaxRowThreads || int64_t{p.threads_per_row} * 4 >= v) << v;
+  }
+}
+
 TEST(DeviceLayerNorm, RowStatisticsInTheBlockTreeMatchTheCpu) {
   struct Case {
     int64_t R, D;

@@ -27,15 +27,20 @@ BRISK_HOST_DEVICE inline void for_each_owned(int64_t n, int t, int threads, OnVe
 }
 
 // Row kernels run blocks of (threads_per_row, rows_per_block) threads: enough threads per row
-// (a multiple of 32, at most 1024) that each handles about 4 vectors, and enough rows per block
-// to fill 256 threads when rows are short.
+// (a multiple of 32, at most kMaxRowThreads) that each handles about 4 vectors, and enough rows
+// per block to fill 256 threads when rows are short. The kernels declare
+// __launch_bounds__(kMaxRowThreads), so the compiler keeps them within the registers a block
+// that large may use.
+inline constexpr int kMaxRowThreads = 512;
+// Rows per block never exceed this (256 / 32), the per-row scratch the kernels keep.
+inline constexpr int kMaxRowsPerBlock = 8;
 struct RowPlan {
   int threads_per_row = 32;
   int rows_per_block = 8;
 };
 BRISK_HOST_DEVICE inline RowPlan row_plan(int64_t vectors_per_row) {
   RowPlan p;
-  while (p.threads_per_row < 1024 && int64_t{p.threads_per_row} * 4 < vectors_per_row) p.threads_per_row *= 2;
+  while (p.threads_per_row < kMaxRowThreads && int64_t{p.threads_per_row} * 4 < vectors_per_row) p.threads_per_row *= 2;
   p.rows_per_block = p.threads_per_row >= 256 ? 1 : 256 / p.threads_per_row;
   return p;
 }
