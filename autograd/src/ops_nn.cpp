@@ -1,10 +1,14 @@
-// Differentiable conv2d and pooling: the kernels do the math, closures call the backward kernels.
+// Differentiable conv2d, pooling and batch norm: the kernels do the math, closures call the
+// backward kernels.
 #include "brisk/autograd/ops_nn.h"
 
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
+#include "brisk/autograd/ops_shape.h"
 #include "brisk/kernels/conv.h"
+#include "brisk/kernels/elementwise.h"
+#include "brisk/kernels/nn.h"
 
 namespace brisk {
 
@@ -64,6 +68,39 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output) {
     });
   }
   return y;
+}
+
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
+                  const Tensor& bias_in, bool training, double momentum, double eps) {
+  BRISK_CHECK(x_in.defined(), "batch_norm: undefined input");
+  const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
+  // The kernel takes every per-channel tensor in x's dtype: parameters through differentiable
+  // casts (their gradients come back in their own dtype), running statistics through copies
+  // that are written back after the update.
+  auto like_x = [&](const Tensor& t) { return t.defined() ? to(t, x.dtype()) : t; };
+  const Tensor weight = like_x(weight_in), bias = like_x(bias_in);
+  Tensor rm = running_mean, rv = running_var;
+  const bool cast_stats = rm.defined() && rv.defined() && (rm.dtype() != x.dtype() || rv.dtype() != x.dtype());
+  if (cast_stats) {
+    rm = kernels::cast(running_mean, x.dtype());
+    rv = kernels::cast(running_var, x.dtype());
+  }
+  kernels::BatchNormResult r = kernels::batch_norm(x, weight, bias, rm, rv, training, momentum, eps);
+  if (cast_stats && training) {
+    kernels::copy_(running_mean, rm);
+    kernels::copy_(running_var, rv);
+  }
+  if (!autograd::any_requires_grad({&x, &weight, &bias})) return r.y;
+  // Saved as detached handles: the forward's inputs and statistics, not its output.
+  Tensor xs = x.detach(), ws = weight.defined() ? weight.detach() : weight;
+  Tensor mean = r.save_mean, invstd = r.save_invstd;
+  record("batch_norm", {x, weight, bias}, r.y,
+         [xs, ws, mean, invstd, training](const GradCtx& g) -> std::vector<Tensor> {
+           kernels::BatchNormGrads d = kernels::batch_norm_backward(g.grad(), xs, ws, mean, invstd, training,
+                                                                    {g.needs(0), g.needs(1), g.needs(2)});
+           return {d.dx, d.dweight, d.dbias};
+         });
+  return r.y;
 }
 
 }  // namespace brisk

@@ -12,6 +12,7 @@
 #include "brisk/core/storage.h"
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/factory.h"
+#include "brisk/kernels/settings.h"
 #include "brisk/kernels/threads.h"
 #include "brisk/autograd/autograd.h"
 #include "brisk/nn/nn.h"

@@ -1,4 +1,4 @@
-// CPU loops for embedding, layer norm, dropout and the class losses. Each output element is
+// CPU loops for embedding, layer norm, batch norm, dropout and the class losses. Each output element is
 // produced by one thread in a fixed order (rows split over threads, column sums split by
 // column), so results do not depend on the thread count.
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "brisk/core/rng.h"
+#include "brisk/kernels/device/dropout.h"
 #include "brisk/kernels/dispatch.h"
 #include "cpu/nn_kernels.h"
 
@@ -117,10 +118,14 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
       };
       using Yes = std::true_type;
       using No = std::false_type;
-      if (wp && bp) write(Yes{}, Yes{});
-      else if (wp) write(Yes{}, No{});
-      else if (bp) write(No{}, Yes{});
-      else write(No{}, No{});
+      if (wp && bp)
+        write(Yes{}, Yes{});
+      else if (wp)
+        write(Yes{}, No{});
+      else if (bp)
+        write(No{}, Yes{});
+      else
+        write(No{}, No{});
     }
   });
 }
@@ -184,6 +189,106 @@ void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean
   });
 }
 
+// --- batch norm ------------------------------------------------------------------------
+
+void batch_norm(const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight, const Tensor& bias,
+                const Tensor& running_mean, const Tensor& running_var, bool training, double momentum, double eps,
+                const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd) {
+  const int64_t M = N * S;
+  visit_float(x.dtype(), x.device(), "batch_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using A = stat_t<T>;
+    const T* xp = static_cast<const T*>(x.data<T>());
+    const T* wp = weight.defined() ? static_cast<const T*>(weight.data<T>()) : nullptr;
+    const T* bp = bias.defined() ? static_cast<const T*>(bias.data<T>()) : nullptr;
+    T* rm = running_mean.defined() ? running_mean.data<T>() : nullptr;
+    T* rv = running_var.defined() ? running_var.data<T>() : nullptr;
+    T* yp = y.data<T>();
+    A* mp = save_mean.data<A>();
+    A* ip = save_invstd.data<A>();
+    const A m = static_cast<A>(momentum), e = static_cast<A>(eps);
+    // Channels are independent; each is summed in (n, s) order by one thread.
+#pragma omp parallel for schedule(static) if (M * C > kGrain)
+    for (int64_t c = 0; c < C; ++c) {
+      A mu, invstd;
+      if (training) {
+        // Two passes (mean, then squared deviations), as layer_norm.
+        A sum = 0;
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t s = 0; s < S; ++s) sum += static_cast<A>(xp[(n * C + c) * S + s]);
+        mu = sum / static_cast<A>(M);
+        A sq = 0;
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t s = 0; s < S; ++s) {
+            const A d = static_cast<A>(xp[(n * C + c) * S + s]) - mu;
+            sq += d * d;
+          }
+        const A var = sq / static_cast<A>(M);
+        invstd = A(1) / std::sqrt(var + e);
+        if (rm) rm[c] = static_cast<T>(static_cast<A>(rm[c]) * (A(1) - m) + m * mu);
+        if (rv) {
+          const A unbiased = var * (static_cast<A>(M) / static_cast<A>(M - 1));
+          rv[c] = static_cast<T>(static_cast<A>(rv[c]) * (A(1) - m) + m * unbiased);
+        }
+      } else {
+        mu = static_cast<A>(rm[c]);
+        invstd = A(1) / std::sqrt(static_cast<A>(rv[c]) + e);
+      }
+      mp[c] = mu;
+      ip[c] = invstd;
+      const A w = wp ? static_cast<A>(wp[c]) : A(1), b = bp ? static_cast<A>(bp[c]) : A(0);
+      for (int64_t n = 0; n < N; ++n) {
+        const T* xr = xp + (n * C + c) * S;
+        T* yr = yp + (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) yr[s] = static_cast<T>((static_cast<A>(xr[s]) - mu) * invstd * w + b);
+      }
+    }
+  });
+}
+
+void batch_norm_backward(const Tensor& grad, const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training, const Tensor& dx,
+                         const Tensor& dweight, const Tensor& dbias) {
+  const int64_t M = N * S;
+  visit_float(x.dtype(), x.device(), "batch_norm backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = stat_t<T>;
+    const T* gp = static_cast<const T*>(grad.data<T>());
+    const T* xp = static_cast<const T*>(x.data<T>());
+    const T* wp = weight.defined() ? static_cast<const T*>(weight.data<T>()) : nullptr;
+    const A* mp = static_cast<const A*>(save_mean.data<A>());
+    const A* ip = static_cast<const A*>(save_invstd.data<A>());
+    T* dxp = dx.defined() ? dx.data<T>() : nullptr;
+    T* dwp = dweight.defined() ? dweight.data<T>() : nullptr;
+    T* dbp = dbias.defined() ? dbias.data<T>() : nullptr;
+#pragma omp parallel for schedule(static) if (M * C > kGrain)
+    for (int64_t c = 0; c < C; ++c) {
+      const A mu = mp[c], invstd = ip[c];
+      // sum(g) and sum(g * xhat) over the channel, in (n, s) order.
+      A sg = 0, sgx = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+          const int64_t i = (n * C + c) * S + s;
+          const A g = static_cast<A>(gp[i]);
+          sg += g;
+          sgx += g * (static_cast<A>(xp[i]) - mu) * invstd;
+        }
+      if (dwp) dwp[c] = static_cast<T>(sgx);
+      if (dbp) dbp[c] = static_cast<T>(sg);
+      if (!dxp) continue;
+      const A k = (wp ? static_cast<A>(wp[c]) : A(1)) * invstd;
+      const A mg = sg / static_cast<A>(M), mgx = sgx / static_cast<A>(M);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+          const int64_t i = (n * C + c) * S + s;
+          const A g = static_cast<A>(gp[i]);
+          // Training also differentiates through the batch mean and variance.
+          dxp[i] = static_cast<T>(training ? k * (g - mg - (static_cast<A>(xp[i]) - mu) * invstd * mgx) : k * g);
+        }
+    }
+  });
+}
+
 // --- dropout -------------------------------------------------------------------------------
 
 void dropout(const Tensor& x, double p, uint64_t seed, uint64_t base, const Tensor& y, const Tensor& mask) {
@@ -200,11 +305,11 @@ void dropout(const Tensor& x, double p, uint64_t seed, uint64_t base, const Tens
     const A s = static_cast<A>(scale);
 #pragma omp parallel for schedule(static) if (n > kGrain)
     for (int64_t b = 0; b < blocks; ++b) {
-      uint32_t r[4];
-      Philox::block(seed, base + static_cast<uint64_t>(b), r);
+      bool keep4[4];
+      device::dropout_keep4(seed, base, b, pf, keep4);  // the CUDA kernel's draw, too
       const int64_t i0 = b * 4, i1 = std::min(n, i0 + 4);
       for (int64_t i = i0; i < i1; ++i) {
-        const bool keep = Philox::to_unit_float(r[i - i0]) >= pf;
+        const bool keep = keep4[i - i0];
         mp[i] = keep;
         yp[i] = keep ? static_cast<T>(static_cast<A>(xp[i]) * s) : T(0.0f);
       }

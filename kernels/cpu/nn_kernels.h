@@ -19,6 +19,17 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
 void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                          const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 
+// x, y: (N, C, S) contiguous; weight, bias, running_mean, running_var: (C) of x's dtype or
+// undefined; save_mean, save_invstd: (C) in the stat dtype (f64 or f32). Training computes the
+// batch statistics (and updates the running ones when defined), eval reads the running ones.
+void batch_norm(const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight, const Tensor& bias,
+                const Tensor& running_mean, const Tensor& running_var, bool training, double momentum, double eps,
+                const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd);
+// grad, x: (N, C, S) contiguous; dx (N, C, S), dweight, dbias (C): each written when defined.
+void batch_norm_backward(const Tensor& grad, const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training, const Tensor& dx,
+                         const Tensor& dweight, const Tensor& dbias);
+
 // x, y, mask (Bool): same numel. See kernels::dropout for the draw.
 void dropout(const Tensor& x, double p, uint64_t seed, uint64_t base, const Tensor& y, const Tensor& mask);
 // out = grad * mask * scale; all (n).

@@ -58,37 +58,16 @@ Tensor BatchNorm::forward(const Tensor& x) {
   BRISK_CHECK(x.dim() >= min_dim_ && x.dim() <= max_dim_ && x.size(1) == num_features, name(), ": expected a ",
               min_dim_ == max_dim_ ? std::to_string(min_dim_) : std::to_string(min_dim_) + " or " + std::to_string(max_dim_),
               "-D input with ", num_features, " channels in dim 1, got shape ", x.sizes());
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  Shape bshape(static_cast<size_t>(x.dim()), 1);  // (1, C, 1, ...)
-  bshape[1] = num_features;
+  // Batch statistics when training, and in eval when no running statistics are kept.
   const bool use_batch = is_training() || !options.track_running_stats;
-  Tensor mean_, var_;
-  if (use_batch) {
-    const int64_t count = x.numel() / num_features;
-    BRISK_CHECK(count > 1 || !is_training(), name(), ": expected more than 1 value per channel when training, got shape ",
-                x.sizes());
-    mean_ = mean(x, dims, /*keepdim=*/true);
-    var_ = var(x, dims, /*correction=*/0, /*keepdim=*/true);
-    if (is_training() && options.track_running_stats) {
-      NoGradGuard no_grad;
-      const double m = options.momentum;
-      Tensor bm = kernels::cast(mean_.detach(), running_mean.dtype()).as_strided({num_features}, {1}, 0);
-      Tensor bv = kernels::binary_scalar(kernels::BinaryOp::Mul, var_.detach(),
-                                         static_cast<double>(count) / static_cast<double>(count - 1));
-      bv = kernels::cast(bv, running_var.dtype()).as_strided({num_features}, {1}, 0);
-      kernels::mul_scalar_(running_mean, 1 - m);
-      kernels::add_(running_mean, bm, m);
-      kernels::mul_scalar_(running_var, 1 - m);
-      kernels::add_(running_var, bv, m);
-      kernels::add_(num_batches_tracked, ones({}, {.dtype = DType::I64}));
-    }
-  } else {
-    mean_ = running_mean.view(bshape);
-    var_ = running_var.view(bshape);
+  BRISK_CHECK(x.numel() / num_features > 1 || !is_training(), name(),
+              ": expected more than 1 value per channel when training, got shape ", x.sizes());
+  // The running statistics (undefined unless tracked) are updated in training and read in eval.
+  Tensor y = batch_norm(x, running_mean, running_var, weight, bias, use_batch, options.momentum, options.eps);
+  if (is_training() && options.track_running_stats) {
+    NoGradGuard no_grad;
+    kernels::add_(num_batches_tracked, ones({}, {.dtype = DType::I64, .device = num_batches_tracked.device()}));
   }
-  Tensor y = (x - mean_) * rsqrt(var_ + options.eps);
-  if (weight.defined()) y = y * weight.view(bshape) + bias.view(bshape);
   return y;
 }
 

@@ -43,7 +43,8 @@ TEST(LayerNorm, MatchesNaiveOverTrailingDims) {
     Tensor w = randn({3, 4}, {.dtype = dt}, &gen), b = randn({3, 4}, {.dtype = dt}, &gen);
     kernels::LayerNormResult r = kernels::layer_norm(x, {3, 4}, w, b, 1e-5);
     std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
-    std::vector<double> y = r.y.to_vector<double>(), mean = r.mean.to_vector<double>(), rstd = r.rstd.to_vector<double>();
+    std::vector<double> y = r.y.to_vector<double>(), mean = r.mean.to_vector<double>(),
+                        rstd = r.rstd.to_vector<double>();
     for (int64_t row = 0; row < 2; ++row) {
       double mu = 0, var = 0;
       for (int64_t j = 0; j < 12; ++j) mu += xv[row * 12 + j] / 12;
@@ -81,8 +82,87 @@ TEST(LayerNorm, HalfPrecisionAgreesWithFloat) {
     EXPECT_EQ(r.y.dtype(), dt);
     EXPECT_EQ(r.mean.dtype(), DType::F32);
     std::vector<float> got = r.y.to_vector<float>();
-    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 0.05 * (1 + std::abs(ref[i]))) << dtype_name(dt);
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], 0.05 * (1 + std::abs(ref[i]))) << dtype_name(dt);
   }
+}
+
+// --- batch norm --------------------------------------------------------------------------
+
+namespace {
+// Per-channel mean and biased variance of x: (N, C, S), written out.
+void channel_stats(const std::vector<double>& x, int64_t N, int64_t C, int64_t S, int64_t c, double& mean,
+                   double& var) {
+  mean = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t s = 0; s < S; ++s) mean += x[(n * C + c) * S + s] / static_cast<double>(N * S);
+  var = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t s = 0; s < S; ++s) {
+      const double d = x[(n * C + c) * S + s] - mean;
+      var += d * d / static_cast<double>(N * S);
+    }
+}
+}  // namespace
+
+TEST(BatchNorm, TrainingNormalisesChannelsAndUpdatesRunningStats) {
+  Generator gen(21);
+  const int64_t N = 4, C = 3, S = 6;
+  Tensor x = randn({N, C, 2, 3}, {.dtype = DType::F64}, &gen) * 2.0 + 1.0;
+  Tensor w = randn({C}, {.dtype = DType::F64}, &gen), b = randn({C}, {.dtype = DType::F64}, &gen);
+  Tensor rm = randn({C}, {.dtype = DType::F64}, &gen), rv = rand({C}, {.dtype = DType::F64}, &gen) + 0.5;
+  const std::vector<double> rm0 = rm.to_vector<double>(), rv0 = rv.to_vector<double>();
+  kernels::BatchNormResult r = kernels::batch_norm(x, w, b, rm, rv, /*training=*/true, 0.2, 1e-5);
+  const std::vector<double> xv = x.to_vector<double>(), y = r.y.to_vector<double>(), wv = w.to_vector<double>(),
+                            bv = b.to_vector<double>(), sm = r.save_mean.to_vector<double>(),
+                            si = r.save_invstd.to_vector<double>(), rm1 = rm.to_vector<double>(),
+                            rv1 = rv.to_vector<double>();
+  EXPECT_EQ(r.y.sizes(), x.sizes());
+  for (int64_t c = 0; c < C; ++c) {
+    double mean, var;
+    channel_stats(xv, N, C, S, c, mean, var);
+    EXPECT_NEAR(sm[c], mean, 1e-12);
+    EXPECT_NEAR(si[c], 1 / std::sqrt(var + 1e-5), 1e-10);
+    EXPECT_NEAR(rm1[c], 0.8 * rm0[c] + 0.2 * mean, 1e-12);
+    EXPECT_NEAR(rv1[c], 0.8 * rv0[c] + 0.2 * var * (N * S) / (N * S - 1), 1e-12) << "unbiased running variance";
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t i = (n * C + c) * S + s;
+        EXPECT_NEAR(y[i], (xv[i] - mean) / std::sqrt(var + 1e-5) * wv[c] + bv[c], 1e-10);
+      }
+  }
+}
+
+TEST(BatchNorm, EvalUsesRunningStatsAndLeavesThemAlone) {
+  Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 2});
+  Tensor rm = from_vector<float>({1, -1}, {2}), rv = from_vector<float>({4, 0.25f}, {2});
+  kernels::BatchNormResult r = kernels::batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/false, 0.1, 0.0);
+  EXPECT_EQ(r.y.to_vector<float>(), (std::vector<float>{0.0f, 6.0f, 1.0f, 10.0f}));
+  EXPECT_EQ(rm.to_vector<float>(), (std::vector<float>{1, -1}));
+  EXPECT_EQ(rv.to_vector<float>(), (std::vector<float>{4, 0.25f}));
+}
+
+TEST(BatchNorm, StridedRunningStatsAreUpdatedInPlace) {
+  Tensor x = from_vector<double>({1, 5, 3, 7}, {2, 2});
+  Tensor buf = zeros({4}, {.dtype = DType::F64});
+  Tensor rm = buf.as_strided({2}, {2}, 0), rv = ones({2}, {.dtype = DType::F64});
+  kernels::batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/true, 0.5, 1e-5);
+  EXPECT_EQ(buf.to_vector<double>(), (std::vector<double>{1.0, 0.0, 3.0, 0.0}));
+}
+
+TEST(BatchNorm, BadArgumentsThrowNamingTheOp) {
+  Tensor x = randn({4, 3});
+  expect_error([&] { kernels::batch_norm(randn({4}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); },
+               "batch_norm: input must be (N, C, ...)");
+  expect_error([&] { kernels::batch_norm(x, ones({2}), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); },
+               "batch_norm: weight [2] must have shape [3]");
+  expect_error([&] { kernels::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false, 0.1, 1e-5); },
+               "batch_norm: eval mode needs running_mean and running_var");
+  expect_error(
+      [&] {
+        kernels::batch_norm(randn({1, 3}), Tensor(), Tensor(), zeros({3}), ones({3}), true, 0.1, 1e-5);
+      },
+      "expected more than 1 value per channel");
 }
 
 // --- dropout -------------------------------------------------------------------------------
@@ -197,8 +277,8 @@ TEST(CrossEntropy, SpatialLogitsUseClassDimOne) {
   for (int n = 0; n < 2; ++n)
     for (int d = 0; d < 4; ++d) z.push_back({zv[n * 12 + 0 * 4 + d], zv[n * 12 + 1 * 4 + d], zv[n * 12 + 2 * 4 + d]});
   std::vector<double> rows = ce_rows(z, tv, 0.2, -100);
-  std::vector<double> got = cross_entropy(logits, targets, {.label_smoothing = 0.2, .reduction = "none"})
-                                .to_vector<double>();
+  std::vector<double> got =
+      cross_entropy(logits, targets, {.label_smoothing = 0.2, .reduction = "none"}).to_vector<double>();
   ASSERT_EQ(got.size(), 8u);
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(got[i], rows[i], 1e-12);
 }
@@ -224,15 +304,20 @@ TEST(NllLoss, PicksNegativeLogProbOfTarget) {
 
 TEST(NnErrors, BadArgumentsThrowNamingTheOp) {
   Tensor logits = zeros({2, 3});
-  expect_error([&] { kernels::cross_entropy(logits, tensor<int64_t>({0, 3}), -100, 0, Reduction::Mean); },
-                      "cross_entropy");  // target out of range
-  expect_error([&] { kernels::cross_entropy(logits, tensor<int64_t>({0, -1}), -100, 0, Reduction::Mean); },
-                      "cross_entropy");  // negative target that is not ignore_index
-  expect_error([&] { cross_entropy(logits, tensor<float>({0, 1})); }, "cross_entropy");  // float targets
+  expect_error(
+      [&] {
+        kernels::cross_entropy(logits, tensor<int64_t>({0, 3}), -100, 0, Reduction::Mean);
+      },
+      "cross_entropy");  // target out of range
+  expect_error(
+      [&] {
+        kernels::cross_entropy(logits, tensor<int64_t>({0, -1}), -100, 0, Reduction::Mean);
+      },
+      "cross_entropy");  // negative target that is not ignore_index
+  expect_error([&] { cross_entropy(logits, tensor<float>({0, 1})); }, "cross_entropy");       // float targets
   expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1, 2})); }, "cross_entropy");  // N mismatch
   expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1}), {.reduction = "avg"}); }, "cross_entropy");
-  expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 1.5}); },
-                      "cross_entropy");
+  expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 1.5}); }, "cross_entropy");
   expect_error([&] { nll_loss(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 0.1}); }, "nll_loss");
   expect_error([&] { dropout(ones({3}), 1.5); }, "dropout");
   expect_error([&] { dropout(ones({3}), -0.1); }, "dropout");
@@ -241,6 +326,5 @@ TEST(NnErrors, BadArgumentsThrowNamingTheOp) {
   expect_error([&] { layer_norm(zeros({2, 3}), {4}); }, "layer_norm");
   expect_error([&] { layer_norm(zeros({2, 3}), {3}, zeros({4})); }, "layer_norm");
   expect_error([&] { mse_loss(zeros({2, 3}), zeros({3})); }, "mse_loss");
-  expect_error([&] { binary_cross_entropy_with_logits(zeros({2}), zeros({3})); },
-                      "binary_cross_entropy_with_logits");
+  expect_error([&] { binary_cross_entropy_with_logits(zeros({2}), zeros({3})); }, "binary_cross_entropy_with_logits");
 }

@@ -108,6 +108,65 @@ TEST(BatchNorm, GradientsPassAFiniteDifferenceCheck) {
       {randn({4, 3}), randn({4, 3})}, "batchnorm1d");
 }
 
+namespace {
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  EXPECT_EQ(x.size(), y.size());
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
+}  // namespace
+
+// nn::BatchNorm runs one fused kernel; before, it composed mean, var, rsqrt and broadcasting
+// ops. Both must give the same values, running statistics and gradients in f64.
+TEST(BatchNorm, FusedKernelMatchesTheComposedFormulaInF64) {
+  manual_seed(11);
+  for (bool training : {true, false}) {
+    nn::BatchNorm2d bn(3);
+    bn.to(DType::F64);
+    {
+      NoGradGuard ng;
+      copy_(bn.weight, randn({3}, {.dtype = DType::F64}));
+      copy_(bn.bias, randn({3}, {.dtype = DType::F64}));
+      copy_(bn.running_mean, randn({3}, {.dtype = DType::F64}));
+      copy_(bn.running_var, rand({3}, {.dtype = DType::F64}) + 0.5);
+    }
+    if (!training) bn.eval();
+    const Tensor rm0 = bn.running_mean.clone(), rv0 = bn.running_var.clone();
+    Tensor x = randn({4, 3, 5, 2}, {.dtype = DType::F64}) * 3.0 + 1.5;
+    x.requires_grad_();
+    Tensor y = bn(x);
+    Tensor g = randn(y.sizes(), {.dtype = DType::F64});
+    (y * g).sum().backward();
+
+    Tensor xr = x.detach().clone(), wr = bn.weight.detach().clone(), br = bn.bias.detach().clone();
+    for (Tensor* t : {&xr, &wr, &br}) t->requires_grad_();
+    const Shape bshape{1, 3, 1, 1};
+    const std::vector<int64_t> dims{0, 2, 3};
+    Tensor m = training ? mean(xr, dims, /*keepdim=*/true) : rm0.view(bshape);
+    Tensor v = training ? var(xr, dims, /*correction=*/0, /*keepdim=*/true) : rv0.view(bshape);
+    Tensor yr = (xr - m) * rsqrt(v + 1e-5) * wr.view(bshape) + br.view(bshape);
+    (yr * g).sum().backward();
+
+    const char* mode = training ? "training" : "eval";
+    EXPECT_LE(max_abs_diff(y, yr), 1e-12) << mode;
+    EXPECT_LE(max_abs_diff(x.grad(), xr.grad()), 1e-12) << mode;
+    EXPECT_LE(max_abs_diff(bn.weight.grad(), wr.grad()), 1e-12) << mode;
+    EXPECT_LE(max_abs_diff(bn.bias.grad(), br.grad()), 1e-12) << mode;
+    if (training) {
+      const double n = 4 * 5 * 2;
+      Tensor want_rm = rm0 * 0.9 + m.detach().view({3}) * 0.1;
+      Tensor want_rv = rv0 * 0.9 + v.detach().view({3}) * (0.1 * n / (n - 1));
+      EXPECT_LE(max_abs_diff(bn.running_mean, want_rm), 1e-12);
+      EXPECT_LE(max_abs_diff(bn.running_var, want_rv), 1e-12);
+    } else {
+      EXPECT_EQ(max_abs_diff(bn.running_mean, rm0), 0.0);
+      EXPECT_EQ(max_abs_diff(bn.running_var, rv0), 0.0);
+    }
+  }
+}
+
 TEST(LayerNorm, NormalisesTheLastDims) {
   nn::LayerNorm ln(Shape{4});
   Tensor y = ln(from_vector<float>({1, 2, 3, 4}, {1, 4}));

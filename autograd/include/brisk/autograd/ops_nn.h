@@ -1,6 +1,7 @@
-// Differentiable convolution and pooling over NCHW tensors:
+// Differentiable convolution, pooling and batch norm over NCHW tensors:
 //   conv2d(x, w, b, {.stride = 2, .padding = {1, 0}, .groups = 4}), max_pool2d(x, 2),
-//   avg_pool2d(x, 3, {.stride = 1, .padding = 1}), adaptive_avg_pool2d(x, {1, 1}).
+//   avg_pool2d(x, 3, {.stride = 1, .padding = 1}), adaptive_avg_pool2d(x, {1, 1}),
+//   batch_norm(x, running_mean, running_var, w, b, /*training=*/true).
 // Options structs (Size2, Conv2dOptions, ...) live in brisk/kernels/conv.h.
 #pragma once
 #include <utility>
@@ -24,5 +25,15 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o = {})
 
 // Averages over PyTorch's adaptive windows so the output is (N, C, output.h, output.w).
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output);
+
+// Normalises each channel (dim 1) of x: (N, C, ...), then scales by weight and shifts by bias
+// ((C) each, or undefined), as PyTorch's F.batch_norm. training: the batch's mean and biased
+// variance over every dim but 1, and the gradient flows through them; running_mean and
+// running_var (C), when defined, are updated in place: running = (1 - momentum) * running +
+// momentum * stat, with the unbiased variance. Otherwise the running statistics are used (and
+// must be defined). Under autocast it runs in f32.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
 
 }  // namespace brisk

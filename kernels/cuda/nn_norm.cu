@@ -1,0 +1,491 @@
+// CUDA layer norm and batch norm, forward and backward. Layer norm: a group of threads per row
+// (device/nn.h's RowPlan), Welford statistics combined in the block tree, 128-bit loads when rows
+// are aligned; dweight/dbias are column sums in two kernels (chunks of rows, then chunks in
+// order), never atomics. Batch norm: each channel is cut into chunks (device/nn.h's
+// ChannelChunks), a block per chunk, and a second kernel combines a channel's chunks in order.
+// Statistics are f32 (f64 for f64 data); results do not depend on timing.
+#include "brisk/kernels/device/convert.h"
+#include "brisk/kernels/device/index.h"
+#include "brisk/kernels/device/nn.h"
+#include "brisk/kernels/device/reduce.h"
+#include "brisk/kernels/dispatch.h"
+#include "cuda/nn.h"
+#include "cuda/nn_common.cuh"
+
+namespace brisk::kernels::cuda {
+
+namespace {
+
+namespace rt = brisk::cuda::detail;
+namespace dv = brisk::kernels::device;
+using nn_common::inv_sqrt;
+using nn_common::kMaxRowsPerBlock;
+
+// --- layer norm --------------------------------------------------------------------------------
+
+// x, y: (R, D) contiguous; weight, bias: (D) or null; mean, rstd: (R), `=`. Blocks of
+// (threads_per_row, rows_per_block); each row group of the grid-stride loop is reduced by the
+// whole block (every thread reaches every __syncthreads, rows past R contribute nothing).
+template <int W, class T>
+__global__ void __launch_bounds__(dv::kMaxRowThreads)
+    layer_norm_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ weight,
+                      const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
+                      acc_t<T>* __restrict__ rstd) {
+  using A = acc_t<T>;
+  using Op = dv::WelfordOp<A>;
+  __shared__ dv::WelfordState<A> scratch[kMaxRowsPerBlock][dv::kWarp];
+  __shared__ A row_mean[kMaxRowsPerBlock], row_rstd[kMaxRowsPerBlock];
+  const int tx = threadIdx.x, ty = threadIdx.y, tpr = blockDim.x;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < R;
+       first += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const int64_t r = first + ty;
+    const bool active = r < R;
+    const T* xr = x + (active ? r : 0) * D;
+    dv::WelfordState<A> st = Op::identity();
+    if (active) {
+      dv::for_each_owned<W>(
+          D, tx, tpr,
+          [&](int64_t v) {
+            const auto a = dv::load_vector<T, W>(xr, v);
+#pragma unroll
+            for (int l = 0; l < W; ++l) st = Op::push(st, dv::to_acc(a.v[l]));
+          },
+          [&](int64_t j) { st = Op::push(st, dv::to_acc(xr[j])); });
+    }
+    st = dv::block_reduce<Op>(st, scratch[ty]);
+    if (tx == 0) {
+      row_mean[ty] = st.mean;
+      row_rstd[ty] = inv_sqrt(st.m2 / static_cast<A>(D) + eps);
+      if (active) {
+        mean[r] = row_mean[ty];
+        rstd[r] = row_rstd[ty];
+      }
+    }
+    __syncthreads();
+    if (active) {
+      const A mu = row_mean[ty], rs = row_rstd[ty];
+      T* yr = y + r * D;
+      auto value = [&](int64_t j, T xv) {
+        A v = (dv::to_acc(xv) - mu) * rs;
+        if (weight) v *= dv::to_acc(weight[j]);
+        if (bias) v += dv::to_acc(bias[j]);
+        return dv::from_acc<T>(v);
+      };
+      dv::for_each_owned<W>(
+          D, tx, tpr,
+          [&](int64_t v) {
+            const auto a = dv::load_vector<T, W>(xr, v);
+            dv::AlignedVector<T, W> o;
+#pragma unroll
+            for (int l = 0; l < W; ++l) o.v[l] = value(v * W + l, a.v[l]);
+            dv::store_vector<T, W>(yr, v, o);
+          },
+          [&](int64_t j) { yr[j] = value(j, xr[j]); });
+    }
+    __syncthreads();  // row_mean/row_rstd are rewritten by the next row group
+  }
+}
+
+// grad, x, dx: (R, D); weight: (D) or null; mean, rstd: (R). dx = rstd * (gh - mean(gh) -
+// xhat * mean(gh * xhat)) with gh = grad * weight, `=`.
+template <int W, class T>
+__global__ void __launch_bounds__(dv::kMaxRowThreads)
+    layer_norm_dx_kernel(int64_t R, int64_t D, const T* __restrict__ grad, const T* __restrict__ x,
+                         const T* __restrict__ weight, const acc_t<T>* __restrict__ mean,
+                         const acc_t<T>* __restrict__ rstd, T* __restrict__ dx) {
+  using A = acc_t<T>;
+  using Op = dv::PairSumOp<A>;
+  __shared__ dv::Pair<A> scratch[kMaxRowsPerBlock][dv::kWarp];
+  __shared__ A row_s1[kMaxRowsPerBlock], row_s2[kMaxRowsPerBlock];
+  const int tx = threadIdx.x, ty = threadIdx.y, tpr = blockDim.x;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < R;
+       first += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const int64_t r = first + ty;
+    const bool active = r < R;
+    const int64_t base = (active ? r : 0) * D;
+    const T* gr = grad + base;
+    const T* xr = x + base;
+    const A mu = active ? mean[r] : A(0), rs = active ? rstd[r] : A(0);
+    auto gh_at = [&](int64_t j, T g) { return dv::to_acc(g) * (weight ? dv::to_acc(weight[j]) : A(1)); };
+    dv::Pair<A> p = Op::identity();
+    if (active) {
+      auto add = [&](int64_t j, T g, T xv) {
+        const A gh = gh_at(j, g);
+        p.a += gh;
+        p.b += gh * ((dv::to_acc(xv) - mu) * rs);
+      };
+      dv::for_each_owned<W>(
+          D, tx, tpr,
+          [&](int64_t v) {
+            const auto ga = dv::load_vector<T, W>(gr, v);
+            const auto xa = dv::load_vector<T, W>(xr, v);
+#pragma unroll
+            for (int l = 0; l < W; ++l) add(v * W + l, ga.v[l], xa.v[l]);
+          },
+          [&](int64_t j) { add(j, gr[j], xr[j]); });
+    }
+    p = dv::block_reduce<Op>(p, scratch[ty]);
+    if (tx == 0) {
+      row_s1[ty] = p.a / static_cast<A>(D);
+      row_s2[ty] = p.b / static_cast<A>(D);
+    }
+    __syncthreads();
+    if (active) {
+      const A s1 = row_s1[ty], s2 = row_s2[ty];
+      T* dr = dx + base;
+      auto value = [&](int64_t j, T g, T xv) {
+        const A xh = (dv::to_acc(xv) - mu) * rs;
+        return dv::from_acc<T>(rs * (gh_at(j, g) - s1 - xh * s2));
+      };
+      dv::for_each_owned<W>(
+          D, tx, tpr,
+          [&](int64_t v) {
+            const auto ga = dv::load_vector<T, W>(gr, v);
+            const auto xa = dv::load_vector<T, W>(xr, v);
+            dv::AlignedVector<T, W> o;
+#pragma unroll
+            for (int l = 0; l < W; ++l) o.v[l] = value(v * W + l, ga.v[l], xa.v[l]);
+            dv::store_vector<T, W>(dr, v, o);
+          },
+          [&](int64_t j) { dr[j] = value(j, gr[j], xr[j]); });
+    }
+    __syncthreads();
+  }
+}
+
+// First kernel of dweight/dbias: block (kColumnTile, kColumnLanes) over (column tile
+// blockIdx.x, chunk blockIdx.y); part_w/part_b: (chunks, D), `=`: the chunk's sums of
+// grad * xhat and grad per column.
+template <class T>
+__global__ void layer_norm_columns_kernel(int64_t R, int64_t D, dv::ColumnChunks cc, const T* __restrict__ grad,
+                                          const T* __restrict__ x, const acc_t<T>* __restrict__ mean,
+                                          const acc_t<T>* __restrict__ rstd, acc_t<T>* __restrict__ part_w,
+                                          acc_t<T>* __restrict__ part_b) {
+  using A = acc_t<T>;
+  __shared__ A sw[dv::kColumnLanes][dv::kColumnTile], sb[dv::kColumnLanes][dv::kColumnTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * dv::kColumnTile + tx, chunk = blockIdx.y;
+  A aw = 0, ab = 0;
+  if (col < D) {
+    dv::for_each_chunk_row(cc, R, chunk, ty, [&](int64_t r) {
+      const A g = dv::to_acc(grad[r * D + col]);
+      aw += g * (dv::to_acc(x[r * D + col]) - mean[r]) * rstd[r];
+      ab += g;
+    });
+  }
+  sw[ty][tx] = aw;
+  sb[ty][tx] = ab;
+  __syncthreads();
+  if (ty == 0 && col < D) {
+    A tw = 0, tb = 0;
+    for (int l = 0; l < dv::kColumnLanes; ++l) {
+      tw += sw[l][tx];
+      tb += sb[l][tx];
+    }
+    part_w[chunk * D + col] = tw;
+    part_b[chunk * D + col] = tb;
+  }
+}
+
+// Second kernel: one thread per column adds the chunks' partials in chunk order; dweight,
+// dbias: (D) or null, `=`.
+template <class T>
+__global__ void layer_norm_columns_finish_kernel(int64_t D, int64_t chunks, const acc_t<T>* __restrict__ part_w,
+                                                 const acc_t<T>* __restrict__ part_b, T* __restrict__ dweight,
+                                                 T* __restrict__ dbias) {
+  using A = acc_t<T>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < D; col += step) {
+    A tw = 0, tb = 0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      tw += part_w[k * D + col];
+      tb += part_b[k * D + col];
+    }
+    if (dweight) dweight[col] = dv::from_acc<T>(tw);
+    if (dbias) dbias[col] = dv::from_acc<T>(tb);
+  }
+}
+
+// --- batch norm --------------------------------------------------------------------------------
+
+// The element offset of element e of channel c in x: (N, C, S).
+__device__ __forceinline__ int64_t channel_offset(int64_t e, int64_t c, int64_t C, int64_t S,
+                                                  const dv::IndexDiv& s_div) {
+  int64_t n, s;
+  s_div.divmod(e, n, s);
+  return (n * C + c) * S + s;
+}
+
+// Block b = c * chunks + k (kChannelThreads threads): Welford state of chunk k of channel c into
+// part[b], `=`.
+template <class T>
+__global__ void batch_norm_stats_kernel(int64_t C, int64_t S, int64_t M, dv::ChannelChunks cc, dv::IndexDiv s_div,
+                                        const T* __restrict__ x, dv::WelfordState<acc_t<T>>* __restrict__ part) {
+  using A = acc_t<T>;
+  using Op = dv::WelfordOp<A>;
+  __shared__ dv::WelfordState<A> scratch[dv::kWarp];
+  const int64_t c = blockIdx.x / cc.chunks, k = blockIdx.x % cc.chunks;
+  dv::WelfordState<A> st = Op::identity();
+  dv::for_each_chunk_element(cc, M, k, threadIdx.x,
+                             [&](int64_t e) { st = Op::push(st, dv::to_acc(x[channel_offset(e, c, C, S, s_div)])); });
+  st = dv::block_reduce<Op>(st, scratch);
+  if (threadIdx.x == 0) part[blockIdx.x] = st;
+}
+
+// One thread per channel: combines its chunks in order into save_mean / save_invstd (`=`) and
+// updates the running statistics (null when not tracked) in place.
+template <class T>
+__global__ void batch_norm_finish_kernel(int64_t C, int64_t chunks, int64_t M,
+                                         const dv::WelfordState<acc_t<T>>* __restrict__ part, acc_t<T> eps,
+                                         acc_t<T> momentum, T* __restrict__ running_mean, T* __restrict__ running_var,
+                                         acc_t<T>* __restrict__ save_mean, acc_t<T>* __restrict__ save_invstd) {
+  using A = acc_t<T>;
+  using Op = dv::WelfordOp<A>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += step) {
+    dv::WelfordState<A> st = Op::identity();
+    for (int64_t k = 0; k < chunks; ++k) st = Op::combine(st, part[c * chunks + k]);
+    const A mu = st.mean, var = st.m2 / static_cast<A>(M);
+    save_mean[c] = mu;
+    save_invstd[c] = inv_sqrt(var + eps);
+    if (running_mean) {
+      const A m = momentum;
+      running_mean[c] = dv::from_acc<T>(dv::to_acc(running_mean[c]) * (A(1) - m) + m * mu);
+      const A unbiased = var * (static_cast<A>(M) / static_cast<A>(M - 1));
+      running_var[c] = dv::from_acc<T>(dv::to_acc(running_var[c]) * (A(1) - m) + m * unbiased);
+    }
+  }
+}
+
+// Eval: one thread per channel, save_mean = running_mean, save_invstd = 1 / sqrt(running_var + eps).
+template <class T>
+__global__ void batch_norm_eval_stats_kernel(int64_t C, const T* __restrict__ running_mean,
+                                             const T* __restrict__ running_var, acc_t<T> eps,
+                                             acc_t<T>* __restrict__ save_mean, acc_t<T>* __restrict__ save_invstd) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += step) {
+    save_mean[c] = dv::to_acc(running_mean[c]);
+    save_invstd[c] = inv_sqrt(dv::to_acc(running_var[c]) + eps);
+  }
+}
+
+// x, y: (N, C, S); element i is in channel (i / S) % C. y = (x - mean) * invstd * weight + bias.
+template <class T>
+__global__ void batch_norm_apply_kernel(int64_t total, dv::IndexDiv s_div, dv::IndexDiv c_div, const T* __restrict__ x,
+                                        const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ invstd,
+                                        const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ y) {
+  using A = acc_t<T>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    int64_t q, s, n, c;
+    s_div.divmod(i, q, s);
+    c_div.divmod(q, n, c);
+    const A w = weight ? dv::to_acc(weight[c]) : A(1), b = bias ? dv::to_acc(bias[c]) : A(0);
+    y[i] = dv::from_acc<T>((dv::to_acc(x[i]) - mean[c]) * invstd[c] * w + b);
+  }
+}
+
+// Block b = c * chunks + k: part[b] = (sum(grad), sum(grad * xhat)) over chunk k of channel c.
+template <class T>
+__global__ void batch_norm_grad_stats_kernel(int64_t C, int64_t S, int64_t M, dv::ChannelChunks cc, dv::IndexDiv s_div,
+                                             const T* __restrict__ grad, const T* __restrict__ x,
+                                             const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ invstd,
+                                             dv::Pair<acc_t<T>>* __restrict__ part) {
+  using A = acc_t<T>;
+  using Op = dv::PairSumOp<A>;
+  __shared__ dv::Pair<A> scratch[dv::kWarp];
+  const int64_t c = blockIdx.x / cc.chunks, k = blockIdx.x % cc.chunks;
+  const A mu = mean[c], is = invstd[c];
+  dv::Pair<A> p = Op::identity();
+  dv::for_each_chunk_element(cc, M, k, threadIdx.x, [&](int64_t e) {
+    const int64_t i = channel_offset(e, c, C, S, s_div);
+    const A g = dv::to_acc(grad[i]);
+    p.a += g;
+    p.b += g * (dv::to_acc(x[i]) - mu) * is;
+  });
+  p = dv::block_reduce<Op>(p, scratch);
+  if (threadIdx.x == 0) part[blockIdx.x] = p;
+}
+
+// One thread per channel: sums[c] = its chunks' sums in order; dweight = sum(grad * xhat),
+// dbias = sum(grad) (null when not asked for), `=`.
+template <class T>
+__global__ void batch_norm_grad_finish_kernel(int64_t C, int64_t chunks, const dv::Pair<acc_t<T>>* __restrict__ part,
+                                              dv::Pair<acc_t<T>>* __restrict__ sums, T* __restrict__ dweight,
+                                              T* __restrict__ dbias) {
+  using A = acc_t<T>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += step) {
+    dv::Pair<A> p = dv::PairSumOp<A>::identity();
+    for (int64_t k = 0; k < chunks; ++k) p = dv::PairSumOp<A>::combine(p, part[c * chunks + k]);
+    sums[c] = p;
+    if (dweight) dweight[c] = dv::from_acc<T>(p.b);
+    if (dbias) dbias[c] = dv::from_acc<T>(p.a);
+  }
+}
+
+// dx: (N, C, S), `=`. Training: k * (g - mean(g) - xhat * mean(g * xhat)); eval: k * g; k = w * invstd.
+template <class T>
+__global__ void batch_norm_dx_kernel(int64_t total, int64_t M, bool training, dv::IndexDiv s_div, dv::IndexDiv c_div,
+                                     const T* __restrict__ grad, const T* __restrict__ x, const T* __restrict__ weight,
+                                     const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ invstd,
+                                     const dv::Pair<acc_t<T>>* __restrict__ sums, T* __restrict__ dx) {
+  using A = acc_t<T>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    int64_t q, s, n, c;
+    s_div.divmod(i, q, s);
+    c_div.divmod(q, n, c);
+    const A is = invstd[c];
+    const A k = (weight ? dv::to_acc(weight[c]) : A(1)) * is;
+    const A g = dv::to_acc(grad[i]);
+    if (training) {
+      const A mg = sums[c].a / static_cast<A>(M), mgx = sums[c].b / static_cast<A>(M);
+      dx[i] = dv::from_acc<T>(k * (g - mg - (dv::to_acc(x[i]) - mean[c]) * is * mgx));
+    } else {
+      dx[i] = dv::from_acc<T>(k * g);
+    }
+  }
+}
+
+template <class T>
+const T* cptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T>
+T* mptr(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+unsigned channel_blocks(int64_t C) {
+  return rt::blocks_for(C, 128);
+}
+
+}  // namespace
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd) {
+  OpScope scope("layer_norm", &x, &weight, &bias);
+  const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
+  if (R == 0) return;
+  const int device = x.device().index;
+  brisk::cuda::DeviceGuard guard(device);
+  cudaStream_t stream = rt::current_native_stream(device);
+  visit_float(x.dtype(), x.device(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const auto l = nn_common::row_launch(R, D, sizeof(T), {x.data_ptr(), y.data_ptr()}, device);
+    auto go = [&](auto kernel) {
+      rt::launch("layer_norm", kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(x), cptr<T>(weight), cptr<T>(bias),
+                 static_cast<A>(eps), mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
+    };
+    if (l.vectorized)
+      go(layer_norm_kernel<dv::vec_width<T>, T>);
+    else
+      go(layer_norm_kernel<1, T>);
+  });
+}
+
+void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  OpScope scope("layer_norm backward", &grad, &x, &weight);
+  const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
+  if (R == 0 || D == 0) return;
+  const int device = x.device().index;
+  brisk::cuda::DeviceGuard guard(device);
+  cudaStream_t stream = rt::current_native_stream(device);
+  visit_float(x.dtype(), x.device(), "layer_norm backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    if (dx.defined()) {
+      const auto l = nn_common::row_launch(R, D, sizeof(T), {grad.data_ptr(), x.data_ptr(), dx.data_ptr()}, device);
+      auto go = [&](auto kernel) {
+        rt::launch("layer_norm_dx", kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(grad), cptr<T>(x),
+                   cptr<T>(weight), cptr<A>(mean), cptr<A>(rstd), mptr<T>(dx));
+      };
+      if (l.vectorized)
+        go(layer_norm_dx_kernel<dv::vec_width<T>, T>);
+      else
+        go(layer_norm_dx_kernel<1, T>);
+    }
+    if (!dweight.defined() && !dbias.defined()) return;
+    const dv::ColumnChunks cc = dv::column_chunks(R);
+    Tensor part = empty({2, cc.chunks, D}, dtype_of_v<A>, x.device());
+    A* pw = mptr<A>(part);
+    A* pb = pw + cc.chunks * D;
+    const dim3 grid(static_cast<unsigned>((D + dv::kColumnTile - 1) / dv::kColumnTile),
+                    static_cast<unsigned>(cc.chunks));
+    rt::launch("layer_norm_columns", layer_norm_columns_kernel<T>, grid, dim3(dv::kColumnTile, dv::kColumnLanes), 0,
+               stream, R, D, cc, cptr<T>(grad), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd), pw, pb);
+    rt::launch("layer_norm_columns_finish", layer_norm_columns_finish_kernel<T>, dim3(rt::blocks_for(D, 256)),
+               dim3(256), 0, stream, D, cc.chunks, static_cast<const A*>(pw), static_cast<const A*>(pb),
+               mptr<T>(dweight), mptr<T>(dbias));
+  });
+}
+
+void batch_norm(const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight, const Tensor& bias,
+                const Tensor& running_mean, const Tensor& running_var, bool training, double momentum, double eps,
+                const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd) {
+  OpScope scope("batch_norm", &x, &weight, &running_mean);
+  if (C == 0) return;
+  const int device = x.device().index;
+  brisk::cuda::DeviceGuard guard(device);
+  cudaStream_t stream = rt::current_native_stream(device);
+  const int64_t M = N * S, total = M * C;
+  visit_float(x.dtype(), x.device(), "batch_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    if (training) {
+      const dv::ChannelChunks cc = dv::channel_chunks(M);
+      // Welford states (mean, m2, count) as 3 values of A each.
+      Tensor part = empty({C * cc.chunks * 3}, dtype_of_v<A>, x.device());
+      auto* pp = static_cast<dv::WelfordState<A>*>(part.data_ptr());
+      rt::launch("batch_norm_stats", batch_norm_stats_kernel<T>, dim3(static_cast<unsigned>(C * cc.chunks)),
+                 dim3(dv::kChannelThreads), 0, stream, C, S, M, cc, dv::IndexDiv(S, M), cptr<T>(x), pp);
+      rt::launch("batch_norm_finish", batch_norm_finish_kernel<T>, dim3(channel_blocks(C)), dim3(128), 0, stream, C,
+                 cc.chunks, M, static_cast<const dv::WelfordState<A>*>(pp), static_cast<A>(eps),
+                 static_cast<A>(momentum), mptr<T>(running_mean), mptr<T>(running_var), mptr<A>(save_mean),
+                 mptr<A>(save_invstd));
+    } else {
+      rt::launch("batch_norm_eval_stats", batch_norm_eval_stats_kernel<T>, dim3(channel_blocks(C)), dim3(128), 0,
+                 stream, C, cptr<T>(running_mean), cptr<T>(running_var), static_cast<A>(eps), mptr<A>(save_mean),
+                 mptr<A>(save_invstd));
+    }
+    if (total == 0) return;
+    rt::launch("batch_norm_apply", batch_norm_apply_kernel<T>, dim3(nn_common::grid_for(total, device)), dim3(256), 0,
+               stream, total, dv::IndexDiv(S, total), dv::IndexDiv(C, total / S), cptr<T>(x), cptr<A>(save_mean),
+               cptr<A>(save_invstd), cptr<T>(weight), cptr<T>(bias), mptr<T>(y));
+  });
+}
+
+void batch_norm_backward(const Tensor& grad, const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training, const Tensor& dx,
+                         const Tensor& dweight, const Tensor& dbias) {
+  OpScope scope("batch_norm backward", &grad, &x, &weight);
+  if (C == 0) return;
+  const int device = x.device().index;
+  brisk::cuda::DeviceGuard guard(device);
+  cudaStream_t stream = rt::current_native_stream(device);
+  const int64_t M = N * S, total = M * C;
+  visit_float(x.dtype(), x.device(), "batch_norm backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const dv::ChannelChunks cc = dv::channel_chunks(M);
+    // Per-chunk partials, then per-channel sums: (sum(g), sum(g * xhat)) as 2 values of A each.
+    Tensor work = empty({(C * cc.chunks + C) * 2}, dtype_of_v<A>, x.device());
+    auto* part = static_cast<dv::Pair<A>*>(work.data_ptr());
+    dv::Pair<A>* sums = part + C * cc.chunks;
+    rt::launch("batch_norm_grad_stats", batch_norm_grad_stats_kernel<T>, dim3(static_cast<unsigned>(C * cc.chunks)),
+               dim3(dv::kChannelThreads), 0, stream, C, S, M, cc, dv::IndexDiv(S, M), cptr<T>(grad), cptr<T>(x),
+               cptr<A>(save_mean), cptr<A>(save_invstd), part);
+    rt::launch("batch_norm_grad_finish", batch_norm_grad_finish_kernel<T>, dim3(channel_blocks(C)), dim3(128), 0,
+               stream, C, cc.chunks, static_cast<const dv::Pair<A>*>(part), sums, mptr<T>(dweight), mptr<T>(dbias));
+    if (!dx.defined() || total == 0) return;
+    rt::launch("batch_norm_dx", batch_norm_dx_kernel<T>, dim3(nn_common::grid_for(total, device)), dim3(256), 0, stream,
+               total, M, training, dv::IndexDiv(S, total), dv::IndexDiv(C, total / S), cptr<T>(grad), cptr<T>(x),
+               cptr<T>(weight), cptr<A>(save_mean), cptr<A>(save_invstd), static_cast<const dv::Pair<A>*>(sums),
+               mptr<T>(dx));
+  });
+}
+
+}  // namespace brisk::kernels::cuda
