@@ -1,5 +1,8 @@
-// GradScaler.
+// GradScaler: the loss scale is a host double; the gradients' unscale and inf/NaN check is one
+// fused pass per device whose flag is the only value read back from the GPU per step.
 #include "brisk/amp/grad_scaler.h"
+
+#include <algorithm>
 
 #include "brisk/autograd/autograd.h"
 #include "brisk/kernels/elementwise.h"
@@ -15,12 +18,15 @@ GradScaler::GradScaler(GradScalerOptions o) : o_(o), scale_(o.init_scale) {
   BRISK_CHECK(o.growth_interval > 0, "GradScaler: growth_interval must be positive, got ", o.growth_interval);
 }
 
-Tensor GradScaler::scale(const Tensor& loss) const { return o_.enabled ? loss * scale_ : loss; }
+Tensor GradScaler::scale(const Tensor& loss) const {
+  return o_.enabled ? loss * scale_ : loss;
+}
 
 void GradScaler::unscale_(optim::Optimizer& opt) {
   if (!o_.enabled) return;
   BRISK_CHECK(!unscaled_, "GradScaler::unscale_: already called since the last update()");
-  std::vector<Tensor> grads;
+  // The gradients by device: one fused unscale + check per device (one host read each).
+  std::vector<std::vector<Tensor>> by_device;
   for (const Tensor& p : opt.all_params()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -28,9 +34,16 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
       g = kernels::contiguous(g);
       p.set_grad(g);
     }
-    grads.push_back(g);
+    auto it = std::find_if(by_device.begin(), by_device.end(),
+                           [&](const std::vector<Tensor>& v) { return v.front().device() == g.device(); });
+    if (it == by_device.end()) {
+      by_device.push_back({g});
+    } else {
+      it->push_back(g);
+    }
   }
-  bool found = kernels::unscale_and_check_(grads, 1.0 / scale_);
+  bool found = false;
+  for (const auto& grads : by_device) found |= kernels::unscale_and_check_(grads, 1.0 / scale_);
   found_inf_ = reduce_ ? reduce_(found) : found;
   unscaled_ = true;
 }

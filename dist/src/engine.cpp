@@ -1,5 +1,6 @@
 // The communication thread, the watchdog, Work handles, debug-mode signature checks and the
 // failure policy of a ProcessGroup (see group_impl.h).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,8 +58,8 @@ std::string Signature::str() const {
 }
 
 bool Signature::operator==(const Signature& o) const {
-  if (std::strncmp(op, o.op, sizeof(op)) != 0 || seq != o.seq || dtype != o.dtype || ndim != o.ndim ||
-      root != o.root || reduce_op != o.reduce_op)
+  if (std::strncmp(op, o.op, sizeof(op)) != 0 || seq != o.seq || dtype != o.dtype || ndim != o.ndim || root != o.root ||
+      reduce_op != o.reduce_op)
     return false;
   for (int i = 0; i < ndim && i < 8; ++i)
     if (dims[i] != o.dims[i]) return false;
@@ -96,10 +97,41 @@ void WorkImpl::fail(const std::string& message) {
   cv_.notify_all();
 }
 
+// --- StreamWork ---------------------------------------------------------------------------
+void StreamWork::rethrow() const {
+  std::lock_guard lk(m_);
+  if (!error_.empty()) throw_error(error_, __FILE__, __LINE__);
+}
+
+void StreamWork::wait() {
+  rethrow();
+  // The caller's current stream waits for the collective; the host goes on.
+  done_.wait(brisk::cuda::current_stream(device().index));
+}
+
+void StreamWork::synchronize() {
+  rethrow();
+  done_.synchronize();
+  rethrow();
+}
+
+bool StreamWork::is_completed() const {
+  {
+    std::lock_guard lk(m_);
+    if (!error_.empty()) return true;
+  }
+  return done_.query();
+}
+
+void StreamWork::fail(const std::string& message) {
+  std::lock_guard lk(m_);
+  if (error_.empty()) error_ = message.empty() ? "failed" : message;
+}
+
 // --- construction ---------------------------------------------------------------------------
 ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o, std::function<std::unique_ptr<Transport>()> make_transport,
-                                   bool threaded)
-    : threaded_(threaded) {
+                                   bool threaded, bool fake)
+    : threaded_(threaded), fake_(fake) {
   timeout_s_ = o.timeout_seconds ? *o.timeout_seconds : env_timeout();
   BRISK_CHECK(timeout_s_ > 0, "dist::init: timeout_seconds must be positive, got ", timeout_s_);
   debug_ = o.debug ? *o.debug : env_debug();
@@ -236,8 +268,8 @@ void ProcessGroupImpl::run_task(Task& task) {
   {
     std::lock_guard lk(m_);
     if (poisoned_) {
-      task.work->fail(std::string(task.sig.op) + ": the process group is unusable after an earlier failure: " +
-                      poison_message_);
+      task.work->fail(std::string(task.sig.op) +
+                      ": the process group is unusable after an earlier failure: " + poison_message_);
       return;
     }
   }
@@ -297,6 +329,21 @@ void ProcessGroupImpl::check_signature(const Signature& sig) {
   }
 }
 
+void ProcessGroupImpl::check_signature_in_order(const Signature& sig) {
+  if (!threaded_) {
+    check_signature(sig);
+    return;
+  }
+  auto work = std::make_shared<WorkImpl>(sig.op, sig.seq);
+  {
+    std::lock_guard lk(m_);
+    // A collective task whose body does nothing: run_task checks its signature first.
+    queue_.push_back(Task{work, sig, true, []() -> Request { return {}; }, {}});
+  }
+  cv_.notify_one();
+  work->wait();
+}
+
 // --- failures -------------------------------------------------------------------------------
 void ProcessGroupImpl::fail(const std::string& message, const std::shared_ptr<WorkImpl>& work) {
   std::vector<std::shared_ptr<WorkImpl>> also;
@@ -317,6 +364,7 @@ void ProcessGroupImpl::fail(const std::string& message, const std::shared_ptr<Wo
     for (auto& f : inflight_) also.push_back(f.work);
     inflight_.clear();
   }
+  fail_stream_work(message);
   if (on_error_ == OnError::Abort) {
     std::fprintf(stderr,
                  "[brisk rank %d] dist error: %s\n[brisk rank %d] aborting the whole job (dist::OnError::Abort) so "
@@ -327,6 +375,69 @@ void ProcessGroupImpl::fail(const std::string& message, const std::shared_ptr<Wo
   }
   if (work) work->fail(message);
   for (auto& w : also) w->fail(message);
+}
+
+void ProcessGroupImpl::fail_stream_work(const std::string& message) {
+  std::vector<StreamInFlight> items;
+  {
+    std::lock_guard lk(m_);
+    items.swap(stream_inflight_);
+  }
+  for (auto& f : items) f.work->fail(message);
+  // Work stuck on a communication stream (a peer that never joins) ends only when its
+  // communicator is aborted.
+  std::lock_guard lk(cuda_m_);
+  for (auto& [device, t] : cuda_) t->abort_communicator();
+}
+
+std::string ProcessGroupImpl::check_stream_work() {
+  std::vector<StreamInFlight> items;
+  {
+    std::lock_guard lk(m_);
+    if (poisoned_) return {};
+    items = stream_inflight_;
+  }
+  const auto now = Clock::now();
+  const auto timeout = std::chrono::duration<double>(timeout_s_);
+  std::string message;
+  std::vector<const StreamWork*> done;
+  for (auto& f : items) {
+    bool complete = false;
+    try {
+      complete = f.work->is_completed();
+    } catch (const std::exception& e) {
+      if (message.empty()) message = f.sig.str() + " failed on " + f.work->device().str() + ": " + message_of(e);
+      continue;
+    }
+    if (complete) {
+      done.push_back(f.work.get());
+    } else if (message.empty() && now - f.start > timeout) {
+      std::ostringstream os;
+      os << f.sig.str() << " on " << f.work->device().str() << " did not finish within the timeout of " << timeout_s_
+         << " s (dist::InitOptions::timeout_seconds / BRISK_TIMEOUT_SECONDS, started "
+         << std::chrono::duration<double>(now - f.start).count()
+         << " s ago): another rank is not taking part (it is stuck, or in a different collective: run with "
+            "BRISK_DEBUG=1 to check); the NCCL communicator is aborted and the process group is now unusable";
+      message = os.str();
+    }
+  }
+  if (!done.empty()) {
+    std::lock_guard lk(m_);
+    std::erase_if(stream_inflight_, [&](const StreamInFlight& f) {
+      return std::find(done.begin(), done.end(), f.work.get()) != done.end();
+    });
+  }
+  if (message.empty()) {
+    std::lock_guard lk(cuda_m_);
+    for (auto& [device, t] : cuda_) {
+      const std::string e = t->async_error();
+      if (!e.empty()) {
+        message = "the NCCL communicator of cuda:" + std::to_string(device) + " failed: " + e;
+        break;
+      }
+    }
+  }
+  return message;
 }
 
 void ProcessGroupImpl::collect_exits() {
@@ -402,6 +513,10 @@ void ProcessGroupImpl::watchdog_loop() {
       victim = current_;
     }
     lk.unlock();
+    if (message.empty()) {
+      message = check_stream_work();
+      victim.reset();
+    }
     if (!message.empty()) fail(message, victim);
   }
 }
@@ -412,8 +527,8 @@ bool ProcessGroupImpl::is_shut_down() {
 }
 
 void ProcessGroupImpl::abort_job(int code) {
-  std::fprintf(stderr, "[brisk rank %d] exiting with status %d: stopping the other %d rank(s) of the job\n", rank_, code,
-               size_ - 1);
+  std::fprintf(stderr, "[brisk rank %d] exiting with status %d: stopping the other %d rank(s) of the job\n", rank_,
+               code, size_ - 1);
   std::fflush(stderr);
   if (transport_) transport_->abort(code);
   std::_Exit(code);  // no transport yet (start-up failed): nothing to stop but this process
@@ -472,7 +587,12 @@ void ProcessGroupImpl::shutdown() {
   cv_watch_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   run_control([&] {
-    cuda_.clear();
+    {
+      std::lock_guard lk(m_);
+      stream_inflight_.clear();
+    }
+    std::lock_guard lk(cuda_m_);
+    cuda_.clear();  // each communicator's outstanding work finishes first
     transport_->finalize();
   });
   {

@@ -1,8 +1,10 @@
 // ProcessGroupImpl: the machinery under a ProcessGroup. Owns the transport, the
-// communication thread that runs every operation in submission order (MPI makes no progress
-// on its own, so a thread of ours must be inside MPI for async work to move), the watchdog
-// that enforces timeouts and notices peers that left, debug-mode signature checks, and the
-// failure policy (abort the job, or poison the group and throw).
+// communication thread that runs every host operation in submission order (MPI makes no
+// progress on its own, so a thread of ours must be inside MPI for async work to move), the
+// per-device stream transports (NCCL) whose operations the caller's thread enqueues on a
+// communication stream, the watchdog that enforces timeouts (on both kinds) and notices peers
+// that left, debug-mode signature checks, and the failure policy (abort the job, or poison the
+// group and throw).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -50,12 +52,36 @@ class WorkImpl final : public Work {
   std::string error_;
 };
 
+// The Work of an operation on a communication stream: `done` is recorded on that stream right
+// after the operation. wait() orders the caller's current stream after it (the host does not
+// wait); synchronize() and is_completed() ask the event.
+class StreamWork final : public Work {
+ public:
+  StreamWork(std::string op, int64_t seq, Device device, brisk::cuda::Event done)
+      : Work(std::move(op), seq, device), done_(std::move(done)) {}
+  void wait() override;
+  void synchronize() override;
+  bool is_completed() const override;
+  void fail(const std::string& message);  // first failure wins
+
+ private:
+  void rethrow() const;
+  brisk::cuda::Event done_;
+  mutable std::mutex m_;
+  std::string error_;
+};
+
+// What a device operation does once its buffers are known: fn(transport, one pointer per tensor).
+using DeviceFn = std::function<void(Transport&, const std::vector<void*>&)>;
+
 class ProcessGroupImpl {
  public:
   // With `threaded`, make_transport runs on a new communication thread (MPI_Init_thread
   // happens there) and a watchdog starts; without (a world of one) everything runs inline.
+  // With `fake` (dist::fake_group), CUDA tensors use a NCCL transport without a communicator whose
+  // calls are only logged to a CUDA recording session.
   ProcessGroupImpl(const InitOptions& options, std::function<std::unique_ptr<Transport>()> make_transport,
-                   bool threaded);
+                   bool threaded, bool fake = false);
   ~ProcessGroupImpl();
 
   Transport& transport() { return *transport_; }
@@ -66,13 +92,25 @@ class ProcessGroupImpl {
   Scratch& scratch() { return scratch_; }
   // Staging area for CUDA tensors on a CPU transport (pinned in CUDA builds).
   Scratch& staging() { return staging_; }
-  Transport* cuda_transport(int device);  // NCCL (CUDA builds); nullptr when unavailable
+  bool fake() const { return fake_; }
+  // The stream transport (NCCL) of a CUDA device, made on first use (for a real communicator
+  // that is a collective on the host transport, queued like any other, so every rank must reach
+  // it at the same point); nullptr where the build has no NCCL (CUDA tensors are then staged
+  // through host memory on the communication thread).
+  StreamTransport* stream_transport(int device);
 
   // Queues a collective (sig.seq assigned here) or a point-to-point operation. `run` executes
   // on the communication thread in submission order; it returns an active request when the
   // operation is a nonblocking send/recv still in flight (the thread polls it to completion).
   using Body = std::function<Request()>;
   WorkPtr submit(Signature sig, bool collective, Body run);
+  // Runs a device operation on `device`'s stream transport from the caller's thread: records an
+  // event on the caller's current stream and makes the communication stream wait for it, marks
+  // `tensors` as used on that stream (record_stream), enqueues fn there, and records the Work's
+  // completion event. No host synchronisation (debug mode checks the signature first, which
+  // waits for the communication thread).
+  WorkPtr submit_stream(Signature sig, bool collective, Device device, const std::vector<Tensor>& tensors,
+                        const DeviceFn& fn);
 
   void shutdown();
   // A rank that exits with a failure status stops the whole job at once (the other ranks may be
@@ -94,11 +132,19 @@ class ProcessGroupImpl {
     std::chrono::steady_clock::time_point start;
     Signature sig;
   };
+  struct StreamInFlight {  // an operation enqueued on a communication stream, not known complete
+    std::shared_ptr<StreamWork> work;
+    std::chrono::steady_clock::time_point start;
+    Signature sig;
+  };
 
   void comm_loop();
   void watchdog_loop();
   void run_task(Task& t);
   void check_signature(const Signature& sig);
+  // Debug mode for a stream operation: the signature check runs on the communication thread, in
+  // order with the host collectives queued before it; waits for it (rethrows a mismatch).
+  void check_signature_in_order(const Signature& sig);
   void poll_inflight();
   // Peers that announced they are leaving; returns a failure message when one of them will
   // never take part in a collective this rank has queued or is running.
@@ -107,27 +153,38 @@ class ProcessGroupImpl {
   // Reports a failure by policy: abort the job, or poison the group and fail `work`.
   void fail(const std::string& message, const std::shared_ptr<WorkImpl>& work);
   void run_control(std::function<void()> fn);
+  // Watchdog part for stream work: drops completed entries; returns a failure message (a
+  // timeout or a communicator's asynchronous error) or "".
+  std::string check_stream_work();
+  // After a failure: fails every stream work in flight and aborts the communicators.
+  void fail_stream_work(const std::string& message);
 
   bool threaded_ = true;
+  bool fake_ = false;
   std::unique_ptr<Transport> transport_;
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 600;
   bool debug_ = false;
   OnError on_error_ = OnError::Abort;
   Scratch scratch_, staging_;
-  std::map<int, std::unique_ptr<Transport>> cuda_;  // per CUDA device
+  // Lock order: create_m_ or device_m_, then cuda_m_ or m_.
+  std::mutex create_m_;  // one stream transport made at a time (its id exchange is a collective)
+  std::mutex device_m_;  // one stream operation enqueued at a time (seq order = stream order)
+  std::mutex cuda_m_;    // guards cuda_
+  std::map<int, std::unique_ptr<StreamTransport>> cuda_;  // per CUDA device
 
   std::mutex m_;
-  std::condition_variable cv_;         // wakes the communication thread
-  std::condition_variable cv_watch_;   // wakes the watchdog (to stop it)
+  std::condition_variable cv_;        // wakes the communication thread
+  std::condition_variable cv_watch_;  // wakes the watchdog (to stop it)
   std::deque<Task> queue_;
   std::vector<InFlight> inflight_;
+  std::vector<StreamInFlight> stream_inflight_;
   std::shared_ptr<WorkImpl> current_;  // the operation the communication thread is running
   bool in_backend_ = false;            // ... and it is inside the backend (or brisk's algorithm) now
   Signature current_sig_;
   std::chrono::steady_clock::time_point current_start_;
-  int64_t next_seq_ = 0;     // collectives issued
-  int64_t running_seq_ = -1; // collective the thread is inside (-1: none)
+  int64_t next_seq_ = 0;               // collectives issued
+  int64_t running_seq_ = -1;           // collective the thread is inside (-1: none)
   std::map<int, int64_t> peer_exits_;  // rank -> collectives it issued before leaving
   bool poisoned_ = false;
   std::string poison_message_;

@@ -40,8 +40,7 @@ std::unique_ptr<detail::Transport> load_mpi_transport() {
     if (lib) break;
     tried += "\n  " + c + ": " + dlerror();
   }
-  BRISK_CHECK(lib != nullptr,
-              "dist::init: a launcher started this process (", detect_launch().launcher,
+  BRISK_CHECK(lib != nullptr, "dist::init: a launcher started this process (", detect_launch().launcher,
               ") but the MPI backend could not be loaded:", tried,
               "\nInstall OpenMPI (apt install openmpi-bin libopenmpi-dev) and build brisk with it, or run as a "
               "single process without mpirun/srun");
@@ -64,9 +63,11 @@ ProcessGroup& init(const InitOptions& options) {
   if (backend == "auto") backend = detect_launch().multi_process() ? "mpi" : "self";
   std::unique_ptr<detail::ProcessGroupImpl> impl;
   if (backend == "self") {
-    impl = std::make_unique<detail::ProcessGroupImpl>(options, [] { return detail::make_self_transport(); }, false);
+    impl = std::make_unique<detail::ProcessGroupImpl>(
+        options, [] { return detail::make_self_transport(); }, false);
   } else {
-    impl = std::make_unique<detail::ProcessGroupImpl>(options, [] { return load_mpi_transport(); }, true);
+    impl = std::make_unique<detail::ProcessGroupImpl>(
+        options, [] { return load_mpi_transport(); }, true);
   }
   g_world = std::make_unique<ProcessGroup>(std::move(impl));
   if (!g_atexit_registered) {
@@ -82,8 +83,7 @@ ProcessGroup& init(const InitOptions& options) {
               w = g_world.get();
             }
             // (A group already shut down by finalize() has left the job: nothing to stop.)
-            if (w && w->size() > 1 && w->backend() != "self" && !w->impl().is_shut_down())
-              w->impl().abort_job(status);
+            if (w && w->size() > 1 && w->backend() != "self" && !w->impl().is_shut_down()) w->impl().abort_job(status);
           }
           finalize();
         },
@@ -102,6 +102,14 @@ ProcessGroup& world() {
   std::lock_guard lk(g_world_m);
   BRISK_CHECK(g_world != nullptr, "dist::world: call dist::init() first");
   return *g_world;
+}
+
+std::unique_ptr<ProcessGroup> fake_group(int size, int rank, const InitOptions& options) {
+  BRISK_CHECK(size >= 1, "dist::fake_group: size must be >= 1, got ", size);
+  BRISK_CHECK(rank >= 0 && rank < size, "dist::fake_group: rank ", rank, " is not in [0, ", size, ")");
+  auto impl = std::make_unique<detail::ProcessGroupImpl>(
+      options, [size, rank] { return detail::make_fake_transport(size, rank); }, /*threaded=*/false, /*fake=*/true);
+  return std::make_unique<ProcessGroup>(std::move(impl));
 }
 
 void finalize() {

@@ -8,31 +8,46 @@
 
 #include "group_impl.h"
 
+#if BRISK_DIST_NCCL
+#include <nccl.h>
+#endif
+
 namespace brisk::dist {
 
 using detail::Channel;
+using detail::DeviceFn;
 using detail::Request;
 using detail::Signature;
 using detail::Transport;
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Prod:
+      return "prod";
   }
   return "?";
 }
 
 const char* algorithm_name(Algorithm a) {
   switch (a) {
-    case Algorithm::Default: return "default";
-    case Algorithm::Backend: return "backend";
-    case Algorithm::Ring: return "ring";
-    case Algorithm::Rhd: return "rhd";
-    case Algorithm::Tree: return "tree";
+    case Algorithm::Default:
+      return "default";
+    case Algorithm::Backend:
+      return "backend";
+    case Algorithm::Ring:
+      return "ring";
+    case Algorithm::Rhd:
+      return "rhd";
+    case Algorithm::Tree:
+      return "tree";
   }
   return "?";
 }
@@ -78,8 +93,8 @@ void check_stacked(const char* op, const Tensor& stacked, const Tensor& block, i
   Shape want = block.sizes();
   BRISK_CHECK(!want.empty(), op, ": tensors need at least one dimension (blocks are stacked along dim 0)");
   want[0] *= world;
-  BRISK_CHECK(stacked.sizes() == want, op, ": ", names, ": expected shape ", want, " (", world,
-              " blocks of ", block.sizes(), " along dim 0), got ", stacked.sizes());
+  BRISK_CHECK(stacked.sizes() == want, op, ": ", names, ": expected shape ", want, " (", world, " blocks of ",
+              block.sizes(), " along dim 0), got ", stacked.sizes());
 }
 
 void check_root(const char* op, int root, int size) {
@@ -99,26 +114,19 @@ Signature make_sig(const char* op, const Tensor& t, int root = -1, int reduce_op
 
 }  // namespace
 
-// Where a body runs: CPU tensors on the CPU transport; CUDA tensors on NCCL when the build
-// has it, else staged through (pinned) host memory around the CPU transport. `tensors` are
-// the operation's buffers (undefined ones are passed as nullptr); `outputs` marks those
-// copied back after staging. fn gets the transport and one pointer per tensor.
-using DeviceFn = std::function<void(Transport&, const std::vector<void*>&)>;
-
-static detail::ProcessGroupImpl::Body on_device(detail::ProcessGroupImpl* impl, std::vector<Tensor> tensors,
-                                                std::vector<bool> outputs, DeviceFn fn) {
+// The host path of an operation, run on the communication thread: CPU tensors on the CPU
+// transport; CUDA tensors where the build has no NCCL staged through (pinned) host memory around
+// it. `tensors` are the operation's buffers (undefined ones are passed as nullptr); `outputs`
+// marks those copied back after staging. fn gets the transport and one pointer per tensor.
+static detail::ProcessGroupImpl::Body on_host(detail::ProcessGroupImpl* impl, std::vector<Tensor> tensors,
+                                              std::vector<bool> outputs, DeviceFn fn) {
   return [impl, tensors = std::move(tensors), outputs = std::move(outputs), fn = std::move(fn)]() -> Request {
-    Device dev = kCPU;
-    for (auto& t : tensors)
-      if (t.defined() && t.device().is_cuda()) dev = t.device();
+    bool on_gpu = false;
+    for (auto& t : tensors) on_gpu = on_gpu || (t.defined() && t.device().is_cuda());
     std::vector<void*> ptrs;
     for (auto& t : tensors) ptrs.push_back(t.defined() ? t.data_ptr() : nullptr);
-    if (dev.is_cpu()) {
+    if (!on_gpu) {
       fn(impl->transport(), ptrs);
-      return {};
-    }
-    if (Transport* nccl = impl->cuda_transport(dev.index)) {
-      fn(*nccl, ptrs);
       return {};
     }
     size_t total = 0;
@@ -142,24 +150,52 @@ static detail::ProcessGroupImpl::Body on_device(detail::ProcessGroupImpl* impl, 
   };
 }
 
+// Runs an operation where its tensors live: CUDA tensors on their device's communication stream
+// through NCCL, enqueued from this thread (no host wait); everything else on the communication
+// thread.
+static WorkPtr run_op(detail::ProcessGroupImpl* impl, const Signature& sig, bool collective,
+                      std::vector<Tensor> tensors, std::vector<bool> outputs, DeviceFn fn) {
+  Device dev = kCPU;
+  for (auto& t : tensors)
+    if (t.defined() && t.device().is_cuda()) dev = t.device();
+  if (dev.is_cuda() && impl->stream_transport(dev.index)) return impl->submit_stream(sig, collective, dev, tensors, fn);
+  return impl->submit(sig, collective, on_host(impl, std::move(tensors), std::move(outputs), std::move(fn)));
+}
+
 ProcessGroup::ProcessGroup(std::unique_ptr<detail::ProcessGroupImpl> impl) : impl_(std::move(impl)) {}
 ProcessGroup::~ProcessGroup() = default;
 
-int ProcessGroup::rank() const { return impl_->rank(); }
-int ProcessGroup::size() const { return impl_->size(); }
-int ProcessGroup::local_rank() const { return impl_->transport().local_rank(); }
-int ProcessGroup::local_size() const { return impl_->transport().local_size(); }
-std::string ProcessGroup::backend() const { return impl_->transport().name(); }
-double ProcessGroup::timeout_seconds() const { return impl_->timeout_seconds(); }
-bool ProcessGroup::debug() const { return impl_->debug(); }
-void ProcessGroup::shutdown() { impl_->shutdown(); }
+int ProcessGroup::rank() const {
+  return impl_->rank();
+}
+int ProcessGroup::size() const {
+  return impl_->size();
+}
+int ProcessGroup::local_rank() const {
+  return impl_->transport().local_rank();
+}
+int ProcessGroup::local_size() const {
+  return impl_->transport().local_size();
+}
+std::string ProcessGroup::backend() const {
+  return impl_->transport().name();
+}
+double ProcessGroup::timeout_seconds() const {
+  return impl_->timeout_seconds();
+}
+bool ProcessGroup::debug() const {
+  return impl_->debug();
+}
+void ProcessGroup::shutdown() {
+  impl_->shutdown();
+}
 
 // --- all_reduce -------------------------------------------------------------------------------
 WorkPtr ProcessGroup::all_reduce_async(const Tensor& t, AllReduceOptions o) {
   check_tensor("all_reduce", t);
   Algorithm algo = resolve(o.algorithm, "BRISK_ALLREDUCE_ALGO", "all_reduce");
-  BRISK_CHECK(algo == Algorithm::Backend || algo == Algorithm::Ring || algo == Algorithm::Rhd,
-              "all_reduce: algorithm ", algorithm_name(algo), " is not an all-reduce algorithm (mpi, ring or rhd)");
+  BRISK_CHECK(algo == Algorithm::Backend || algo == Algorithm::Ring || algo == Algorithm::Rhd, "all_reduce: algorithm ",
+              algorithm_name(algo), " is not an all-reduce algorithm (mpi, ring or rhd)");
   if (t.device().is_cuda()) {
     BRISK_CHECK(o.algorithm == Algorithm::Default || o.algorithm == Algorithm::Backend, "all_reduce: brisk's ",
                 algorithm_name(algo), " algorithm runs on CPU tensors only; got a tensor on ", t.device().str());
@@ -170,21 +206,24 @@ WorkPtr ProcessGroup::all_reduce_async(const Tensor& t, AllReduceOptions o) {
   const DType dt = t.dtype();
   const ReduceOp op = o.op;
   const int world = size();
-  return impl->submit(make_sig("all_reduce", t, -1, static_cast<int>(op)), true,
-                      on_device(impl, {t}, {true}, [=](Transport& tr, const std::vector<void*>& p) {
-                        if (algo == Algorithm::Ring) {
-                          detail::ring_all_reduce(tr, p[0], n, dt, op, impl->scratch());
-                        } else if (algo == Algorithm::Rhd) {
-                          detail::rhd_all_reduce(tr, p[0], n, dt, op, impl->scratch());
-                        } else if (op == ReduceOp::Avg && tr.name() != "nccl") {
-                          tr.all_reduce(p[0], n, dt, ReduceOp::Sum);
-                          detail::divide_by(p[0], n, dt, world);
-                        } else {
-                          tr.all_reduce(p[0], n, dt, op);
-                        }
-                      }));
+  if (impl->fake()) algo = Algorithm::Backend;  // a fake world has no peers for brisk's algorithms
+  return run_op(impl, make_sig("all_reduce", t, -1, static_cast<int>(op)), true, {t}, {true},
+                [=](Transport& tr, const std::vector<void*>& p) {
+                  if (algo == Algorithm::Ring) {
+                    detail::ring_all_reduce(tr, p[0], n, dt, op, impl->scratch());
+                  } else if (algo == Algorithm::Rhd) {
+                    detail::rhd_all_reduce(tr, p[0], n, dt, op, impl->scratch());
+                  } else if (op == ReduceOp::Avg && tr.name() != "nccl") {
+                    tr.all_reduce(p[0], n, dt, ReduceOp::Sum);
+                    detail::divide_by(p[0], n, dt, world);
+                  } else {
+                    tr.all_reduce(p[0], n, dt, op);
+                  }
+                });
 }
-void ProcessGroup::all_reduce(const Tensor& t, AllReduceOptions o) { all_reduce_async(t, o)->wait(); }
+void ProcessGroup::all_reduce(const Tensor& t, AllReduceOptions o) {
+  all_reduce_async(t, o)->wait();
+}
 
 // --- broadcast / reduce -------------------------------------------------------------------------
 WorkPtr ProcessGroup::broadcast_async(const Tensor& t, BroadcastOptions o) {
@@ -201,16 +240,19 @@ WorkPtr ProcessGroup::broadcast_async(const Tensor& t, BroadcastOptions o) {
   const int64_t n = t.numel();
   const DType dt = t.dtype();
   const int root = o.root;
-  return impl_->submit(make_sig("broadcast", t, root), true,
-                       on_device(impl_.get(), {t}, {true}, [=](Transport& tr, const std::vector<void*>& p) {
-                         if (algo == Algorithm::Tree) {
-                           detail::tree_broadcast(tr, p[0], n * static_cast<int64_t>(dtype_size(dt)), root);
-                         } else {
-                           tr.broadcast(p[0], n, dt, root);
-                         }
-                       }));
+  if (impl_->fake()) algo = Algorithm::Backend;
+  return run_op(impl_.get(), make_sig("broadcast", t, root), true, {t}, {true},
+                [=](Transport& tr, const std::vector<void*>& p) {
+                  if (algo == Algorithm::Tree) {
+                    detail::tree_broadcast(tr, p[0], n * static_cast<int64_t>(dtype_size(dt)), root);
+                  } else {
+                    tr.broadcast(p[0], n, dt, root);
+                  }
+                });
 }
-void ProcessGroup::broadcast(const Tensor& t, BroadcastOptions o) { broadcast_async(t, o)->wait(); }
+void ProcessGroup::broadcast(const Tensor& t, BroadcastOptions o) {
+  broadcast_async(t, o)->wait();
+}
 
 WorkPtr ProcessGroup::reduce_async(const Tensor& t, ReduceOptions o) {
   check_tensor("reduce", t);
@@ -220,14 +262,16 @@ WorkPtr ProcessGroup::reduce_async(const Tensor& t, ReduceOptions o) {
   const int root = o.root, world = size(), me = rank();
   const ReduceOp op = o.op;
   // Non-root ranks keep their values: they send from a copy when the backend would clobber.
-  return impl_->submit(make_sig("reduce", t, root, static_cast<int>(op)), true,
-                       on_device(impl_.get(), {t}, {true}, [=](Transport& tr, const std::vector<void*>& p) {
-                         const bool nccl = tr.name() == "nccl";
-                         tr.reduce(p[0], p[0], n, dt, (op == ReduceOp::Avg && !nccl) ? ReduceOp::Sum : op, root);
-                         if (me == root && op == ReduceOp::Avg && !nccl) detail::divide_by(p[0], n, dt, world);
-                       }));
+  return run_op(impl_.get(), make_sig("reduce", t, root, static_cast<int>(op)), true, {t}, {true},
+                [=](Transport& tr, const std::vector<void*>& p) {
+                  const bool nccl = tr.name() == "nccl";
+                  tr.reduce(p[0], p[0], n, dt, (op == ReduceOp::Avg && !nccl) ? ReduceOp::Sum : op, root);
+                  if (me == root && op == ReduceOp::Avg && !nccl) detail::divide_by(p[0], n, dt, world);
+                });
 }
-void ProcessGroup::reduce(const Tensor& t, ReduceOptions o) { reduce_async(t, o)->wait(); }
+void ProcessGroup::reduce(const Tensor& t, ReduceOptions o) {
+  reduce_async(t, o)->wait();
+}
 
 // --- gathers and scatters -------------------------------------------------------------------------
 WorkPtr ProcessGroup::all_gather_async(const Tensor& out, const Tensor& in) {
@@ -237,12 +281,12 @@ WorkPtr ProcessGroup::all_gather_async(const Tensor& out, const Tensor& in) {
   check_stacked("all_gather", out, in, size(), "output");
   const int64_t n = in.numel();
   const DType dt = in.dtype();
-  return impl_->submit(make_sig("all_gather", in), true,
-                       on_device(impl_.get(), {in, out}, {false, true}, [=](Transport& tr, const std::vector<void*>& p) {
-                         tr.all_gather(p[0], p[1], n, dt);
-                       }));
+  return run_op(impl_.get(), make_sig("all_gather", in), true, {in, out}, {false, true},
+                [=](Transport& tr, const std::vector<void*>& p) { tr.all_gather(p[0], p[1], n, dt); });
 }
-void ProcessGroup::all_gather(const Tensor& out, const Tensor& in) { all_gather_async(out, in)->wait(); }
+void ProcessGroup::all_gather(const Tensor& out, const Tensor& in) {
+  all_gather_async(out, in)->wait();
+}
 
 Tensor ProcessGroup::all_gather(const Tensor& in) {
   check_tensor("all_gather", in, "input");
@@ -276,9 +320,9 @@ std::vector<Tensor> ProcessGroup::all_gather_uneven(const Tensor& in) {
   Signature sig = make_sig("all_gather_uneven", in);
   sig.dims[0] = -1;
   const DType dt = in.dtype();
-  impl_->submit(sig, true, on_device(impl_.get(), {in, out}, {false, true}, [=](Transport& tr, const std::vector<void*>& p) {
-          tr.all_gather_v(p[0], p[1], elems, dt);
-        }))->wait();
+  run_op(impl_.get(), sig, true, {in, out}, {false, true}, [=](Transport& tr, const std::vector<void*>& p) {
+    tr.all_gather_v(p[0], p[1], elems, dt);
+  })->wait();
   std::vector<Tensor> parts;
   int64_t offset = 0;
   for (int64_t r : rows) {
@@ -302,12 +346,12 @@ WorkPtr ProcessGroup::gather_async(const Tensor& out, const Tensor& in, int root
   const int64_t n = in.numel();
   const DType dt = in.dtype();
   Tensor o = is_root ? out : Tensor();
-  return impl_->submit(make_sig("gather", in, root), true,
-                       on_device(impl_.get(), {in, o}, {false, true}, [=](Transport& tr, const std::vector<void*>& p) {
-                         tr.gather(p[0], p[1], n, dt, root);
-                       }));
+  return run_op(impl_.get(), make_sig("gather", in, root), true, {in, o}, {false, true},
+                [=](Transport& tr, const std::vector<void*>& p) { tr.gather(p[0], p[1], n, dt, root); });
 }
-void ProcessGroup::gather(const Tensor& out, const Tensor& in, int root) { gather_async(out, in, root)->wait(); }
+void ProcessGroup::gather(const Tensor& out, const Tensor& in, int root) {
+  gather_async(out, in, root)->wait();
+}
 
 WorkPtr ProcessGroup::scatter_async(const Tensor& out, const Tensor& in, int root) {
   check_tensor("scatter", out, "output");
@@ -321,12 +365,12 @@ WorkPtr ProcessGroup::scatter_async(const Tensor& out, const Tensor& in, int roo
   const int64_t n = out.numel();
   const DType dt = out.dtype();
   Tensor i = is_root ? in : Tensor();
-  return impl_->submit(make_sig("scatter", out, root), true,
-                       on_device(impl_.get(), {i, out}, {false, true}, [=](Transport& tr, const std::vector<void*>& p) {
-                         tr.scatter(p[0], p[1], n, dt, root);
-                       }));
+  return run_op(impl_.get(), make_sig("scatter", out, root), true, {i, out}, {false, true},
+                [=](Transport& tr, const std::vector<void*>& p) { tr.scatter(p[0], p[1], n, dt, root); });
 }
-void ProcessGroup::scatter(const Tensor& out, const Tensor& in, int root) { scatter_async(out, in, root)->wait(); }
+void ProcessGroup::scatter(const Tensor& out, const Tensor& in, int root) {
+  scatter_async(out, in, root)->wait();
+}
 
 WorkPtr ProcessGroup::reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) {
   check_tensor("reduce_scatter", in, "input");
@@ -336,12 +380,12 @@ WorkPtr ProcessGroup::reduce_scatter_async(const Tensor& out, const Tensor& in, 
   const int64_t n = out.numel();
   const DType dt = out.dtype();
   const int world = size();
-  return impl_->submit(make_sig("reduce_scatter", out, -1, static_cast<int>(op)), true,
-                       on_device(impl_.get(), {in, out}, {false, true}, [=](Transport& tr, const std::vector<void*>& p) {
-                         const bool nccl = tr.name() == "nccl";
-                         tr.reduce_scatter(p[0], p[1], n, dt, (op == ReduceOp::Avg && !nccl) ? ReduceOp::Sum : op);
-                         if (op == ReduceOp::Avg && !nccl) detail::divide_by(p[1], n, dt, world);
-                       }));
+  return run_op(impl_.get(), make_sig("reduce_scatter", out, -1, static_cast<int>(op)), true, {in, out}, {false, true},
+                [=](Transport& tr, const std::vector<void*>& p) {
+                  const bool nccl = tr.name() == "nccl";
+                  tr.reduce_scatter(p[0], p[1], n, dt, (op == ReduceOp::Avg && !nccl) ? ReduceOp::Sum : op);
+                  if (op == ReduceOp::Avg && !nccl) detail::divide_by(p[1], n, dt, world);
+                });
 }
 void ProcessGroup::reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) {
   reduce_scatter_async(out, in, op)->wait();
@@ -353,16 +397,16 @@ WorkPtr ProcessGroup::all_to_all_async(const Tensor& out, const Tensor& in) {
   check_same("all_to_all", out, in);
   BRISK_CHECK(in.sizes() == out.sizes(), "all_to_all: input ", in.sizes(), " and output ", out.sizes(),
               " must have the same shape");
-  BRISK_CHECK(in.dim() >= 1 && in.size(0) % size() == 0, "all_to_all: dim 0 of ", in.sizes(),
-              " must split into ", size(), " equal blocks (one per rank)");
+  BRISK_CHECK(in.dim() >= 1 && in.size(0) % size() == 0, "all_to_all: dim 0 of ", in.sizes(), " must split into ",
+              size(), " equal blocks (one per rank)");
   const int64_t n = in.numel() / size();
   const DType dt = in.dtype();
-  return impl_->submit(make_sig("all_to_all", in), true,
-                       on_device(impl_.get(), {in, out}, {false, true}, [=](Transport& tr, const std::vector<void*>& p) {
-                         tr.all_to_all(p[0], p[1], n, dt);
-                       }));
+  return run_op(impl_.get(), make_sig("all_to_all", in), true, {in, out}, {false, true},
+                [=](Transport& tr, const std::vector<void*>& p) { tr.all_to_all(p[0], p[1], n, dt); });
 }
-void ProcessGroup::all_to_all(const Tensor& out, const Tensor& in) { all_to_all_async(out, in)->wait(); }
+void ProcessGroup::all_to_all(const Tensor& out, const Tensor& in) {
+  all_to_all_async(out, in)->wait();
+}
 
 WorkPtr ProcessGroup::barrier_async() {
   Signature sig;
@@ -374,7 +418,9 @@ WorkPtr ProcessGroup::barrier_async() {
     return {};
   });
 }
-void ProcessGroup::barrier() { barrier_async()->wait(); }
+void ProcessGroup::barrier() {
+  barrier_async()->wait();
+}
 
 // --- point to point ------------------------------------------------------------------------------
 static void check_peer(const char* op, int peer, int me, int size) {
@@ -395,10 +441,10 @@ WorkPtr ProcessGroup::send_async(const Tensor& t, int dst, int tag) {
       return impl->transport().isend(t.data_ptr(), bytes, dst, tag, Channel::User);
     });
   }
-  return impl->submit(sig, false, on_device(impl, {t}, {false}, [=](Transport& tr, const std::vector<void*>& p) {
-                        Request r = tr.isend(p[0], bytes, dst, tag, Channel::User);
-                        tr.wait(r);
-                      }));
+  return run_op(impl, sig, false, {t}, {false}, [=](Transport& tr, const std::vector<void*>& p) {
+    Request r = tr.isend(p[0], bytes, dst, tag, Channel::User);
+    tr.wait(r);
+  });
 }
 
 WorkPtr ProcessGroup::recv_async(const Tensor& t, int src, int tag) {
@@ -413,16 +459,38 @@ WorkPtr ProcessGroup::recv_async(const Tensor& t, int src, int tag) {
       return impl->transport().irecv(t.data_ptr(), bytes, src, tag, Channel::User);
     });
   }
-  return impl->submit(sig, false, on_device(impl, {t}, {true}, [=](Transport& tr, const std::vector<void*>& p) {
-                        Request r = tr.irecv(p[0], bytes, src, tag, Channel::User);
-                        tr.wait(r);
-                      }));
+  return run_op(impl, sig, false, {t}, {true}, [=](Transport& tr, const std::vector<void*>& p) {
+    Request r = tr.irecv(p[0], bytes, src, tag, Channel::User);
+    tr.wait(r);
+  });
 }
-void ProcessGroup::send(const Tensor& t, int dst, int tag) { send_async(t, dst, tag)->wait(); }
-void ProcessGroup::recv(const Tensor& t, int src, int tag) { recv_async(t, src, tag)->wait(); }
+void ProcessGroup::send(const Tensor& t, int dst, int tag) {
+  send_async(t, dst, tag)->wait();
+}
+void ProcessGroup::recv(const Tensor& t, int src, int tag) {
+  recv_async(t, src, tag)->wait();
+}
 
-#if !BRISK_DIST_NCCL
-Transport* detail::ProcessGroupImpl::cuda_transport(int) { return nullptr; }
+#if !BRISK_WITH_CUDA
+// A CPU-only build has no CUDA tensors: the stream path is never taken.
+detail::StreamTransport* detail::ProcessGroupImpl::stream_transport(int) {
+  return nullptr;
+}
+WorkPtr detail::ProcessGroupImpl::submit_stream(Signature sig, bool, Device device, const std::vector<Tensor>&,
+                                                const DeviceFn&) {
+  BRISK_THROW(sig.op, ": ", device.str(), " tensors need a CUDA build of brisk");
+}
+#endif
+
+#if BRISK_DIST_NCCL
+int nccl_version() {
+  int v = 0;
+  return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+}
+#else
+int nccl_version() {
+  return 0;
+}
 #endif
 
 }  // namespace brisk::dist

@@ -1,9 +1,18 @@
 // The Reducer: bucket layout, the gradient hooks that fill buckets and launch their
 // all-reduces in order, a watcher thread that timestamps each all-reduce's completion, and
 // finalize(), which waits for them and writes the averages back into p.grad().
+//
+// CUDA gradients: the buckets are device buffers; a hook copies its gradient into the bucket on
+// the current (compute) stream, and a full bucket's all-reduce (NCCL, ReduceOp::Avg: averaged on
+// the GPU) is enqueued on the communication stream after an event on the compute stream, all
+// from the backward thread, without waiting. finalize() makes the compute stream wait for each
+// bucket's completion event and enqueues the copies back into p.grad() there, so the optimizer
+// step that follows on that stream sees the averages: no host synchronisation per bucket or per
+// step. The watcher polls the completion events only to timestamp them.
 #include "brisk/dist/reducer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -31,14 +40,23 @@ struct Reducer::Impl {
     int64_t offset = 0;  // elements into the bucket's buffer
   };
   struct Bucket {
-    Tensor flat;  // (numel,) contiguous, the params' dtype and device
+    Tensor flat;                  // (numel,) contiguous, the params' dtype and device
     std::vector<size_t> members;  // indices into params
-    size_t pending = 0;  // gradients still missing in this pass
+    size_t pending = 0;           // gradients still missing in this pass
     WorkPtr work;
+  };
+  // One synced pass's all-reduce events, completed by the watcher (for CUDA buckets possibly
+  // after the pass's finalize() returned).
+  struct PassLog {
+    std::vector<Event> events;
+    size_t completed = 0;
+    double last_end = 0;  // when the previous all-reduce of this pass finished
   };
   struct Pending {  // a launched all-reduce the watcher waits for
     size_t bucket;
     WorkPtr work;
+    std::shared_ptr<PassLog> log;
+    size_t index;  // into log->events
   };
 
   Impl(ProcessGroup& g, ReducerOptions o) : pg(g), opts(o) {}
@@ -63,9 +81,9 @@ struct Reducer::Impl {
   std::mutex m;
   std::condition_variable cv;
   std::deque<Pending> queue;
-  std::vector<Event> cur_events, events;
-  size_t completed = 0;
-  double last_end = 0;  // when the previous all-reduce of this pass finished
+  std::shared_ptr<PassLog> cur_log = std::make_shared<PassLog>();  // this pass's
+  std::shared_ptr<PassLog> last_log;                               // the last finalized pass's
+  std::vector<Event> events;                                       // what last_step_events() returned last
   bool stop = false;
   std::thread watcher;
 
@@ -84,25 +102,41 @@ struct Reducer::Impl {
         job = std::move(queue.front());
         queue.pop_front();
       }
-      try {
-        job.work->wait();
-      } catch (const std::exception&) {
-        // finalize() calls wait() itself and reports the failure.
+      if (job.work->device().is_cuda()) {
+        // A CUDA all-reduce: poll its completion event (wait() would only make this thread's
+        // stream wait). Failures show as completed; finalize() reports them.
+        for (;;) {
+          bool done = true;
+          try {
+            done = job.work->is_completed();
+          } catch (const std::exception&) {
+          }
+          if (done) break;
+          {
+            std::lock_guard lk(m);
+            if (stop) break;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      } else {
+        try {
+          job.work->wait();
+        } catch (const std::exception&) {
+          // finalize() calls wait() itself and reports the failure.
+        }
       }
       const double end = trace_now_us();
       std::lock_guard lk(m);
-      for (Event& e : cur_events)
-        if (e.bucket == job.bucket) {
-          e.end_us = end;
-          // The communication thread runs one operation at a time, in launch order: this one
-          // ran from its launch or the previous one's end, whichever is later. (The trace
-          // shows that interval, so spans on the thread do not overlap; the launch itself is
-          // an instant on the computation thread.)
-          trace_complete(std::string("all_reduce bucket ").append(std::to_string(job.bucket)), "comm",
-                         std::max(e.start_us, last_end), end, kTraceCommTid);
-        }
-      last_end = end;
-      ++completed;
+      Event& e = job.log->events[job.index];
+      e.end_us = end;
+      // The communication thread (or stream) runs one operation at a time, in launch order: this
+      // one ran from its launch or the previous one's end, whichever is later. (The trace shows
+      // that interval, so spans on the thread do not overlap; the launch itself is an instant on
+      // the computation thread.)
+      trace_complete(std::string("all_reduce bucket ").append(std::to_string(job.bucket)), "comm",
+                     std::max(e.start_us, job.log->last_end), end, kTraceCommTid);
+      job.log->last_end = end;
+      ++job.log->completed;
       cv.notify_all();
     }
   }
@@ -118,9 +152,7 @@ struct Reducer::Impl {
     next_launch = 0;
     {
       std::lock_guard lk(m);
-      cur_events.clear();
-      completed = 0;
-      last_end = 0;
+      cur_log = std::make_shared<PassLog>();
     }
     auto token = std::make_shared<char>(0);
     pass_token = token;
@@ -151,15 +183,15 @@ struct Reducer::Impl {
       buckets[b].work = w;
       trace_instant(std::string("launch bucket ").append(std::to_string(b)), "comm", kTraceComputeTid, start);
       std::lock_guard lk(m);
-      cur_events.push_back(Event{b, start, start});
-      queue.push_back(Pending{b, std::move(w)});
+      cur_log->events.push_back(Event{b, start, start});
+      queue.push_back(Pending{b, std::move(w), cur_log, cur_log->events.size() - 1});
       cv.notify_all();
     }
   }
 
   void on_grad(size_t i, const Tensor& grad, const std::weak_ptr<Impl>& self) {
-    if (!sync) return;                            // no_sync: gradients accumulate locally
-    if (!autograd::in_backward_pass()) return;    // autograd::grad(): no pass to finish
+    if (!sync) return;                                   // no_sync: gradients accumulate locally
+    if (!autograd::in_backward_pass()) return;           // autograd::grad(): no pass to finish
     if (pass_active && pass_token.expired()) abandon();  // the last pass died half-way
     if (!pass_active) begin_pass(self);
     if (ready[i]) return;  // the engine fires a leaf's hooks once per pass
@@ -176,13 +208,32 @@ struct Reducer::Impl {
         } catch (const std::exception&) {
         }
       }
-    wait_watcher();
+    std::shared_ptr<PassLog> log;
+    {
+      std::lock_guard lk(m);
+      log = cur_log;
+    }
+    wait_watcher(log);
     pass_active = false;
   }
 
-  void wait_watcher() {
+  // Until the watcher has seen every all-reduce of `log` finish (for CUDA buckets: the host
+  // waits for the GPU).
+  void wait_watcher(const std::shared_ptr<PassLog>& log) {
     std::unique_lock lk(m);
-    cv.wait(lk, [&] { return completed == cur_events.size(); });
+    cv.wait(lk, [&] { return stop || log->completed == log->events.size(); });
+  }
+
+  const std::vector<Event>& last_events() {
+    std::shared_ptr<PassLog> log;
+    {
+      std::lock_guard lk(m);
+      log = last_log;
+    }
+    if (log) wait_watcher(log);
+    std::lock_guard lk(m);
+    events = log ? log->events : std::vector<Event>{};
+    return events;
   }
 
   void finalize() {
@@ -219,14 +270,25 @@ struct Reducer::Impl {
       float* h = has_grad.data<float>();
       for (size_t i = 0; i < params.size(); ++i) h[i] = params[i].tensor.grad().defined() ? 1.0f : 0.0f;
     }
+    // Host buckets: wait() blocks until each is done. CUDA buckets: wait() makes the current
+    // (compute) stream wait for each bucket's completion event; the host goes on.
+    bool host_buckets = false;
     try {
       if (has_grad.defined()) pg.all_reduce(has_grad, {.op = ReduceOp::Max});
-      for (Bucket& b : buckets) b.work->wait();
+      for (Bucket& b : buckets) {
+        b.work->wait();
+        host_buckets = host_buckets || !b.work->device().is_cuda();
+      }
     } catch (...) {
       abandon();
       throw;
     }
-    wait_watcher();
+    std::shared_ptr<PassLog> log;
+    {
+      std::lock_guard lk(m);
+      log = cur_log;
+    }
+    if (host_buckets) wait_watcher(log);  // done already: only the timestamps are missing
 
     // Write the averages back.
     const float* h = has_grad.defined() ? has_grad.data<float>() : nullptr;
@@ -246,7 +308,7 @@ struct Reducer::Impl {
     }
     {
       std::lock_guard lk(m);
-      events = cur_events;
+      last_log = log;
     }
     pass_active = false;
     trace_complete("reducer finalize", "comm", t0, trace_now_us(), kTraceComputeTid);
@@ -255,8 +317,10 @@ struct Reducer::Impl {
 
 Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& pg, ReducerOptions o)
     : impl_(std::make_shared<Impl>(pg, o)) {
-  BRISK_CHECK(o.bucket_cap_mb >= 0 && o.first_bucket_mb >= 0, "Reducer: bucket sizes must be >= 0 MiB, got "
-              "bucket_cap_mb=", o.bucket_cap_mb, " first_bucket_mb=", o.first_bucket_mb);
+  BRISK_CHECK(o.bucket_cap_mb >= 0 && o.first_bucket_mb >= 0,
+              "Reducer: bucket sizes must be >= 0 MiB, got "
+              "bucket_cap_mb=",
+              o.bucket_cap_mb, " first_bucket_mb=", o.first_bucket_mb);
   Impl& im = *impl_;
   std::unordered_set<const TensorImpl*> seen;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -332,11 +396,23 @@ Reducer::~Reducer() {
   impl_.reset();  // the hooks' weak references expire: they do nothing from now on
 }
 
-void Reducer::set_sync(bool sync) { impl_->sync = sync; }
-bool Reducer::sync() const { return impl_->sync; }
-void Reducer::finalize() { impl_->finalize(); }
-const std::vector<BucketInfo>& Reducer::buckets() const { return impl_->infos; }
-const std::vector<Reducer::Event>& Reducer::last_step_events() const { return impl_->events; }
-double Reducer::last_backward_end_us() const { return impl_->backward_end_us; }
+void Reducer::set_sync(bool sync) {
+  impl_->sync = sync;
+}
+bool Reducer::sync() const {
+  return impl_->sync;
+}
+void Reducer::finalize() {
+  impl_->finalize();
+}
+const std::vector<BucketInfo>& Reducer::buckets() const {
+  return impl_->infos;
+}
+const std::vector<Reducer::Event>& Reducer::last_step_events() const {
+  return impl_->last_events();
+}
+double Reducer::last_backward_end_us() const {
+  return impl_->backward_end_us;
+}
 
 }  // namespace brisk::dist

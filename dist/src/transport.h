@@ -1,7 +1,8 @@
 // Transport: the raw layer under a ProcessGroup. It moves bytes between ranks and runs the
 // backend's own collectives on plain pointers; tensors, validation, threads, timeouts and
 // brisk's algorithms live above it. Implementations: SelfTransport (a world of one),
-// MpiTransport (libbrisk_dist_mpi.so, loaded on demand) and NcclTransport (CUDA builds).
+// FakeTransport (a world of N identical ranks inside one process, for tests), MpiTransport
+// (libbrisk_dist_mpi.so, loaded on demand) and NcclTransport (CUDA builds, a StreamTransport).
 // Internal header: shared by libbrisk_dist and the MPI plugin, not installed.
 #pragma once
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "brisk/core/dtype.h"
 #include "brisk/dist/process_group.h"
+#include "brisk/kernels/cuda.h"
 
 namespace brisk::dist::detail {
 
@@ -47,16 +49,16 @@ class Transport {
   // --- collectives: every count `n` is in elements of dt; buffers are on the transport's
   // device (host memory for MPI). ReduceOp::Avg never reaches a transport: the group sums
   // and divides. Called from one thread at a time (the communication thread).
-  virtual void all_reduce(void* buf, int64_t n, DType dt, ReduceOp op) = 0;       // in place
-  virtual void broadcast(void* buf, int64_t n, DType dt, int root) = 0;           // in place
+  virtual void all_reduce(void* buf, int64_t n, DType dt, ReduceOp op) = 0;  // in place
+  virtual void broadcast(void* buf, int64_t n, DType dt, int root) = 0;      // in place
   virtual void reduce(const void* in, void* out, int64_t n, DType dt, ReduceOp op, int root) = 0;
-  virtual void all_gather(const void* in, void* out, int64_t n, DType dt) = 0;    // out: size()*n
+  virtual void all_gather(const void* in, void* out, int64_t n, DType dt) = 0;  // out: size()*n
   // Rank r contributes counts[r] elements; out holds them in rank order.
   virtual void all_gather_v(const void* in, void* out, const std::vector<int64_t>& counts, DType dt) = 0;
   virtual void gather(const void* in, void* out, int64_t n, DType dt, int root) = 0;
   virtual void scatter(const void* in, void* out, int64_t n, DType dt, int root) = 0;
   virtual void reduce_scatter(const void* in, void* out, int64_t n, DType dt, ReduceOp op) = 0;  // in: size()*n
-  virtual void all_to_all(const void* in, void* out, int64_t n, DType dt) = 0;    // both: size()*n
+  virtual void all_to_all(const void* in, void* out, int64_t n, DType dt) = 0;                   // both: size()*n
   virtual void barrier() = 0;
 
   // --- point to point, in bytes ----------------------------------------------------------
@@ -81,6 +83,24 @@ class Transport {
   virtual void finalize() {}
 };
 
+// A transport whose collectives are enqueued on a CUDA stream (the communication stream of one
+// device) and return without waiting: NcclTransport. Its buffers are device memory. The group
+// orders that stream after the caller's stream with an event before each operation and records
+// a completion event after it (ProcessGroupImpl::submit_stream); calls come from the caller's
+// thread, one at a time. Point-to-point requests come back inactive (complete on the stream).
+class StreamTransport : public Transport {
+ public:
+  virtual int device() const = 0;
+  virtual brisk::cuda::Stream stream() const = 0;
+  // An event reused to order the communication stream after a producer stream (recorded and
+  // waited at once, so later records cannot affect an earlier wait).
+  virtual brisk::cuda::Event& ready_event() = 0;
+  // A message when the communicator failed asynchronously (polled by the watchdog); "" if fine.
+  virtual std::string async_error() { return {}; }
+  // Aborts the communicator so that work stuck on its stream ends (after a failure).
+  virtual void abort_communicator() {}
+};
+
 // dst[i] = op(dst[i], src[i]) for n elements (Avg reduces as Sum). 16-bit floats are
 // combined in f32 and rounded once per call; integers wrap like MPI's (no UB on overflow).
 // dst and src: n contiguous elements of dt.
@@ -96,6 +116,13 @@ void host_free(void* p);
 
 // A world of one process: collectives are identities (self_transport.cpp).
 std::unique_ptr<Transport> make_self_transport();
+// A world of `size` ranks that all hold this rank's data (fake_transport.cpp; see fake_group()).
+std::unique_ptr<Transport> make_fake_transport(int size, int rank);
+// NCCL on `device` (cuda_support.cpp, builds with NCCL): with `bootstrap`, a real communicator
+// over its ranks (rank 0 makes the id, bootstrap broadcasts it: a collective on bootstrap);
+// without (a fake group), or while a CUDA recording session is active, no communicator: every
+// NCCL call is logged to the recording instead of made. Returns nullptr in builds without NCCL.
+std::unique_ptr<StreamTransport> make_nccl_transport(Transport* bootstrap, int rank, int size, int device);
 
 // The signature of the function libbrisk_dist_mpi.so exports (extern "C"): creates the MPI
 // transport (MPI_Init_thread on the calling thread) or returns nullptr with a message in err.

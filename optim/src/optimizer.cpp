@@ -1,6 +1,8 @@
 // Optimizer base: groups, per-parameter state, gating, and state dicts.
 #include "brisk/optim/optimizer.h"
 
+#include <algorithm>
+
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
@@ -39,7 +41,8 @@ void Optimizer::add_group(std::vector<Tensor> params, std::map<std::string, doub
 
 size_t Optimizer::index_of(const Tensor& param) const {
   auto it = index_.find(param.impl());
-  BRISK_CHECK(it != index_.end(), name(), ": tensor of shape ", param.sizes(), " is not one of this optimizer's parameters");
+  BRISK_CHECK(it != index_.end(), name(), ": tensor of shape ", param.sizes(),
+              " is not one of this optimizer's parameters");
   return it->second;
 }
 
@@ -56,7 +59,24 @@ Tensor& Optimizer::state(const Tensor& param, const std::string& key, bool* crea
   return it->second;
 }
 
-int64_t& Optimizer::param_step(const Tensor& param) { return steps_[index_of(param)]; }
+int64_t& Optimizer::param_step(const Tensor& param) {
+  return steps_[index_of(param)];
+}
+
+std::vector<std::vector<Tensor>> Optimizer::by_dtype_and_device(const std::vector<Tensor>& tensors) {
+  std::vector<std::vector<Tensor>> groups;
+  for (const Tensor& t : tensors) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const std::vector<Tensor>& g) {
+      return g.front().dtype() == t.dtype() && g.front().device() == t.device();
+    });
+    if (it == groups.end()) {
+      groups.push_back({t});
+    } else {
+      it->push_back(t);
+    }
+  }
+  return groups;
+}
 
 const std::vector<Tensor>& Optimizer::params(size_t group) const {
   BRISK_CHECK(group < groups_.size(), name(), ": no parameter group ", group, " (have ", groups_.size(), ")");
@@ -76,7 +96,9 @@ double Optimizer::hyper(const std::string& key, size_t group) const {
   return it->second;
 }
 
-double Optimizer::lr(size_t group) const { return hyper("lr", group); }
+double Optimizer::lr(size_t group) const {
+  return hyper("lr", group);
+}
 
 void Optimizer::set_lr(double lr, size_t group) {
   BRISK_CHECK(group < groups_.size(), name(), ": no parameter group ", group);

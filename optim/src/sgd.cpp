@@ -21,7 +21,9 @@ std::map<std::string, double> SGD::validate(const SGDOptions& o) {
           {"maximize", o.maximize ? 1.0 : 0.0}};
 }
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions options) { add_group(std::move(params), validate(options)); }
+SGD::SGD(std::vector<Tensor> params, SGDOptions options) {
+  add_group(std::move(params), validate(options));
+}
 
 SGD::SGD(std::vector<ParamGroup<SGDOptions>> groups) {
   for (auto& g : groups) add_group(std::move(g.params), validate(g.options));
@@ -31,22 +33,26 @@ void SGD::update() {
   for (const Group& g : groups_) {
     const auto& h = g.hyper;
     const bool use_momentum = h.at("momentum") != 0.0;
-    // Split by whether the momentum buffer is new: its first step copies the gradient in.
-    std::vector<Tensor> ps[2], gs[2], bufs[2];
-    for (const Tensor& p : g.params) {
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      const int first = use_momentum && param_step(p) == 0 ? 1 : 0;
-      ps[first].push_back(p);
-      gs[first].push_back(kernels::contiguous(grad.dtype() == p.dtype() ? grad : kernels::cast(grad, p.dtype())));
-      if (use_momentum) bufs[first].push_back(state(p, "momentum_buffer"));
-      ++param_step(p);
-    }
-    for (int first : {0, 1}) {
-      kernels::sgd_step(ps[first], gs[first], bufs[first],
-                        {h.at("lr"), h.at("momentum"), h.at("dampening"), h.at("weight_decay"), h.at("nesterov") != 0,
-                         h.at("maximize") != 0, first == 1});
-      for (const Tensor& p : ps[first]) p.bump_version();
+    std::vector<Tensor> with_grad;
+    for (const Tensor& p : g.params)
+      if (p.grad().defined()) with_grad.push_back(p);
+    for (const std::vector<Tensor>& same : by_dtype_and_device(with_grad)) {
+      // Split by whether the momentum buffer is new: its first step copies the gradient in.
+      std::vector<Tensor> ps[2], gs[2], bufs[2];
+      for (const Tensor& p : same) {
+        Tensor grad = p.grad();
+        const int first = use_momentum && param_step(p) == 0 ? 1 : 0;
+        ps[first].push_back(p);
+        gs[first].push_back(kernels::contiguous(grad.dtype() == p.dtype() ? grad : kernels::cast(grad, p.dtype())));
+        if (use_momentum) bufs[first].push_back(state(p, "momentum_buffer"));
+        ++param_step(p);
+      }
+      for (int first : {0, 1}) {
+        if (ps[first].empty()) continue;
+        kernels::sgd_step(ps[first], gs[first], bufs[first],
+                          {h.at("lr"), h.at("momentum"), h.at("dampening"), h.at("weight_decay"), h.at("nesterov") != 0,
+                           h.at("maximize") != 0, first == 1});
+      }
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <brisk/brisk.h>
+#include <brisk/kernels/elementwise.h>
 
 #include <cmath>
 
@@ -14,7 +15,9 @@ namespace {
 const std::vector<double> kInit = {0.5, -1.0, 2.0};
 const std::vector<double> kGradScale = {1.0, -0.5, 0.25};
 
-double grad_at(int t, size_t i) { return kGradScale[static_cast<size_t>(t)] * static_cast<double>(i + 1) + 0.1 * kInit[i]; }
+double grad_at(int t, size_t i) {
+  return kGradScale[static_cast<size_t>(t)] * static_cast<double>(i + 1) + 0.1 * kInit[i];
+}
 
 template <class Opt>
 std::vector<double> run(Opt& opt, Tensor& p, int steps) {
@@ -218,4 +221,22 @@ TEST(Optimizer, StateIsCountedAsOptimizerMemory) {
   p.set_grad(ones({1000}));
   opt.step();
   EXPECT_EQ(memory_stats().current[static_cast<int>(MemoryCategory::OptimizerState)] - before, 2 * 1000 * 4);
+}
+
+TEST(Optimizer, ParametersOfSeveralDtypesShareAGroup) {
+  // One fused call per dtype: an f32 and a bf16 parameter step as they would alone.
+  Tensor a = from_vector<float>({0.5f, -1.0f}, {2}),
+         b = kernels::cast(from_vector<float>({2.0f, 4.0f}, {2}), DType::BF16);
+  a.requires_grad_();
+  b.requires_grad_();
+  optim::SGD opt({a, b}, {.lr = 0.5, .momentum = 0.5});
+  for (int t = 0; t < 2; ++t) {
+    a.set_grad(from_vector<float>({1.0f, 2.0f}, {2}));
+    b.set_grad(kernels::cast(from_vector<float>({1.0f, -2.0f}, {2}), DType::BF16));
+    opt.step();
+  }
+  // buf = g, then 0.5 g + g = 1.5 g: p -= 0.5 * (g + 1.5 g) = 1.25 g.
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{0.5f - 1.25f, -1.0f - 2.5f}));
+  EXPECT_EQ(b.dtype(), DType::BF16);
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{2.0f - 1.25f, 4.0f + 2.5f}));
 }

@@ -1,5 +1,8 @@
 // The autocast guard: inside its scope, matmul, linear, conv and attention run in f16 or bf16 and
-// softmax, log-softmax, losses, norms and reductions in f32; parameters stay f32.
+// softmax, log-softmax, losses, norms and reductions in f32; parameters stay f32. The policy is
+// the same on every device (CPU and CUDA tensors alike): the guard sets a thread-local state that
+// each op consults when it runs; on a GPU the casts it implies are device kernels on the current
+// stream, with no host synchronisation.
 //
 //   { amp::Autocast ac(DType::BF16); loss = nn::cross_entropy(net(x), y); }
 //   loss.backward();   // outside the guard, as in PyTorch

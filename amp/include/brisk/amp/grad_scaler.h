@@ -2,6 +2,12 @@
 // the scale before backward; before the optimizer step the gradients are unscaled in one fused
 // pass that also detects inf/NaN; a step with inf/NaN is skipped and the scale halves; after
 // `growth_interval` clean steps in a row the scale doubles. Constants as PyTorch's.
+//
+// On a GPU: the scale stays a host double (PyTorch keeps it on the device to avoid reading the
+// inf flag; brisk reads it because the skip decision is made on the host). unscale_ is one fused
+// pass over all gradients of a device (multiply by 1/scale, set a device flag on inf/NaN) and one
+// host synchronisation to read the flag: at most one per optimizer step (per device). step() and
+// update() add none; the optimizer's own step never waits for the GPU.
 #pragma once
 #include <functional>
 
@@ -23,8 +29,9 @@ class GradScaler {
 
   // loss * scale (the loss itself when disabled).
   Tensor scale(const Tensor& loss) const;
-  // Divides the optimizer's gradients by the scale and records whether any was inf/NaN.
-  // At most once per optimizer step (a second call before update() throws).
+  // Divides the optimizer's gradients by the scale and records whether any was inf/NaN (a
+  // non-contiguous gradient is replaced by a contiguous copy first). At most once per optimizer
+  // step (a second call before update() throws).
   void unscale_(optim::Optimizer& opt);
   // Unscales if not done yet, then steps unless inf/NaN was found. Returns whether it stepped.
   bool step(optim::Optimizer& opt);

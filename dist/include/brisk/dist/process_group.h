@@ -67,24 +67,34 @@ struct ReduceOptions {
   ReduceOp op = ReduceOp::Sum;
 };
 
-// The handle of an operation running on the communication thread (or stream).
+// The handle of an operation running on the communication thread (host tensors) or on a
+// communication stream (CUDA tensors through NCCL).
 class Work {
  public:
-  Work(std::string op, int64_t seq) : op_(std::move(op)), seq_(seq) {}
+  Work(std::string op, int64_t seq, Device device = kCPU) : op_(std::move(op)), seq_(seq), device_(device) {}
   virtual ~Work() = default;
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
-  // Blocks until the operation finished; rethrows its failure as brisk::Error.
+  // Host operations: blocks until the operation finished; rethrows its failure as brisk::Error.
+  // CUDA operations: makes the calling thread's current stream on the tensors' device wait for
+  // the collective's completion event and returns at once, as PyTorch's NCCL work does: kernels
+  // launched on that stream afterwards see the result (the host does not wait; reading the
+  // tensor on the host does). Rethrows a failure known by then.
   virtual void wait() = 0;
+  // Blocks the host until the operation has finished, on the GPU too; rethrows its failure.
+  virtual void synchronize() { wait(); }
   // True once it finished (successfully or not); never blocks.
   virtual bool is_completed() const = 0;
   // "all_reduce", "broadcast" ...; seq is the collective's sequence number (-1 for send/recv).
   const std::string& op() const { return op_; }
   int64_t seq() const { return seq_; }
+  // Where the operation's tensors live: kCPU for host operations.
+  Device device() const { return device_; }
 
  private:
   std::string op_;
   int64_t seq_;
+  Device device_;
 };
 using WorkPtr = std::shared_ptr<Work>;
 
@@ -95,6 +105,14 @@ class ProcessGroupImpl;
 // Every tensor must be contiguous. Tensors on the CPU use the MPI backend; CUDA tensors use
 // NCCL when the build has it (else they are staged through pinned host memory). In place
 // where PyTorch is in place (all_reduce, broadcast, reduce on the root, recv).
+//
+// CUDA tensors with NCCL: each device has a communication stream. An operation is enqueued
+// from the calling thread, ordered after the work already on the caller's current stream (an
+// event recorded there, waited on by the communication stream); the tensors are marked as used
+// on the communication stream (cuda::record_stream), so the caching allocator does not hand
+// their memory out again before the collective is done. The blocking forms (all_reduce(t), ...)
+// are `*_async(...)->wait()`: the current stream waits, the host does not. Only operations whose
+// API returns host data wait on the host (all_gather_uneven reads the per-rank sizes).
 // Shapes: "(W*n, ...)" means W = size() blocks of the per-rank shape stacked along dim 0.
 class ProcessGroup {
  public:
@@ -107,7 +125,7 @@ class ProcessGroup {
   int size() const;
   int local_rank() const;
   int local_size() const;
-  std::string backend() const;  // "mpi" or "self"
+  std::string backend() const;  // "mpi", "self" or "fake"
   double timeout_seconds() const;
   bool debug() const;
 
@@ -164,5 +182,19 @@ bool is_initialized();
 ProcessGroup& world();
 // Shuts the world group down (also registered with atexit by init()).
 void finalize();
+
+// A group of `size` ranks that exists only in this process, which is rank `rank` of it: for
+// tests and teaching, no launcher needed (backend() is "fake"). It behaves as if every other
+// rank held exactly this rank's data: all_reduce sums to size * x (avg, max and min give x),
+// gathers repeat this rank's block, sends go nowhere and receives leave their buffer as it is;
+// brisk's ring/rhd/tree algorithms are not used. CUDA tensors take the real NCCL path (events,
+// communication stream, record_stream) with every NCCL call logged to the active
+// cuda::recording::Session instead of made (outside a session they throw), so the ordering of
+// a world of N can be checked on a machine without GPUs. Independent of init()/world().
+std::unique_ptr<ProcessGroup> fake_group(int size, int rank = 0, const InitOptions& options = {});
+
+// NCCL's version code as the library reports it (e.g. 22809 for 2.28.9: major * 10000 +
+// minor * 100 + patch), for `brisk env`; 0 when this build of brisk has no NCCL.
+int nccl_version();
 
 }  // namespace brisk::dist

@@ -15,6 +15,13 @@
 // hook runs finalize() at the end of backward: it waits for every bucket and writes the
 // averaged gradients back into p.grad(). See docs/data-parallel.md.
 //
+// CUDA parameters: buckets live on the GPU; gradients are copied in on the compute stream (the
+// backward thread's current stream), each bucket is all-reduced by NCCL on the communication
+// stream as soon as it is full, ordered after the compute stream by an event, and averaged on
+// the GPU; finalize() makes the compute stream wait for the buckets' completion events and
+// copies the averages back on it. So the optimizer step that follows on the compute stream is
+// ordered after every bucket, and the host never waits for the GPU during backward.
+//
 // Several synced backward passes before one optimizer step (two losses): each pass averages
 // the whole accumulated p.grad() once (each bucket is launched exactly once per pass). That is
 // still exact, since averaging is linear (avg(avg(g1) + g2) = avg(g1) + avg(g2)), but costs one
@@ -32,9 +39,9 @@
 namespace brisk::dist {
 
 struct ReducerOptions {
-  double bucket_cap_mb = 25.0;      // buckets after the first
-  double first_bucket_mb = 1.0;     // the first bucket (the last layers' gradients) is small so
-                                    // communication starts early
+  double bucket_cap_mb = 25.0;   // buckets after the first
+  double first_bucket_mb = 1.0;  // the first bucket (the last layers' gradients) is small so
+                                 // communication starts early
   // Parameters that get no gradient in a synced backward count as zero gradients (or their
   // gradient accumulated under no_sync) instead of raising an error; one more small
   // all-reduce per step finds the parameters no rank has a gradient for, whose p.grad() is
@@ -42,7 +49,10 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   Algorithm algorithm = Algorithm::Default;
 };
-struct BucketInfo { std::vector<size_t> params; size_t bytes; };  // indices into the params list
+struct BucketInfo {
+  std::vector<size_t> params;
+  size_t bytes;
+};  // indices into the params list
 
 // Averages gradients across the group in buckets that launch during backward.
 class Reducer {
@@ -51,20 +61,27 @@ class Reducer {
   // Parameters that do not require grad are skipped; a tensor listed twice (tied weights) is
   // reduced once, under its first index.
   Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& pg, ReducerOptions o = {});
-  ~Reducer();                                   // removes its effect (hooks become no-ops)
+  ~Reducer();  // removes its effect (hooks become no-ops)
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
   // When false (no_sync), backward accumulates gradients locally and nothing is communicated.
   void set_sync(bool sync);
   bool sync() const;
-  // Blocks until every launched bucket has finished and the averaged gradients are in p.grad().
-  // Runs automatically at the end of each synced backward pass (autograd::queue_callback), so
-  // after backward() returns every rank holds identical gradients. Idempotent.
+  // Blocks until every launched bucket has finished and the averaged gradients are in p.grad()
+  // (CUDA buckets: orders the current stream after them and enqueues the copies back; the host
+  // does not wait). Runs automatically at the end of each synced backward pass
+  // (autograd::queue_callback), so after backward() returns every rank holds identical
+  // gradients (on the GPU: for any work queued on the compute stream afterwards). Idempotent.
   void finalize();
   const std::vector<BucketInfo>& buckets() const;
   // Called with (bucket index) as each bucket's all-reduce is launched / completed (for tracing/tests).
-  struct Event { size_t bucket; double start_us, end_us; };
-  const std::vector<Event>& last_step_events() const;  // of the last synced backward
+  struct Event {
+    size_t bucket;
+    double start_us, end_us;
+  };
+  // Of the last synced backward. With CUDA buckets the completion times are observed by a
+  // watcher thread, so this call waits (on the host) until the last pass's all-reduces are done.
+  const std::vector<Event>& last_step_events() const;
   // Beyond the shared interface: when the last synced backward's finalize() began (the end of
   // the backward computation), on the same clock as the events (dist::trace_now_us()).
   double last_backward_end_us() const;

@@ -8,7 +8,9 @@ namespace brisk::optim {
 
 // Scales every gradient by min(1, max_norm / (total_norm + 1e-6)) and returns the total norm
 // over all gradients together (norm_type 2 or infinity). Non-finite norms are returned and,
-// with error_if_nonfinite, throw.
+// with error_if_nonfinite, throw. On a GPU the norm is computed and applied on the device (fused
+// kernels over all gradients, no host round trip per tensor); the one host synchronisation is
+// reading the norm to return it. Gradients on several devices cost one read per device.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
 // Clamps every gradient element into [-clip_value, clip_value].

@@ -1,5 +1,8 @@
 // Optimizer: parameter groups with their own hyper-parameters, per-parameter state, a fused
 // step, zero_grad, and state dicts. Optimizers call kernels directly: no graph is recorded.
+// Parameters may live on the CPU or a GPU (state is made on each parameter's device, in its
+// dtype); a step is a few fused multi-tensor launches per (dtype, device) and never waits for
+// the GPU.
 #pragma once
 #include <functional>
 #include <map>
@@ -65,13 +68,16 @@ class Optimizer {
   Tensor& state(const Tensor& param, const std::string& key, bool* created = nullptr);
   int64_t& param_step(const Tensor& param);
   virtual void update() = 0;
+  // Splits tensors for the fused kernels, which take one dtype and one device per call (groups in
+  // order of first appearance, each keeping the tensors' order).
+  static std::vector<std::vector<Tensor>> by_dtype_and_device(const std::vector<Tensor>& tensors);
 
   std::vector<Group> groups_;
 
  private:
   size_t index_of(const Tensor& param) const;
   std::unordered_map<const TensorImpl*, size_t> index_;  // parameter -> global index
-  std::vector<std::map<std::string, Tensor>> state_;  // by global parameter index
+  std::vector<std::map<std::string, Tensor>> state_;     // by global parameter index
   std::vector<int64_t> steps_;
   std::function<bool()> gate_;
   std::function<void(const std::function<void()>&)> wrapper_;

@@ -1,0 +1,115 @@
+// Mixed precision on CUDA tensors, checked without a GPU in recording mode (the CUDA layer logs
+// launches, copies and synchronisations instead of running them): the autocast policy casts on
+// the device with the CPU's rules, and a GradScaler step costs one fused unscale pass over all
+// gradients and exactly one host synchronisation (reading the inf/NaN flag).
+#include <gtest/gtest.h>
+
+#include <brisk/autograd/autocast.h>
+#include <brisk/brisk.h>
+#include <brisk/kernels/cuda_recording.h>
+
+#include <string>
+
+using namespace brisk;
+using cuda::recording::Kind;
+
+namespace {
+
+size_t launches_of(const cuda::recording::Session& rec, const std::string& name) {
+  size_t n = 0;
+  for (const auto& e : rec.entries(Kind::Launch)) n += e.name == name;
+  return n;
+}
+
+// Index of the first / last entry satisfying pred, or -1.
+template <class Pred>
+long first_index(const std::vector<cuda::recording::Entry>& es, Pred pred) {
+  for (size_t i = 0; i < es.size(); ++i)
+    if (pred(es[i])) return static_cast<long>(i);
+  return -1;
+}
+template <class Pred>
+long last_index(const std::vector<cuda::recording::Entry>& es, Pred pred) {
+  for (size_t i = es.size(); i-- > 0;)
+    if (pred(es[i])) return static_cast<long>(i);
+  return -1;
+}
+
+}  // namespace
+
+TEST(AutocastCuda, TheCpuPolicyAppliesToCudaTensors) {
+  if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
+  cuda::recording::Session rec;
+  const Device gpu = cuda_device(0);
+  Tensor x = zeros({4, 8}, {.device = gpu});
+  Tensor d = zeros({3}, {.dtype = DType::F64, .device = gpu});
+  Tensor i = zeros({3}, {.dtype = DType::I64, .device = gpu});
+  for (DType low : {DType::F16, DType::BF16}) {
+    amp::Autocast ac(low);
+    rec.clear();
+    Tensor h = autograd::autocast(x, AutocastCategory::LowerPrecision);
+    EXPECT_EQ(h.dtype(), low);
+    EXPECT_EQ(h.device(), gpu);
+    EXPECT_EQ(launches_of(rec, "copy"), 1u) << "the cast is one kernel on the device";
+    EXPECT_EQ(rec.count(Kind::Sync), 0u);
+    Tensor back = autograd::autocast(h, AutocastCategory::Fp32);
+    EXPECT_EQ(back.dtype(), DType::F32);
+    EXPECT_EQ(back.device(), gpu);
+    // f64 and integer tensors are left alone, as on the CPU.
+    EXPECT_TRUE(autograd::autocast(d, AutocastCategory::LowerPrecision).is_same(d));
+    EXPECT_TRUE(autograd::autocast(i, AutocastCategory::Fp32).is_same(i));
+  }
+  EXPECT_TRUE(autograd::autocast(x, AutocastCategory::LowerPrecision).is_same(x)) << "off outside the guard";
+}
+
+TEST(AutocastCuda, TheCastIsDifferentiableBackToTheF32Parameter) {
+  if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
+  cuda::recording::Session rec;
+  Tensor w = zeros({5, 3}, {.device = cuda_device(0)});
+  w.requires_grad_();
+  Tensor low;
+  {
+    amp::Autocast ac(DType::F16);
+    low = autograd::autocast(w, AutocastCategory::LowerPrecision);
+  }
+  low.backward(ones({5, 3}, {.dtype = DType::F16, .device = cuda_device(0)}));
+  EXPECT_EQ(w.dtype(), DType::F32);
+  EXPECT_EQ(w.grad().dtype(), DType::F32);
+  EXPECT_EQ(w.grad().device(), cuda_device(0));
+}
+
+TEST(GradScalerCuda, OneFusedUnscaleAndOneHostSyncPerStep) {
+  if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
+  cuda::recording::Session rec;
+  std::vector<Tensor> ps;
+  for (int k = 0; k < 150; ++k) {
+    // Mixed dtypes and odd sizes: f32 and bf16 gradients unscale in one call.
+    const DType dt = k % 3 == 0 ? DType::BF16 : DType::F32;
+    Tensor p = zeros({k % 7 + 1, 5}, {.dtype = dt, .device = cuda_device(0)});
+    p.requires_grad_();
+    ps.push_back(p);
+  }
+  optim::SGD opt(ps, {.lr = 0.1});
+  amp::GradScaler scaler({.init_scale = 1024.0});
+  for (int step = 0; step < 3; ++step) {
+    for (const Tensor& p : ps) p.set_grad(ones(p.sizes(), {.dtype = p.dtype(), .device = p.device()}));
+    rec.clear();
+    EXPECT_TRUE(scaler.step(opt));  // nothing ran while recording, so the flag reads clean
+    scaler.update();
+    EXPECT_EQ(rec.count(Kind::Sync), 1u) << "step " << step << ": only the inf/NaN flag is read back";
+    EXPECT_EQ(rec.count(Kind::Copy), 1u) << "step " << step << ": one device-to-host copy (the flag)";
+    // 100 f32 and 50 bf16 gradients: one launch each (110 per launch).
+    EXPECT_EQ(launches_of(rec, "unscale_and_check_"), 2u);
+    const auto es = rec.entries();
+    const long last_unscale =
+        last_index(es, [](const auto& e) { return e.kind == Kind::Launch && e.name == "unscale_and_check_"; });
+    const long sync = first_index(es, [](const auto& e) { return e.kind == Kind::Sync; });
+    const long first_update =
+        first_index(es, [](const auto& e) { return e.kind == Kind::Launch && e.name == "sgd_step"; });
+    EXPECT_LT(last_unscale, sync);
+    EXPECT_LT(sync, first_update) << "the skip decision needs the flag before the update";
+  }
+  EXPECT_EQ(scaler.get_scale(), 1024.0);
+  EXPECT_EQ(scaler.growth_tracker(), 3);
+  EXPECT_EQ(opt.steps_taken(), 3);
+}
