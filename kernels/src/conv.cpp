@@ -135,6 +135,26 @@ device::PoolShape device_shape(const cpu::PoolGeom& g) {
   return d;
 }
 
+// With dilation a window can straddle a small input without any tap landing inside it (taps at
+// -1 and 1 of a 1-wide input); its maximum would be -inf with an index outside the input, which
+// the backward would scatter into another plane. Such geometries are rejected. (Without
+// dilation, padding at most half the kernel already guarantees a tap inside.)
+void check_windows_hit_input(const char* op, const Shape& xs, const cpu::PoolGeom& g) {
+  auto misses = [](int64_t n_out, int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) -> int64_t {
+    if (d == 1) return -1;
+    for (int64_t o = 0; o < n_out; ++o) {
+      const int64_t start = o * s - p;
+      const int64_t first = start >= 0 ? 0 : (-start + d - 1) / d;  // first tap at or after 0
+      if (first >= k || start + first * d >= in) return o;
+    }
+    return -1;
+  };
+  const int64_t oh = misses(g.oh, g.h, g.kh, g.sh, g.ph, g.dh), ow = misses(g.ow, g.w, g.kw, g.sw, g.pw, g.dw);
+  BRISK_CHECK(oh < 0 && ow < 0, op, ": with kernel (", g.kh, ", ", g.kw, "), stride (", g.sh, ", ", g.sw,
+              "), padding (", g.ph, ", ", g.pw, ") and dilation (", g.dh, ", ", g.dw, "), output ",
+              oh >= 0 ? "row " : "column ", oh >= 0 ? oh : ow, " has no tap inside input ", xs);
+}
+
 Size2 stride_or_kernel(Size2 stride, Size2 kernel) {
   return {stride.h == 0 ? kernel.h : stride.h, stride.w == 0 ? kernel.w : stride.w};
 }
@@ -196,6 +216,7 @@ MaxPool2dResult max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions
   check_pool_input("max_pool2d", x);
   check_pool_window("max_pool2d", x.sizes(), kernel, stride, o.padding, o.dilation);
   const cpu::PoolGeom g = pool_geom(x.sizes(), kernel, stride, o.padding, o.dilation, o.ceil_mode);
+  check_windows_hit_input("max_pool2d", x.sizes(), g);
   const Shape ys = pool_shape(x.sizes(), g);
   MaxPool2dResult r{empty(ys, x.dtype(), x.device()), empty(ys, DType::I64, x.device())};
   if (x.device().is_cuda())
@@ -218,10 +239,18 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
   g.planes = input_sizes[0] * input_sizes[1], g.h = input_sizes[2], g.w = input_sizes[3];
   g.oh = grad_out.size(2), g.ow = grad_out.size(3);
   Tensor gx = empty(input_sizes, grad_out.dtype(), grad_out.device());
-  if (grad_out.device().is_cuda())
-    cuda::max_pool2d_backward(grad_out, indices, gx);
-  else
-    cpu::max_pool2d_backward(g, contiguous(grad_out), contiguous(indices), gx);
+  if (grad_out.device().is_cuda()) {
+    cuda::max_pool2d_backward(grad_out, indices, gx);  // checks the indices on the device
+    return gx;
+  }
+  // An index outside its plane would add into another plane (or past the buffer).
+  const Tensor idx = contiguous(indices);
+  const int64_t* iv = idx.data<int64_t>();
+  const int64_t in_plane = g.h * g.w;
+  for (int64_t i = 0; i < idx.numel(); ++i)
+    BRISK_CHECK(iv[i] >= 0 && iv[i] < in_plane, op, ": index out of range (value ", iv[i], ", limit ", in_plane,
+                ") for input ", input_sizes);
+  cpu::max_pool2d_backward(g, contiguous(grad_out), idx, gx);
   return gx;
 }
 
