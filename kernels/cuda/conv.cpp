@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "brisk/core/allocator.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/elementwise.h"
 #include "cuda/library.h"
@@ -132,6 +133,7 @@ struct Problem {
   const TensorDesc* yd;
   const ConvDesc* cd;
   std::array<int64_t, 10> dims;  // x (n, c, h, w), w (k, c/g, kh, kw), y (oh, ow)
+  int64_t out_bytes;             // the pass's output: y, x or w
 };
 
 struct Choice {
@@ -208,9 +210,16 @@ size_t workspace_size(cudnnHandle_t h, const Problem& p, int algo) {
   return st == CUDNN_STATUS_SUCCESS ? bytes : std::numeric_limits<size_t>::max();
 }
 
-// Times every algorithm (cudnnFind*Ex, which runs them on the real buffers: only outputs are
-// written) with the largest workspace that any needs and that can be allocated.
-std::vector<Choice> find_algorithms(cudnnHandle_t h, const Problem& p, const Buffers& b) {
+// Times every algorithm (cudnnFind*Ex, which runs them on the real inputs) with the largest
+// workspace that any needs and that can be allocated. The timing runs write the output, so an
+// output that already holds values to accumulate onto gets a scratch copy instead.
+std::vector<Choice> find_algorithms(cudnnHandle_t h, const Problem& p, Buffers b, bool accumulate) {
+  Tensor scratch;
+  if (accumulate) {
+    MemoryCategoryGuard category(MemoryCategory::Other);
+    scratch = empty({p.out_bytes}, DType::U8, cuda_device(p.device));
+    (p.pass == Pass::Forward ? b.y : p.pass == Pass::BackwardData ? b.x : b.w) = scratch.data_ptr();
+  }
   constexpr int kMax = 16;
   const int n_algos = p.pass == Pass::Forward        ? static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
                       : p.pass == Pass::BackwardData ? static_cast<int>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
@@ -342,7 +351,7 @@ void run(const Problem& p, const Buffers& b, bool accumulate) {
   BRISK_CUDNN_CHECK(cudnnSetConvolutionMathType(p.cd->d, math_type(p.dtype)));
   // Timing runs the algorithms on the output: not while it holds earlier chunks' sums.
   const std::vector<Choice> candidates =
-      brisk::cuda::cudnn_benchmark() && !accumulate ? find_algorithms(h, p, b) : heuristic_algorithms(h, p);
+      brisk::cuda::cudnn_benchmark() ? find_algorithms(h, p, b, accumulate) : heuristic_algorithms(h, p);
   for (const Choice& c : candidates) {
     if (try_choice(h, p, b, c, accumulate, &last)) {
       std::lock_guard lk(cache.mu);
@@ -373,7 +382,8 @@ int64_t batch_chunk(int64_t n, int64_t per_sample) {
 }
 
 // Runs `pass` over the batch in chunks. x, y: (N, ...) contiguous; w: the filter (whole).
-void run_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dOptions& o) {
+// accumulate: add onto what the output holds (beta = 1), in f32 before the output's one rounding.
+void run_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dOptions& o, bool accumulate) {
   const int64_t n = x.size(0);
   const int64_t per_sample = std::max(x.numel() / std::max<int64_t>(n, 1), y.numel() / std::max<int64_t>(n, 1));
   const int64_t chunk = batch_chunk(n, per_sample);
@@ -398,9 +408,13 @@ void run_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, cons
               &wd,
               &yd,
               &cd,
-              {len, x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3), y.size(2), y.size(3)}};
+              {len, x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3), y.size(2), y.size(3)},
+              static_cast<int64_t>(pass == Pass::Forward        ? ys.nbytes()
+                                   : pass == Pass::BackwardData ? xs.nbytes()
+                                                                : w.nbytes())};
     // The filter gradient of later chunks adds onto the earlier ones'.
-    run(p, Buffers{xs.data_ptr(), w.data_ptr(), ys.data_ptr()}, pass == Pass::BackwardFilter && start > 0);
+    run(p, Buffers{xs.data_ptr(), w.data_ptr(), ys.data_ptr()},
+        accumulate || (pass == Pass::BackwardFilter && start > 0));
   }
 }
 
@@ -410,12 +424,13 @@ void conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b, const Conv2
   OpScope scope("conv2d", &x_in, &w_in, &b);
   if (y.numel() == 0) return;
   brisk::cuda::DeviceGuard guard(y.device().index);
-  if (x_in.numel() == 0 || w_in.numel() == 0) {  // no input channels (or taps): the bias alone
+  // The bias is loaded first and the convolution added onto it (beta = 1): cuDNN sums in f32,
+  // so a 16-bit output is rounded once, as on the CPU (adding the bias afterwards rounds twice).
+  if (b.defined())
+    copy_(y, b.as_strided(y.sizes(), {0, b.stride(0), 0, 0}, b.offset()));
+  else if (x_in.numel() == 0 || w_in.numel() == 0)
     fill_(y, 0.0);
-  } else {
-    run_pass(Pass::Forward, dense(x_in), dense(w_in), y, o);
-  }
-  if (b.defined()) detail::add_channel_bias_(y, b);
+  if (x_in.numel() > 0 && w_in.numel() > 0) run_pass(Pass::Forward, dense(x_in), dense(w_in), y, o, b.defined());
 }
 
 void conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in, const Conv2dOptions& o,
@@ -429,13 +444,13 @@ void conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in
     if (empty_product)
       fill_(gx, 0.0);
     else
-      run_pass(Pass::BackwardData, gx, dense(w_in), gy, o);
+      run_pass(Pass::BackwardData, gx, dense(w_in), gy, o, false);
   }
   if (gw.defined() && gw.numel() > 0) {
     if (empty_product)
       fill_(gw, 0.0);
     else
-      run_pass(Pass::BackwardFilter, dense(x_in), gw, gy, o);
+      run_pass(Pass::BackwardFilter, dense(x_in), gw, gy, o, false);
   }
   if (gb.defined() && gb.numel() > 0) detail::channel_sums(gy, gb);
 }

@@ -34,9 +34,8 @@ BRISK_CUDA_FN void conv2d(const Tensor& x, const Tensor& w, const Tensor& b, con
     void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) BRISK_CUDA_BODY BRISK_CUDA_API_END
 #if defined(BRISK_WITH_CUDA)
     namespace detail {
-  // conv_kernels.cu. y (N, C, HW) contiguous += b (C) broadcast, in place.
-  void add_channel_bias_(const Tensor& y, const Tensor& b);
-  // gb (C) = sum of gy (N, C, HW) contiguous over N and HW, one block per channel (deterministic).
+  // conv_kernels.cu. gb (C) = sum of gy (N, C, HW) contiguous over N and HW, one block per channel
+  // (deterministic).
   void channel_sums(const Tensor& gy, const Tensor& gb);
 }  // namespace detail
 #endif

@@ -1,6 +1,5 @@
-// The conv family's own kernels around cuDNN: adding the bias to a convolution's output, and the
-// bias gradient (a per-channel sum, one block per channel with a fixed reduction tree, so the
-// result is the same on every run).
+// The conv family's own kernel around cuDNN: the bias gradient (a per-channel sum, one block per
+// channel with a fixed reduction tree, so the result is the same on every run).
 #include "brisk/kernels/device/pool.h"
 #include "brisk/kernels/device/reduce.h"
 #include "brisk/kernels/dispatch.h"
@@ -14,11 +13,6 @@ namespace {
 namespace bd = brisk::cuda::detail;
 
 constexpr int kThreads = 256;
-
-template <class A>
-struct Add {
-  __device__ A operator()(A a, A b) const { return a + b; }
-};
 
 // gy: (N, C, HW) contiguous; gb: (C) contiguous; `=`. Block c sums channel c (device/pool.h's
 // channel_element order, then block_reduce's tree).
@@ -35,15 +29,6 @@ __global__ void channel_sum_kernel(int64_t n, int64_t channels, int64_t hw, cons
 }
 
 }  // namespace
-
-void add_channel_bias_(const Tensor& y, const Tensor& b) {
-  // b as a (1, C, 1, 1) view, broadcast over y; in place (each element read and written by one thread).
-  const Tensor bv = b.as_strided({1, b.size(0), 1, 1}, {0, b.stride(0), 0, 0}, b.offset());
-  visit_float(y.dtype(), y.device(), "conv2d (bias)", [&](auto tag) {
-    using T = decltype(tag);
-    bd::launch_elementwise<T, T, T>("conv2d_bias", y, {&y, &bv}, Add<acc_t<T>>{});
-  });
-}
 
 void channel_sums(const Tensor& gy, const Tensor& gb) {
   const int64_t channels = gy.size(1);
