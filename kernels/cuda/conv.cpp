@@ -349,7 +349,6 @@ void run(const Problem& p, const Buffers& b, bool accumulate) {
   }
   // The heuristics answer within the descriptor's math type: start from the dtype's again.
   BRISK_CUDNN_CHECK(cudnnSetConvolutionMathType(p.cd->d, math_type(p.dtype)));
-  // Timing runs the algorithms on the output: not while it holds earlier chunks' sums.
   const std::vector<Choice> candidates =
       brisk::cuda::cudnn_benchmark() ? find_algorithms(h, p, b, accumulate) : heuristic_algorithms(h, p);
   for (const Choice& c : candidates) {
@@ -373,6 +372,14 @@ Tensor dense(const Tensor& t) {
   return t;
 }
 
+// Samples [start, start + len) of an (N, ...) tensor, as a view (kernels/ cannot use
+// Tensor::narrow, which lives in autograd).
+Tensor batch_slice(const Tensor& t, int64_t start, int64_t len) {
+  Shape sizes = t.sizes();
+  sizes[0] = len;
+  return t.as_strided(sizes, t.strides(), t.offset() + start * t.stride(0));
+}
+
 // Samples per cuDNN call so that no tensor of a call passes 2^31 - 1 elements.
 int64_t batch_chunk(int64_t n, int64_t per_sample) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
@@ -391,7 +398,7 @@ void run_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, cons
   const ConvDesc cd(o, x.dtype());
   for (int64_t start = 0; start < n; start += chunk) {
     const int64_t len = std::min(chunk, n - start);
-    const Tensor xs = x.narrow(0, start, len), ys = y.narrow(0, start, len);
+    const Tensor xs = batch_slice(x, start, len), ys = batch_slice(y, start, len);
     const TensorDesc xd(x.dtype(), len, x.size(1), x.size(2), x.size(3));
     const TensorDesc yd(y.dtype(), len, y.size(1), y.size(2), y.size(3));
     // cuDNN's own output size must be ours (a host-side check that also runs while recording).
