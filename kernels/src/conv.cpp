@@ -1,10 +1,30 @@
 // Public conv2d and pooling kernels: argument checks (errors name the op and shapes), output
-// allocation, device switch; f16/bf16 convolutions compute in f32.
+// allocation, device switch; f16/bf16 convolutions compute in f32 (on the GPU: cuDNN with f32
+// accumulation).
 #include "brisk/kernels/conv.h"
 
+#include <atomic>
+
+#include "brisk/kernels/cuda.h"
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
 #include "cpu/conv_cpu.h"
+#include "cuda/conv.h"
+
+namespace brisk::cuda {
+
+// The cuDNN benchmark setting lives with the convolutions that read it (cuda.h declares it).
+namespace {
+std::atomic<bool> g_cudnn_benchmark{false};
+}
+void set_cudnn_benchmark(bool on) {
+  g_cudnn_benchmark = on;
+}
+bool cudnn_benchmark() {
+  return g_cudnn_benchmark;
+}
+
+}  // namespace brisk::cuda
 
 namespace brisk::kernels {
 
@@ -16,25 +36,28 @@ void check_nchw(const char* op, const char* what, const Tensor& t) {
 
 // xs: the input's (N, C, H, W) sizes.
 void check_window(const char* op, const Shape& xs, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation) {
-  BRISK_CHECK(kernel.h > 0 && kernel.w > 0, op, ": kernel size must be positive, got ", kernel, " for input ",
-              xs);
+  BRISK_CHECK(kernel.h > 0 && kernel.w > 0, op, ": kernel size must be positive, got ", kernel, " for input ", xs);
   BRISK_CHECK(stride.h > 0 && stride.w > 0, op, ": stride must be positive, got ", stride, " for input ", xs);
-  BRISK_CHECK(dilation.h > 0 && dilation.w > 0, op, ": dilation must be positive, got ", dilation, " for input ",
-              xs);
-  BRISK_CHECK(padding.h >= 0 && padding.w >= 0, op, ": padding must be non-negative, got ", padding, " for input ",
-              xs);
+  BRISK_CHECK(dilation.h > 0 && dilation.w > 0, op, ": dilation must be positive, got ", dilation, " for input ", xs);
+  BRISK_CHECK(padding.h >= 0 && padding.w >= 0, op, ": padding must be non-negative, got ", padding, " for input ", xs);
   const int64_t eh = dilation.h * (kernel.h - 1) + 1, ew = dilation.w * (kernel.w - 1) + 1;
-  BRISK_CHECK(eh <= xs[2] + 2 * padding.h && ew <= xs[3] + 2 * padding.w, op, ": kernel ", kernel,
-              " (dilated to (", eh, ", ", ew, ")) is larger than the padded input (", xs[2] + 2 * padding.h, ", ",
-              xs[3] + 2 * padding.w, ") of input ", xs);
+  BRISK_CHECK(eh <= xs[2] + 2 * padding.h && ew <= xs[3] + 2 * padding.w, op, ": kernel ", kernel, " (dilated to (", eh,
+              ", ", ew, ")) is larger than the padded input (", xs[2] + 2 * padding.h, ", ", xs[3] + 2 * padding.w,
+              ") of input ", xs);
 }
 
-Tensor as_dtype(const Tensor& t, DType dt) { return !t.defined() || t.dtype() == dt ? t : cast(t, dt); }
+Tensor as_dtype(const Tensor& t, DType dt) {
+  return !t.defined() || t.dtype() == dt ? t : cast(t, dt);
+}
 // A contiguous tensor in dtype dt (undefined stays undefined: the optional bias).
-Tensor dense(const Tensor& t, DType dt) { return t.defined() ? contiguous(as_dtype(t, dt)) : t; }
+Tensor dense(const Tensor& t, DType dt) {
+  return t.defined() ? contiguous(as_dtype(t, dt)) : t;
+}
 
 // The compute dtype of a conv: f16/bf16 run in f32.
-DType compute_dtype(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F32; }
+DType compute_dtype(DType dt) {
+  return dt == DType::F64 ? DType::F64 : DType::F32;
+}
 
 cpu::ConvGeom conv_geom(const Tensor& x, const Tensor& w, const Conv2dOptions& o) {
   cpu::ConvGeom g{};
@@ -53,7 +76,6 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dO
   BRISK_CHECK(w.dim() == 4, op, ": expected weight of shape (C_out, C_in / groups, kH, kW), got ", w.sizes(),
               " for input ", x.sizes());
   check_same_device(op, x, w);
-  require_cpu(op, x);
   check_float(op, x);
   check_same_dtype(op, x, w);
   BRISK_CHECK(o.groups > 0, op, ": groups must be positive, got ", o.groups);
@@ -61,8 +83,8 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dO
               x.sizes());
   BRISK_CHECK(w.size(0) % o.groups == 0, op, ": groups ", o.groups, " does not divide the output channels of weight ",
               w.sizes());
-  BRISK_CHECK(w.size(1) * o.groups == x.size(1), op, ": input ", x.sizes(), " has ", x.size(1),
-              " channels but weight ", w.sizes(), " with groups ", o.groups, " expects ", w.size(1) * o.groups);
+  BRISK_CHECK(w.size(1) * o.groups == x.size(1), op, ": input ", x.sizes(), " has ", x.size(1), " channels but weight ",
+              w.sizes(), " with groups ", o.groups, " expects ", w.size(1) * o.groups);
   if (b.defined()) {
     check_same_device(op, x, b);
     check_same_dtype(op, x, b);
@@ -81,7 +103,9 @@ cpu::PoolGeom pool_geom(const Shape& xs, Size2 k, Size2 s, Size2 p, Size2 d, boo
   return g;
 }
 
-Shape pool_shape(const Shape& xs, const cpu::PoolGeom& g) { return {xs[0], xs[1], g.oh, g.ow}; }
+Shape pool_shape(const Shape& xs, const cpu::PoolGeom& g) {
+  return {xs[0], xs[1], g.oh, g.ow};
+}
 
 // xs: the input's sizes, already checked to be 4-d.
 void check_pool_window(const char* op, const Shape& xs, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation) {
@@ -93,14 +117,42 @@ void check_pool_window(const char* op, const Shape& xs, Size2 kernel, Size2 stri
 
 void check_pool_input(const char* op, const Tensor& x) {
   check_nchw(op, "input", x);
-  require_cpu(op, x);
   check_float(op, x);
 }
 
 void check_grad(const char* op, const Tensor& grad, const Shape& expected) {
-  require_cpu(op, grad);
+  BRISK_CHECK(grad.defined(), op, ": undefined grad");
+  check_float(op, grad);
   BRISK_CHECK(grad.sizes() == expected, op, ": grad of shape ", grad.sizes(), " does not match the output shape ",
               expected);
+}
+
+// The GPU kernels' copy of a pooling geometry.
+device::PoolShape device_shape(const cpu::PoolGeom& g) {
+  device::PoolShape d;
+  d.h = g.h, d.w = g.w, d.oh = g.oh, d.ow = g.ow;
+  d.kh = g.kh, d.kw = g.kw, d.sh = g.sh, d.sw = g.sw, d.ph = g.ph, d.pw = g.pw, d.dh = g.dh, d.dw = g.dw;
+  return d;
+}
+
+// With dilation a window can straddle a small input without any tap landing inside it (taps at
+// -1 and 1 of a 1-wide input); its maximum would be -inf with an index outside the input, which
+// the backward would scatter into another plane. Such geometries are rejected. (Without
+// dilation, padding at most half the kernel already guarantees a tap inside.)
+void check_windows_hit_input(const char* op, const Shape& xs, const cpu::PoolGeom& g) {
+  auto misses = [](int64_t n_out, int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) -> int64_t {
+    if (d == 1) return -1;
+    for (int64_t o = 0; o < n_out; ++o) {
+      const int64_t start = o * s - p;
+      const int64_t first = start >= 0 ? 0 : (-start + d - 1) / d;  // first tap at or after 0
+      if (first >= k || start + first * d >= in) return o;
+    }
+    return -1;
+  };
+  const int64_t oh = misses(g.oh, g.h, g.kh, g.sh, g.ph, g.dh), ow = misses(g.ow, g.w, g.kw, g.sw, g.pw, g.dw);
+  BRISK_CHECK(oh < 0 && ow < 0, op, ": with kernel (", g.kh, ", ", g.kw, "), stride (", g.sh, ", ", g.sw,
+              "), padding (", g.ph, ", ", g.pw, ") and dilation (", g.dh, ", ", g.dw, "), output ",
+              oh >= 0 ? "row " : "column ", oh >= 0 ? oh : ow, " has no tap inside input ", xs);
 }
 
 Size2 stride_or_kernel(Size2 stride, Size2 kernel) {
@@ -119,6 +171,11 @@ int64_t pool_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
   check_conv(x, weight, bias, o);
   const cpu::ConvGeom g = conv_geom(x, weight, o);
+  if (x.device().is_cuda()) {
+    Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, x.dtype(), x.device());
+    cuda::conv2d(x, weight, bias, o, y);
+    return y;
+  }
   const DType ct = compute_dtype(x.dtype());
   Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, ct, x.device());
   cpu::conv2d(g, dense(x, ct), dense(weight, ct), dense(bias, ct), y);
@@ -130,6 +187,17 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   check_conv(x, weight, Tensor(), o);
   const cpu::ConvGeom g = conv_geom(x, weight, o);
   check_grad("conv2d_backward", grad_out, {g.n, g.c_out, g.oh, g.ow});
+  check_same_device("conv2d_backward", grad_out, x);
+  if (x.device().is_cuda()) {
+    check_same_dtype("conv2d_backward", grad_out, x);  // the CPU casts; cuDNN takes one dtype
+    Conv2dGrads r;
+    if (need_input) r.input = empty(x.sizes(), x.dtype(), x.device());
+    if (need_weight) r.weight = empty(weight.sizes(), x.dtype(), x.device());
+    if (need_bias) r.bias = empty({g.c_out}, x.dtype(), x.device());
+    if (need_input || need_weight || need_bias)
+      cuda::conv2d_backward(grad_out, x, weight, o, r.input, r.weight, r.bias);
+    return r;
+  }
   const DType ct = compute_dtype(x.dtype());
   Conv2dGrads r;
   if (need_input) r.input = empty(x.sizes(), ct, x.device());
@@ -148,25 +216,41 @@ MaxPool2dResult max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions
   check_pool_input("max_pool2d", x);
   check_pool_window("max_pool2d", x.sizes(), kernel, stride, o.padding, o.dilation);
   const cpu::PoolGeom g = pool_geom(x.sizes(), kernel, stride, o.padding, o.dilation, o.ceil_mode);
+  check_windows_hit_input("max_pool2d", x.sizes(), g);
   const Shape ys = pool_shape(x.sizes(), g);
   MaxPool2dResult r{empty(ys, x.dtype(), x.device()), empty(ys, DType::I64, x.device())};
-  cpu::max_pool2d(g, contiguous(x), r.values, r.indices);
+  if (x.device().is_cuda())
+    cuda::max_pool2d(device_shape(g), x, r.values, r.indices);
+  else
+    cpu::max_pool2d(g, contiguous(x), r.values, r.indices);
   return r;
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_sizes) {
   const char* op = "max_pool2d_backward";
-  BRISK_CHECK(input_sizes.size() == 4 && grad_out.dim() == 4, op, ": expected 4-d shapes, got grad ",
-              grad_out.sizes(), " and input ", input_sizes);
+  BRISK_CHECK(input_sizes.size() == 4 && grad_out.dim() == 4, op, ": expected 4-d shapes, got grad ", grad_out.sizes(),
+              " and input ", input_sizes);
   check_grad(op, grad_out, indices.sizes());
   BRISK_CHECK(indices.dtype() == DType::I64, op, ": indices must be i64, got ", dtype_name(indices.dtype()));
-  BRISK_CHECK(grad_out.size(0) == input_sizes[0] && grad_out.size(1) == input_sizes[1], op, ": grad ",
-              grad_out.sizes(), " does not match input ", input_sizes);
+  check_same_device(op, grad_out, indices);
+  BRISK_CHECK(grad_out.size(0) == input_sizes[0] && grad_out.size(1) == input_sizes[1], op, ": grad ", grad_out.sizes(),
+              " does not match input ", input_sizes);
   cpu::PoolGeom g{};
   g.planes = input_sizes[0] * input_sizes[1], g.h = input_sizes[2], g.w = input_sizes[3];
   g.oh = grad_out.size(2), g.ow = grad_out.size(3);
   Tensor gx = empty(input_sizes, grad_out.dtype(), grad_out.device());
-  cpu::max_pool2d_backward(g, contiguous(grad_out), contiguous(indices), gx);
+  if (grad_out.device().is_cuda()) {
+    cuda::max_pool2d_backward(grad_out, indices, gx);  // checks the indices on the device
+    return gx;
+  }
+  // An index outside its plane would add into another plane (or past the buffer).
+  const Tensor idx = contiguous(indices);
+  const int64_t* iv = idx.data<int64_t>();
+  const int64_t in_plane = g.h * g.w;
+  for (int64_t i = 0; i < idx.numel(); ++i)
+    BRISK_CHECK(iv[i] >= 0 && iv[i] < in_plane, op, ": index out of range (value ", iv[i], ", limit ", in_plane,
+                ") for input ", input_sizes);
+  cpu::max_pool2d_backward(g, contiguous(grad_out), idx, gx);
   return gx;
 }
 
@@ -176,7 +260,10 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o) {
   check_pool_window("avg_pool2d", x.sizes(), kernel, stride, o.padding, 1);
   const cpu::PoolGeom g = pool_geom(x.sizes(), kernel, stride, o.padding, 1, o.ceil_mode);
   Tensor y = empty(pool_shape(x.sizes(), g), x.dtype(), x.device());
-  cpu::avg_pool2d(g, o.count_include_pad, contiguous(x), y);
+  if (x.device().is_cuda())
+    cuda::avg_pool2d(device_shape(g), o.count_include_pad, x, y);
+  else
+    cpu::avg_pool2d(g, o.count_include_pad, contiguous(x), y);
   return y;
 }
 
@@ -187,34 +274,42 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, Siz
   const cpu::PoolGeom g = pool_geom(input_sizes, kernel, stride, o.padding, 1, o.ceil_mode);
   check_grad("avg_pool2d_backward", grad_out, pool_shape(input_sizes, g));
   Tensor gx = empty(input_sizes, grad_out.dtype(), grad_out.device());
-  cpu::avg_pool2d_backward(g, o.count_include_pad, contiguous(grad_out), gx);
+  if (grad_out.device().is_cuda())
+    cuda::avg_pool2d_backward(device_shape(g), o.count_include_pad, grad_out, gx);
+  else
+    cpu::avg_pool2d_backward(g, o.count_include_pad, contiguous(grad_out), gx);
   return gx;
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 out) {
   const char* op = "adaptive_avg_pool2d";
   check_nchw(op, "input", x);
-  require_cpu(op, x);
   check_float(op, x);
   BRISK_CHECK(out.h > 0 && out.w > 0, op, ": output size must be positive, got ", out, " for input ", x.sizes());
   BRISK_CHECK(x.size(2) > 0 && x.size(3) > 0, op, ": input ", x.sizes(), " has an empty spatial dim");
   cpu::PoolGeom g{};
   g.planes = x.size(0) * x.size(1), g.h = x.size(2), g.w = x.size(3), g.oh = out.h, g.ow = out.w;
   Tensor y = empty({x.size(0), x.size(1), out.h, out.w}, x.dtype(), x.device());
-  cpu::adaptive_avg_pool2d(g, contiguous(x), y);
+  if (x.device().is_cuda())
+    cuda::adaptive_avg_pool2d(x, y);
+  else
+    cpu::adaptive_avg_pool2d(g, contiguous(x), y);
   return y;
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes) {
   const char* op = "adaptive_avg_pool2d_backward";
-  BRISK_CHECK(input_sizes.size() == 4 && grad_out.dim() == 4, op, ": expected 4-d shapes, got grad ",
-              grad_out.sizes(), " and input ", input_sizes);
+  BRISK_CHECK(input_sizes.size() == 4 && grad_out.dim() == 4, op, ": expected 4-d shapes, got grad ", grad_out.sizes(),
+              " and input ", input_sizes);
   check_grad(op, grad_out, {input_sizes[0], input_sizes[1], grad_out.size(2), grad_out.size(3)});
   cpu::PoolGeom g{};
   g.planes = input_sizes[0] * input_sizes[1], g.h = input_sizes[2], g.w = input_sizes[3];
   g.oh = grad_out.size(2), g.ow = grad_out.size(3);
   Tensor gx = empty(input_sizes, grad_out.dtype(), grad_out.device());
-  cpu::adaptive_avg_pool2d_backward(g, contiguous(grad_out), gx);
+  if (grad_out.device().is_cuda())
+    cuda::adaptive_avg_pool2d_backward(grad_out, gx);
+  else
+    cpu::adaptive_avg_pool2d_backward(g, contiguous(grad_out), gx);
   return gx;
 }
 

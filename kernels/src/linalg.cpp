@@ -1,6 +1,6 @@
 // Public matmul and linear: shape rules (1-D promotion, batch broadcasting), layout choice
 // (row-major or transposed operands go to the GEMM in place, others are copied once), dtype
-// dispatch (f16/bf16 through f32) and the device switch.
+// dispatch (f16/bf16 through f32 on the CPU) and the device switch.
 #include "brisk/kernels/linalg.h"
 
 #include <optional>
@@ -8,12 +8,15 @@
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
 #include "cpu/linalg_kernels.h"
+#include "cuda/matmul.h"
 
 namespace brisk::kernels {
 
 namespace {
 
-bool is_half(DType dt) { return dt == DType::F16 || dt == DType::BF16; }
+bool is_half(DType dt) {
+  return dt == DType::F16 || dt == DType::BF16;
+}
 
 // How gemm() can read a (rows, cols) matrix with row stride rs and column stride cs in place:
 // row-major (trans = false) or as the transpose of a row-major (cols, rows) matrix.
@@ -68,8 +71,10 @@ std::optional<int64_t> folded_row_stride(const Tensor& t) {
   int64_t extent = 1;  // rows covered so far, innermost first
   for (int64_t d = t.dim() - 2; d >= 0; --d) {
     if (t.size(d) == 1) continue;
-    if (!stride) stride = t.stride(d);
-    else if (t.stride(d) != *stride * extent) return std::nullopt;
+    if (!stride)
+      stride = t.stride(d);
+    else if (t.stride(d) != *stride * extent)
+      return std::nullopt;
     extent *= t.size(d);
   }
   return stride ? stride : std::optional<int64_t>(t.size(-1));
@@ -106,8 +111,8 @@ void matmul_into(Tensor a, Tensor b, const Shape& batch, const Tensor& out) {
     }
   }
   std::vector<int64_t> ao = batch_offsets(a, batch), bo = batch_offsets(b, batch);
-  cpu::bmm(static_cast<int64_t>(ao.size()), M, N, K, pa, ao.data(), la->trans, la->ld, pb, bo.data(), lb->trans,
-           lb->ld, pc);
+  cpu::bmm(static_cast<int64_t>(ao.size()), M, N, K, pa, ao.data(), la->trans, la->ld, pb, bo.data(), lb->trans, lb->ld,
+           pc);
 }
 
 }  // namespace
@@ -120,13 +125,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   BRISK_CHECK(a.dtype() == b.dtype(), "matmul: dtype mismatch: ", dtype_name(a.dtype()), " ", a.sizes(), " vs ",
               dtype_name(b.dtype()), " ", b.sizes());
   check_float("matmul", a);
-  require_cpu("matmul", a);
   // Promote 1-D operands to matrices (views, no copy).
   Tensor a2 = a.dim() == 1 ? a.as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()) : a;
   Tensor b2 = b.dim() == 1 ? b.as_strided({b.size(0), 1}, {b.stride(0), 0}, b.offset()) : b;
   const int64_t M = a2.size(-2), K = a2.size(-1), N = b2.size(-1);
-  BRISK_CHECK(K == b2.size(-2), "matmul: inner sizes differ: a ", a.sizes(), " has ", K, " columns but b ",
-              b.sizes(), " has ", b2.size(-2), " rows");
+  BRISK_CHECK(K == b2.size(-2), "matmul: inner sizes differ: a ", a.sizes(), " has ", K, " columns but b ", b.sizes(),
+              " has ", b2.size(-2), " rows");
   Shape ab(a2.sizes().begin(), a2.sizes().end() - 2), bb(b2.sizes().begin(), b2.sizes().end() - 2);
   Shape batch;
   {
@@ -148,24 +152,31 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (b.dim() > 1) result.push_back(N);
 
   const DType dt = a.dtype();
+  if (a.device().is_cuda()) {
+    Tensor out = empty(full, dt, a.device());
+    cuda::matmul(a2, b2, out);
+    return out.as_strided(result, contiguous_strides(result), out.offset());
+  }
   const DType cdt = is_half(dt) ? DType::F32 : dt;
   Tensor out = empty(full, cdt, a.device());
   if (cdt != dt) {
     a2 = cast(a2, cdt);
     b2 = cast(b2, cdt);
   }
-  if (cdt == DType::F64) matmul_into<double>(a2, b2, batch, out);
-  else matmul_into<float>(a2, b2, batch, out);
+  if (cdt == DType::F64)
+    matmul_into<double>(a2, b2, batch, out);
+  else
+    matmul_into<float>(a2, b2, batch, out);
   if (cdt != dt) out = cast(out, dt);
   return out.as_strided(result, contiguous_strides(result), out.offset());
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearEpilogue epilogue) {
   BRISK_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
   BRISK_CHECK(x.dim() >= 1, "linear: input must have at least 1 dim, got a scalar");
   BRISK_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got ", weight.sizes());
-  BRISK_CHECK(x.size(-1) == weight.size(1), "linear: input ", x.sizes(), " has ", x.size(-1),
-              " features but weight ", weight.sizes(), " expects ", weight.size(1));
+  BRISK_CHECK(x.size(-1) == weight.size(1), "linear: input ", x.sizes(), " has ", x.size(-1), " features but weight ",
+              weight.sizes(), " expects ", weight.size(1));
   check_same_device("linear", x, weight);
   BRISK_CHECK(x.dtype() == weight.dtype(), "linear: dtype mismatch: input ", dtype_name(x.dtype()), " vs weight ",
               dtype_name(weight.dtype()));
@@ -177,19 +188,28 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     BRISK_CHECK(bias.dtype() == x.dtype(), "linear: dtype mismatch: input ", dtype_name(x.dtype()), " vs bias ",
                 dtype_name(bias.dtype()));
   }
-  require_cpu("linear", x);
+  BRISK_CHECK(epilogue == LinearEpilogue::None || epilogue == LinearEpilogue::GeluTanh, "linear: unknown epilogue ",
+              static_cast<int>(epilogue));
   const DType dt = x.dtype();
-  if (is_half(dt)) {
-    Tensor y = linear(cast(x, DType::F32), cast(weight, DType::F32),
-                      bias.defined() ? cast(bias, DType::F32) : Tensor());
+  if (is_half(dt) && x.device().is_cpu()) {
+    // The epilogue runs in f32 too, before the single rounding to 16 bits (as on the GPU).
+    Tensor y = linear(cast(x, DType::F32), cast(weight, DType::F32), bias.defined() ? cast(bias, DType::F32) : Tensor(),
+                      epilogue);
     return cast(y, dt);
   }
   const int64_t in = weight.size(1), outf = weight.size(0);
-  const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
   Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  const int64_t rows = shape_numel(out_shape);
   out_shape.push_back(outf);
   Tensor out = empty(out_shape, dt, x.device());
   if (out.numel() == 0) return out;
+  if (in == 0 && x.device().is_cpu()) {  // empty sums: the bias (or zeros), then the epilogue
+    if (bias.defined())
+      copy_(out, bias);
+    else
+      fill_(out, 0.0);
+    return epilogue == LinearEpilogue::GeluTanh ? unary(UnaryOp::GeluTanh, out) : out;
+  }
   // x as (rows, in) without copying when its leading dims allow it.
   Tensor x2;
   Strides st;
@@ -199,6 +219,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     Tensor xc = contiguous(x);
     x2 = xc.as_strided({rows, in}, {in, 1}, xc.offset());
     lx = gemm_layout(rows, in, in, 1);
+  }
+  if (x.device().is_cuda()) {
+    // W^T as an (in, out) view: the plan reads a row-major W transposed, in place.
+    const Tensor wt = weight.as_strided({in, outf}, {weight.stride(1), weight.stride(0)}, weight.offset());
+    cuda::linear(x2, wt, bias, epilogue, out.as_strided({rows, outf}, {outf, 1}, out.offset()));
+    return out;
   }
   // op(B) = W^T, (in, out): W row-major (out, in) is read transposed.
   auto lw = gemm_layout(in, outf, weight.stride(1), weight.stride(0));
@@ -219,6 +245,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            static_cast<const T*>(w.data_ptr()), lw->ld, T(beta), static_cast<T*>(out.data_ptr()), outf);
     }
   });
+  if (epilogue == LinearEpilogue::GeluTanh) out = unary(UnaryOp::GeluTanh, out);
   return out;
 }
 

@@ -70,10 +70,14 @@ void expect_matches(const Tensor& got, const Ref& ref, double tol, const std::st
 
 double tolerance(DType dt) {
   switch (dt) {
-    case DType::F64: return 1e-12;
-    case DType::F32: return 1e-5;
-    case DType::F16: return 2e-3;
-    default: return 1e-2;
+    case DType::F64:
+      return 1e-12;
+    case DType::F32:
+      return 1e-5;
+    case DType::F16:
+      return 2e-3;
+    default:
+      return 1e-2;
   }
 }
 
@@ -244,6 +248,32 @@ TEST(Linear, MatchesNaiveWithAndWithoutBiasForAnyLeadingDims) {
   }
 }
 
+TEST(Linear, GeluEpilogueIsGeluTanhOfTheAffineResult) {
+  Generator gen(8);
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    Tensor x = randn({3, 4, 6}, {.dtype = dt}, &gen), w = randn({5, 6}, {.dtype = dt}, &gen);
+    Tensor b = randn({5}, {.dtype = dt}, &gen);
+    for (bool with_bias : {true, false}) {
+      const Tensor bias = with_bias ? b : Tensor();
+      Tensor got = kernels::linear(x, w, bias, kernels::LinearEpilogue::GeluTanh);
+      // In f32 (f64) before the one rounding to the storage dtype, as the fused GPU epilogue.
+      const DType ct = dt == DType::F64 ? DType::F64 : DType::F32;
+      Tensor affine = kernels::linear(x.to(ct), w.to(ct), with_bias ? b.to(ct) : Tensor());
+      Tensor want = kernels::unary(kernels::UnaryOp::GeluTanh, affine).to(dt);
+      ASSERT_EQ(got.sizes(), (Shape{3, 4, 5}));
+      EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>()) << dtype_name(dt);
+    }
+  }
+  // No input features: gelu(bias).
+  Tensor empty_in = zeros({2, 0}), w0 = zeros({3, 0}), b3 = tensor<float>({-1.0f, 0.0f, 2.0f});
+  Tensor y = kernels::linear(empty_in, w0, b3, kernels::LinearEpilogue::GeluTanh);
+  Tensor want = kernels::unary(kernels::UnaryOp::GeluTanh, b3);
+  EXPECT_EQ(y.to_vector<float>(),
+            (std::vector<float>{want.to_vector<float>()[0], want.to_vector<float>()[1], want.to_vector<float>()[2],
+                                want.to_vector<float>()[0], want.to_vector<float>()[1], want.to_vector<float>()[2]}));
+  EXPECT_EQ(kernels::linear(empty_in, w0, Tensor()).to_vector<float>(), std::vector<float>(6, 0.0f));
+}
+
 TEST(Linear, StridedInputAndTransposedWeight) {
   Generator gen(6);
   Tensor x = randn({4, 3, 2}, {.dtype = DType::F64}, &gen).permute({2, 1, 0});  // (2, 3, 4), strided
@@ -271,8 +301,7 @@ TEST(LinalgErrors, BadArgumentsThrowNamingTheOp) {
   expect_error([] { kernels::matmul(zeros({2, 2, 3}), zeros({3, 3, 4})); }, "matmul");  // batch 2 vs 3
   expect_error([] { kernels::matmul(zeros({}), zeros({3})); }, "matmul");               // scalar
   expect_error([] { kernels::matmul(zeros({3}), zeros({3}, {.dtype = DType::F64})); }, "matmul");
-  expect_error([] { kernels::matmul(zeros({3}, {.dtype = DType::I64}), zeros({3}, {.dtype = DType::I64})); },
-                      "matmul");
+  expect_error([] { kernels::matmul(zeros({3}, {.dtype = DType::I64}), zeros({3}, {.dtype = DType::I64})); }, "matmul");
   expect_error([] { kernels::linear(zeros({2, 4}), zeros({5, 4, 1}), Tensor()); }, "linear");  // 3-D weight
   expect_error([] { kernels::linear(zeros({2, 4}), zeros({5, 3}), Tensor()); }, "linear");     // in features
   expect_error([] { kernels::linear(zeros({2, 4}), zeros({5, 4}), zeros({4})); }, "linear");   // bias size

@@ -40,12 +40,8 @@ int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ce
 
 std::vector<PoolCase> max_grid() {
   return {
-      {2, 3, 8, 8, 2, 2, 0},
-      {1, 2, 7, 9, 3, 2, 1},
-      {2, 1, 6, 10, {2, 3}, {1, 2}, {1, 1}},
-      {1, 2, 9, 9, 3, 1, 1, 2},
-      {1, 2, 7, 7, 2, 2, 0, 1, true},
-      {2, 2, 8, 7, {3, 2}, {2, 1}, {1, 0}, {1, 2}, true},
+      {2, 3, 8, 8, 2, 2, 0},    {1, 2, 7, 9, 3, 2, 1},          {2, 1, 6, 10, {2, 3}, {1, 2}, {1, 1}},
+      {1, 2, 9, 9, 3, 1, 1, 2}, {1, 2, 7, 7, 2, 2, 0, 1, true}, {2, 2, 8, 7, {3, 2}, {2, 1}, {1, 0}, {1, 2}, true},
       {3, 4, 28, 28, 2, 2, 0},  // the example CNN's pooling
   };
 }
@@ -171,17 +167,14 @@ TEST(AvgPool2d, HandComputedWithAndWithoutPaddingInTheCount) {
 
 TEST(AvgPool2d, MatchesNaiveLoopsForwardAndBackward) {
   const std::vector<AvgCase> cases = {
-      {{2, 3, 8, 8, 2, 2, 0}},
-      {{1, 2, 7, 9, 3, 2, 1}},
-      {{1, 2, 7, 9, 3, 2, 1}, false},
-      {{2, 1, 6, 10, {2, 3}, {1, 2}, {1, 1}}},
-      {{1, 2, 7, 7, 2, 2, 1, 1, true}},
-      {{1, 2, 8, 7, {3, 2}, {2, 3}, {1, 1}, 1, true}, false},
+      {{2, 3, 8, 8, 2, 2, 0}},          {{1, 2, 7, 9, 3, 2, 1}},
+      {{1, 2, 7, 9, 3, 2, 1}, false},   {{2, 1, 6, 10, {2, 3}, {1, 2}, {1, 1}}},
+      {{1, 2, 7, 7, 2, 2, 1, 1, true}}, {{1, 2, 8, 7, {3, 2}, {2, 3}, {1, 1}, 1, true}, false},
   };
   for (const AvgCase& c : cases) {
     const PoolCase& p = c.p;
-    const AvgPool2dOptions o{.stride = p.stride, .padding = p.padding, .ceil_mode = p.ceil_mode,
-                             .count_include_pad = c.count_include_pad};
+    const AvgPool2dOptions o{
+        .stride = p.stride, .padding = p.padding, .ceil_mode = p.ceil_mode, .count_include_pad = c.count_include_pad};
     Generator gen(5);
     Tensor x = randn({p.n, p.c, p.h, p.w}, {.dtype = DType::F64}, &gen);
     Tensor y = kernels::avg_pool2d(brisk::testing::noncontiguous(x), p.kernel, o);
@@ -194,8 +187,8 @@ TEST(AvgPool2d, MatchesNaiveLoopsForwardAndBackward) {
     // The backward is the adjoint: <avg(x), g> == <x, avg_backward(g)> for every x, so check it
     // column by column of the naive forward's matrix (one-hot inputs).
     Tensor gy = randn(y.sizes(), {.dtype = DType::F64}, &gen);
-    const auto gx = kernels::avg_pool2d_backward(brisk::testing::noncontiguous(gy), x.sizes(), p.kernel, o)
-                        .to_vector<double>();
+    const auto gx =
+        kernels::avg_pool2d_backward(brisk::testing::noncontiguous(gy), x.sizes(), p.kernel, o).to_vector<double>();
     const auto gv = gy.to_vector<double>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       std::vector<double> e(static_cast<size_t>(x.numel()), 0.0);
@@ -231,14 +224,17 @@ TEST(AdaptiveAvgPool2d, BackwardSpreadsEachGradientOverItsWindow) {
   Tensor x = randn({2, 3, 7, 10}, {.dtype = DType::F64}, &gen);
   const Size2 out{3, 4};
   Tensor gy = randn({2, 3, 3, 4}, {.dtype = DType::F64}, &gen);
-  const auto gx = kernels::adaptive_avg_pool2d_backward(brisk::testing::noncontiguous(gy), x.sizes()).to_vector<double>();
+  const auto gx =
+      kernels::adaptive_avg_pool2d_backward(brisk::testing::noncontiguous(gy), x.sizes()).to_vector<double>();
   std::vector<double> want(gx.size(), 0.0);
   const auto gv = gy.to_vector<double>();
   for (int64_t pl = 0; pl < 6; ++pl)
     for (int64_t i = 0; i < out.h; ++i)
       for (int64_t j = 0; j < out.w; ++j) {
-        const int64_t h0 = static_cast<int64_t>(std::floor(i * 7.0 / 3)), h1 = static_cast<int64_t>(std::ceil((i + 1) * 7.0 / 3));
-        const int64_t w0 = static_cast<int64_t>(std::floor(j * 10.0 / 4)), w1 = static_cast<int64_t>(std::ceil((j + 1) * 10.0 / 4));
+        const int64_t h0 = static_cast<int64_t>(std::floor(i * 7.0 / 3)),
+                      h1 = static_cast<int64_t>(std::ceil((i + 1) * 7.0 / 3));
+        const int64_t w0 = static_cast<int64_t>(std::floor(j * 10.0 / 4)),
+                      w1 = static_cast<int64_t>(std::ceil((j + 1) * 10.0 / 4));
         for (int64_t a = h0; a < h1; ++a)
           for (int64_t b = w0; b < w1; ++b)
             want[pl * 70 + a * 10 + b] += gv[(pl * 3 + i) * 4 + j] / static_cast<double>((h1 - h0) * (w1 - w0));
@@ -266,6 +262,33 @@ TEST(Pooling, RejectsBadArgumentsNamingOp) {
   expect_error([&] { kernels::avg_pool2d(x, {0, 2}); }, "avg_pool2d", "kernel");
   expect_error([&] { kernels::avg_pool2d(x, 3, {.padding = -1}); }, "avg_pool2d", "padding");
   expect_error([&] { kernels::adaptive_avg_pool2d(x, {0, 1}); }, "adaptive_avg_pool2d", "output size");
-  expect_error([&] { kernels::avg_pool2d_backward(zeros({1, 2, 3, 3}), x.sizes(), 2, {}); }, "avg_pool2d_backward",
-               "[1, 2, 3, 3]");
+  expect_error(
+      [&] {
+        kernels::avg_pool2d_backward(zeros({1, 2, 3, 3}), x.sizes(), 2, {});
+      },
+      "avg_pool2d_backward", "[1, 2, 3, 3]");
+}
+
+TEST(Pooling, RejectsDilatedWindowsWithNoTapInsideTheInput) {
+  // A 1-wide input, kernel 2 dilated by 2 with padding 1: the taps at -1 and 1 both miss it.
+  try {
+    kernels::max_pool2d(zeros({1, 1, 4, 1}), {1, 2}, {.stride = 1, .padding = {0, 1}, .dilation = {1, 2}});
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no tap inside input"), std::string::npos) << e.what();
+  }
+  // The same kernel on a 3-wide input has a tap inside every window.
+  EXPECT_NO_THROW(
+      kernels::max_pool2d(zeros({1, 1, 4, 3}), {1, 2}, {.stride = 1, .padding = {0, 1}, .dilation = {1, 2}}));
+}
+
+TEST(Pooling, MaxPoolBackwardRejectsIndicesOutsideThePlane) {
+  Tensor gy = ones({1, 2, 2, 2});
+  Tensor idx = from_vector<int64_t>({0, 1, 2, 3, 0, 1, 2, 9}, {1, 2, 2, 2});  // 9 >= 3 * 3
+  try {
+    kernels::max_pool2d_backward(gy, idx, {1, 2, 3, 3});
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index out of range (value 9, limit 9)"), std::string::npos) << e.what();
+  }
 }

@@ -161,6 +161,10 @@ bool matmul_allow_tf32();
 // TF32 for cuDNN convolutions: on by default (torch.backends.cudnn.allow_tf32).
 void set_cudnn_allow_tf32(bool allow);
 bool cudnn_allow_tf32();
+// Time cuDNN's convolution algorithms on first use of each shape and keep the fastest, instead of
+// taking its heuristics' first choice: off by default (torch.backends.cudnn.benchmark).
+void set_cudnn_benchmark(bool on);
+bool cudnn_benchmark();
 
 namespace checks {
 // Run on the GPU to check that device code agrees with the host bit for bit; they throw

@@ -11,7 +11,7 @@ namespace brisk::kernels {
 // row stride lda, or (K, M) with row stride lda when trans_a. Likewise op(B) is (K, N) from B
 // stored (K, N) or, when trans_b, (N, K), with row stride ldb. C is (M, N) with row stride ldc.
 // beta == 0 overwrites C without reading it (NaNs in C do not propagate). Deterministic for a
-// given OpenMP thread count.
+// given OpenMP thread count. Host pointers only: on the GPU, use matmul and linear.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
@@ -21,11 +21,24 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 // operand is promoted to a matrix (a row on the left, a column on the right) and that dim is
 // removed from the result; N-D operands are batches of matrices whose batch dims broadcast.
 // Any strides: a transposed (column-major) matrix is read in place, other layouts are copied.
-// Same float dtype on both sides; the result is contiguous.
+// Same float dtype on both sides; the result is contiguous. On the GPU: cuBLASLt for f32, f16
+// and bf16 (fp32 accumulation; TF32 only when cuda::matmul_allow_tf32()), cuBLAS for f64;
+// batch dims that one stride cannot describe are copied expanded to the full batch.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
-// y = x W^T + b. x: (..., in) any strides; weight: (out, in); bias: (out) or undefined.
-// y: (..., out) contiguous, one GEMM over all leading dims when x's rows allow it.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// What linear applies to x W^T + b before returning it.
+enum class LinearEpilogue : uint8_t {
+  None,
+  // GELU, tanh approximation (PyTorch's gelu(approximate="tanh")), computed in f32 (f64 for f64)
+  // before the result is rounded to a 16-bit dtype. On the GPU it runs inside cuBLASLt's GEMM
+  // (its GELU epilogue) where cuBLASLt offers one for the shapes, else as a separate pass.
+  GeluTanh,
+};
+
+// y = epilogue(x W^T + b). x: (..., in) any strides; weight: (out, in); bias: (out) or undefined.
+// y: (..., out) contiguous, one GEMM over all leading dims when x's rows allow it. On the GPU the
+// bias is added by the GEMM itself (cuBLASLt's bias epilogue) where the shapes allow.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              LinearEpilogue epilogue = LinearEpilogue::None);
 
 }  // namespace brisk::kernels
