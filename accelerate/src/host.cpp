@@ -1,6 +1,8 @@
 // Host detection for `brisk launch` and `brisk env`: cores, GPUs, programs on PATH, versions.
 #include "brisk/accelerate/host.h"
 
+#include "brisk/dist/process_group.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -240,13 +242,8 @@ GpuLibraryVersions gpu_library_versions() {
   using CudnnGetVersion = size_t (*)();
   if (auto f = reinterpret_cast<CudnnGetVersion>(find_symbol("cudnnGetVersion", {"libcudnn.so.9", "libcudnn.so"})))
     v.cudnn = library_version_string(static_cast<int>(f()));
-  // ncclResult_t ncclGetVersion(int*): ncclSuccess is 0. (The NCCL libbrisk_dist loaded, when it did.)
-  // TODO(lead): once dist::nccl_version() (branch optimdist) is merged, ask dist here instead.
-  using NcclGetVersion = int (*)(int*);
-  if (auto f = reinterpret_cast<NcclGetVersion>(find_symbol("ncclGetVersion", {"libnccl.so.2", "libnccl.so"}))) {
-    int code = 0;
-    if (f(&code) == 0) v.nccl = library_version_string(code);
-  }
+  // The NCCL that libbrisk_dist was linked against (0 in a build without NCCL).
+  if (const int code = dist::nccl_version(); code > 0) v.nccl = library_version_string(code);
   return v;
 }
 

@@ -1,7 +1,7 @@
 // How kernels/src reaches the CUDA implementations (internal header). Each family header in
 // kernels/cuda/ declares its entry points between BRISK_CUDA_API_BEGIN and BRISK_CUDA_API_END:
 //
-//   BRISK_CUDA_FN void unary(UnaryOp op, const Tensor& x, const Tensor& out) BRISK_CUDA_BODY
+//   BRISK_CUDA_FN void unary(UnaryOp op, const Tensor& x, const Tensor& out) BRISK_CUDA_BODY;
 //
 // In a CUDA build that is a plain declaration, defined in the family's .cu file. In a CPU-only
 // build it becomes an inline function that throws; it is never reached there, because no CUDA
@@ -14,7 +14,7 @@
 
 #if defined(BRISK_WITH_CUDA)
 #define BRISK_CUDA_FN
-#define BRISK_CUDA_BODY ;
+#define BRISK_CUDA_BODY
 #define BRISK_CUDA_API_BEGIN
 #define BRISK_CUDA_API_END
 #else

@@ -12,11 +12,11 @@ namespace brisk::kernels::cuda {
 BRISK_CUDA_API_BEGIN
 // t[i] = f(i) stored in t's dtype, any dtype and strides (no broadcast dims); `op` names the
 // factory in errors.
-BRISK_CUDA_FN void fill_indexed(const Tensor& t, const char* op,
-                                const device::ArangeValues& f) BRISK_CUDA_BODY BRISK_CUDA_FN
-    void fill_indexed(const Tensor& t, const char* op, const device::LinspaceValues& f) BRISK_CUDA_BODY BRISK_CUDA_FN
-    void fill_indexed(const Tensor& t, const char* op, const device::UniformDraw& f) BRISK_CUDA_BODY BRISK_CUDA_FN
-    void fill_indexed(const Tensor& t, const char* op, const device::NormalDraw& f) BRISK_CUDA_BODY BRISK_CUDA_FN
-    void fill_indexed(const Tensor& t, const char* op, const device::RandintDraw& f) BRISK_CUDA_BODY BRISK_CUDA_API_END
+BRISK_CUDA_FN void fill_indexed(const Tensor& t, const char* op, const device::ArangeValues& f) BRISK_CUDA_BODY;
+BRISK_CUDA_FN void fill_indexed(const Tensor& t, const char* op, const device::LinspaceValues& f) BRISK_CUDA_BODY;
+BRISK_CUDA_FN void fill_indexed(const Tensor& t, const char* op, const device::UniformDraw& f) BRISK_CUDA_BODY;
+BRISK_CUDA_FN void fill_indexed(const Tensor& t, const char* op, const device::NormalDraw& f) BRISK_CUDA_BODY;
+BRISK_CUDA_FN void fill_indexed(const Tensor& t, const char* op, const device::RandintDraw& f) BRISK_CUDA_BODY;
+BRISK_CUDA_API_END
 
 }  // namespace brisk::kernels::cuda

@@ -11,15 +11,16 @@ BRISK_CUDA_API_BEGIN
 // out (batch..., M, N) contiguous = a (batch_a..., M, K) @ b (batch_b..., K, N). a and b are at
 // least 2-D (1-D operands promoted to a row or column view by the caller), any strides, batch
 // dims broadcastable (checked by the caller), same float dtype as out.
-BRISK_CUDA_FN void matmul(const Tensor& a, const Tensor& b, const Tensor& out) BRISK_CUDA_BODY
-    // out (rows, out_f) contiguous = epilogue(x (rows, in) @ wt (in, out_f) + bias (out_f)); x and wt
-    // any strides (wt is usually the weight's .t() view), bias undefined or 1-D, all one dtype.
-    BRISK_CUDA_FN void linear(const Tensor& x, const Tensor& wt, const Tensor& bias, LinearEpilogue epilogue,
-                              const Tensor& out) BRISK_CUDA_BODY BRISK_CUDA_API_END
+BRISK_CUDA_FN void matmul(const Tensor& a, const Tensor& b, const Tensor& out) BRISK_CUDA_BODY;
+// out (rows, out_f) contiguous = epilogue(x (rows, in) @ wt (in, out_f) + bias (out_f)); x and wt
+// any strides (wt is usually the weight's .t() view), bias undefined or 1-D, all one dtype.
+BRISK_CUDA_FN void linear(const Tensor& x, const Tensor& wt, const Tensor& bias, LinearEpilogue epilogue,
+                          const Tensor& out) BRISK_CUDA_BODY;
+BRISK_CUDA_API_END
 #if defined(BRISK_WITH_CUDA)
-    namespace detail {
-  // t = gelu_tanh(t) in place (t contiguous, float dtype): the epilogue when cuBLASLt cannot fuse it.
-  void gelu_tanh_(const Tensor& t);
+namespace detail {
+// t = gelu_tanh(t) in place (t contiguous, float dtype): the epilogue when cuBLASLt cannot fuse it.
+void gelu_tanh_(const Tensor& t);
 }  // namespace detail
 #endif
 
