@@ -139,6 +139,9 @@ void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& roo
         const OutputMeta& om = child->outputs[e.input_nr];
         BRISK_CHECK(in_grads[i].sizes() == om.sizes, "backward: node ", n->name, " produced a gradient of shape ",
                     in_grads[i].sizes(), " for input ", i, " of shape ", om.sizes);
+        // A tensor's gradient has the tensor's dtype (as PyTorch's engine ensures): an f32 op fed a
+        // bf16 tensor under autocast (a residual add, a norm) hands back f32, cast here once.
+        if (in_grads[i].dtype() != om.dtype) in_grads[i] = kernels::cast(in_grads[i], om.dtype);
         add_to_buffer(child, e.input_nr, in_grads[i]);
       }
       if (--deps[child] == 0) {
@@ -225,6 +228,8 @@ void queue_callback(std::function<void()> fn) {
   tl_pass->callbacks.push_back(std::move(fn));
 }
 
-bool in_backward_pass() { return tl_pass != nullptr; }
+bool in_backward_pass() {
+  return tl_pass != nullptr;
+}
 
 }  // namespace brisk::autograd
