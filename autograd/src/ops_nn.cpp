@@ -2,8 +2,8 @@
 // backward kernels.
 #include "brisk/autograd/ops_nn.h"
 
-#include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/autocast.h"
+#include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/node.h"
 #include "brisk/autograd/ops_shape.h"
 #include "brisk/kernels/conv.h"

@@ -16,7 +16,9 @@ using autograd::record;
 
 namespace {
 
-Tensor make_view(const Tensor& x, const ViewMeta& m) { return x.as_strided(m.sizes, m.strides, m.offset); }
+Tensor make_view(const Tensor& x, const ViewMeta& m) {
+  return x.as_strided(m.sizes, m.strides, m.offset);
+}
 
 // Scatters a view's gradient into a zero tensor shaped like the input (narrow, select, slice).
 Tensor grad_through_view(const Tensor& g, const Shape& in_sizes, DType dt, Device dev,
@@ -52,17 +54,15 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   const int64_t n = x.dim();
   std::vector<int64_t> inverse(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) inverse[wrap_dim(dims[i], n, "permute")] = i;
-  record("permute", {x}, out, [inverse](const GradCtx& g) -> std::vector<Tensor> {
-    return {permute(g.grad(), inverse)};
-  });
+  record("permute", {x}, out,
+         [inverse](const GradCtx& g) -> std::vector<Tensor> { return {permute(g.grad(), inverse)}; });
   return out;
 }
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   Tensor out = make_view(x, transpose_meta(x.sizes(), x.strides(), x.offset(), d0, d1));
-  record("transpose", {x}, out, [d0, d1](const GradCtx& g) -> std::vector<Tensor> {
-    return {transpose(g.grad(), d0, d1)};
-  });
+  record("transpose", {x}, out,
+         [d0, d1](const GradCtx& g) -> std::vector<Tensor> { return {transpose(g.grad(), d0, d1)}; });
   return out;
 }
 
@@ -111,9 +111,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 Tensor expand(const Tensor& x, const Shape& sizes) {
   Tensor out = make_view(x, expand_meta(x.sizes(), x.strides(), x.offset(), sizes));
   Shape in = x.sizes();
-  record("expand", {x}, out, [in](const GradCtx& g) -> std::vector<Tensor> {
-    return {autograd::sum_to(g.grad(), in)};
-  });
+  record("expand", {x}, out,
+         [in](const GradCtx& g) -> std::vector<Tensor> { return {autograd::sum_to(g.grad(), in)}; });
   return out;
 }
 
@@ -185,9 +184,7 @@ Tensor to(const Tensor& x, Device device, bool non_blocking) {
   if (x.device() == device) return x;
   Tensor out = kernels::to_device(x, device, non_blocking);
   Device in = x.device();
-  record("to", {x}, out, [in](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::to_device(g.grad(), in)};
-  });
+  record("to", {x}, out, [in](const GradCtx& g) -> std::vector<Tensor> { return {kernels::to_device(g.grad(), in)}; });
   return out;
 }
 

@@ -9,7 +9,9 @@ namespace brisk {
 
 using autograd::meta;
 
-bool Tensor::requires_grad() const { return autograd::requires_grad(*this); }
+bool Tensor::requires_grad() const {
+  return autograd::requires_grad(*this);
+}
 
 Tensor& Tensor::requires_grad_(bool flag) {
   autograd::AutogradMeta* m = meta(*this, true);
@@ -41,8 +43,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 }
 
 void Tensor::register_hook(std::function<void(const Tensor&)> fn) const {
-  BRISK_CHECK(requires_grad() && is_leaf(), "register_hook: hooks fire when a leaf's gradient is final; tensor of shape ",
-              sizes(), " is ", requires_grad() ? "not a leaf" : "not requiring grad");
+  BRISK_CHECK(requires_grad() && is_leaf(),
+              "register_hook: hooks fire when a leaf's gradient is final; tensor of shape ", sizes(), " is ",
+              requires_grad() ? "not a leaf" : "not requiring grad");
   meta(*this, true)->hooks.push_back(std::move(fn));
 }
 
@@ -54,25 +57,57 @@ void Tensor::retain_grad() const {
   m->grad_fn->retained.emplace_back(m->output_nr, impl_ptr());
 }
 
-Tensor Tensor::view(const Shape& s) const { return brisk::view(*this, s); }
-Tensor Tensor::reshape(const Shape& s) const { return brisk::reshape(*this, s); }
-Tensor Tensor::permute(const std::vector<int64_t>& dims) const { return brisk::permute(*this, dims); }
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return brisk::transpose(*this, d0, d1); }
+Tensor Tensor::view(const Shape& s) const {
+  return brisk::view(*this, s);
+}
+Tensor Tensor::reshape(const Shape& s) const {
+  return brisk::reshape(*this, s);
+}
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  return brisk::permute(*this, dims);
+}
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  return brisk::transpose(*this, d0, d1);
+}
 Tensor Tensor::t() const {
   BRISK_CHECK(dim() <= 2, "t: expects a tensor with <= 2 dims, got shape ", sizes());
   return dim() < 2 ? *this : brisk::transpose(*this, 0, 1);
 }
-Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const { return brisk::narrow(*this, d, start, length); }
-Tensor Tensor::select(int64_t d, int64_t index) const { return brisk::select(*this, d, index); }
-Tensor Tensor::expand(const Shape& s) const { return brisk::expand(*this, s); }
-Tensor Tensor::squeeze(int64_t d) const { return brisk::squeeze(*this, d); }
-Tensor Tensor::unsqueeze(int64_t d) const { return brisk::unsqueeze(*this, d); }
-Tensor Tensor::flatten(int64_t s, int64_t e) const { return brisk::flatten(*this, s, e); }
-Tensor Tensor::contiguous() const { return brisk::contiguous(*this); }
-Tensor Tensor::clone() const { return brisk::clone(*this); }
-Tensor Tensor::to(DType dt) const { return brisk::to(*this, dt); }
-Tensor Tensor::to(Device d, bool non_blocking) const { return brisk::to(*this, d, non_blocking); }
-Tensor Tensor::sum() const { return brisk::sum(*this); }
-Tensor Tensor::mean() const { return brisk::mean(*this); }
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  return brisk::narrow(*this, d, start, length);
+}
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  return brisk::select(*this, d, index);
+}
+Tensor Tensor::expand(const Shape& s) const {
+  return brisk::expand(*this, s);
+}
+Tensor Tensor::squeeze(int64_t d) const {
+  return brisk::squeeze(*this, d);
+}
+Tensor Tensor::unsqueeze(int64_t d) const {
+  return brisk::unsqueeze(*this, d);
+}
+Tensor Tensor::flatten(int64_t s, int64_t e) const {
+  return brisk::flatten(*this, s, e);
+}
+Tensor Tensor::contiguous() const {
+  return brisk::contiguous(*this);
+}
+Tensor Tensor::clone() const {
+  return brisk::clone(*this);
+}
+Tensor Tensor::to(DType dt) const {
+  return brisk::to(*this, dt);
+}
+Tensor Tensor::to(Device d, bool non_blocking) const {
+  return brisk::to(*this, d, non_blocking);
+}
+Tensor Tensor::sum() const {
+  return brisk::sum(*this);
+}
+Tensor Tensor::mean() const {
+  return brisk::mean(*this);
+}
 
 }  // namespace brisk

@@ -12,11 +12,16 @@ namespace brisk {
 
 const char* memory_category_name(MemoryCategory c) {
   switch (c) {
-    case MemoryCategory::Parameters: return "parameters";
-    case MemoryCategory::Gradients: return "gradients";
-    case MemoryCategory::OptimizerState: return "optimizer_state";
-    case MemoryCategory::Activations: return "activations";
-    case MemoryCategory::Other: return "other";
+    case MemoryCategory::Parameters:
+      return "parameters";
+    case MemoryCategory::Gradients:
+      return "gradients";
+    case MemoryCategory::OptimizerState:
+      return "optimizer_state";
+    case MemoryCategory::Activations:
+      return "activations";
+    case MemoryCategory::Other:
+      return "other";
   }
   return "?";
 }
@@ -69,8 +74,12 @@ void register_allocator(DeviceKind kind, Allocator* a) {
   g_cuda_allocator = a;
 }
 
-Allocator* pinned_allocator() { return g_pinned_allocator; }
-void register_pinned_allocator(Allocator* a) { g_pinned_allocator = a; }
+Allocator* pinned_allocator() {
+  return g_pinned_allocator;
+}
+void register_pinned_allocator(Allocator* a) {
+  g_pinned_allocator = a;
+}
 
 Allocator* allocator_for(Device d) {
   if (d.is_cpu()) return cpu_allocator();

@@ -35,10 +35,18 @@ Parser::Parser(std::string program, std::string description)
 void Parser::add_flag(const std::string& name, const std::string& help, Target t, char alias, std::string def) {
   flags_.push_back({canonical(name), help, t, alias, std::move(def)});
 }
-void Parser::add(const std::string& n, const std::string& h, int* v, char a) { add_flag(n, h, v, a, text_of(*v)); }
-void Parser::add(const std::string& n, const std::string& h, int64_t* v, char a) { add_flag(n, h, v, a, text_of(*v)); }
-void Parser::add(const std::string& n, const std::string& h, uint64_t* v, char a) { add_flag(n, h, v, a, text_of(*v)); }
-void Parser::add(const std::string& n, const std::string& h, double* v, char a) { add_flag(n, h, v, a, text_of(*v)); }
+void Parser::add(const std::string& n, const std::string& h, int* v, char a) {
+  add_flag(n, h, v, a, text_of(*v));
+}
+void Parser::add(const std::string& n, const std::string& h, int64_t* v, char a) {
+  add_flag(n, h, v, a, text_of(*v));
+}
+void Parser::add(const std::string& n, const std::string& h, uint64_t* v, char a) {
+  add_flag(n, h, v, a, text_of(*v));
+}
+void Parser::add(const std::string& n, const std::string& h, double* v, char a) {
+  add_flag(n, h, v, a, text_of(*v));
+}
 void Parser::add(const std::string& n, const std::string& h, std::string* v, char a) {
   add_flag(n, h, v, a, v->empty() ? "" : *v);
 }
@@ -152,7 +160,8 @@ bool Parser::set(Flag& f, const std::string& value, std::string& error) {
 }
 
 bool Parser::fail(const std::string& msg) {
-  std::fprintf(stderr, "%s: %s\nRun '%s --help' to see the options.\n", program_.c_str(), msg.c_str(), program_.c_str());
+  std::fprintf(stderr, "%s: %s\nRun '%s --help' to see the options.\n", program_.c_str(), msg.c_str(),
+               program_.c_str());
   exit_code_ = 2;
   return false;
 }

@@ -17,7 +17,9 @@ StorageImpl::StorageImpl(size_t nbytes, Device device, MemoryCategory category, 
   allocate_again();
 }
 
-StorageImpl::~StorageImpl() { release(); }
+StorageImpl::~StorageImpl() {
+  release();
+}
 
 void StorageImpl::set_category(MemoryCategory c) {
   if (c == category_) return;

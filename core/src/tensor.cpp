@@ -13,14 +13,40 @@ namespace {
 template <class T>
 T load_as(const uint8_t* p, DType dt) {
   switch (dt) {
-    case DType::F64: { double v; std::memcpy(&v, p, 8); return static_cast<T>(v); }
-    case DType::F32: { float v; std::memcpy(&v, p, 4); return static_cast<T>(v); }
-    case DType::F16: { Half v; std::memcpy(&v, p, 2); return static_cast<T>(static_cast<float>(v)); }
-    case DType::BF16: { BFloat16 v; std::memcpy(&v, p, 2); return static_cast<T>(static_cast<float>(v)); }
-    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return static_cast<T>(v); }
-    case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<T>(v); }
-    case DType::U8: return static_cast<T>(*p);
-    case DType::Bool: return static_cast<T>(*p != 0);
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return static_cast<T>(v);
+    }
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return static_cast<T>(v);
+    }
+    case DType::F16: {
+      Half v;
+      std::memcpy(&v, p, 2);
+      return static_cast<T>(static_cast<float>(v));
+    }
+    case DType::BF16: {
+      BFloat16 v;
+      std::memcpy(&v, p, 2);
+      return static_cast<T>(static_cast<float>(v));
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<T>(v);
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<T>(v);
+    }
+    case DType::U8:
+      return static_cast<T>(*p);
+    case DType::Bool:
+      return static_cast<T>(*p != 0);
   }
   return T{};
 }
@@ -56,8 +82,12 @@ bool Tensor::is_pinned() const {
   return s->device().is_cpu() && pinned_allocator() != nullptr && s->allocator() == pinned_allocator();
 }
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "Tensor::size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "Tensor::stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  return sizes()[wrap_dim(d, dim(), "Tensor::size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[wrap_dim(d, dim(), "Tensor::stride")];
+}
 
 bool Tensor::is_contiguous() const {
   const auto& sz = sizes();
@@ -109,8 +139,7 @@ std::vector<T> Tensor::to_vector() const {
 }
 
 Tensor Tensor::as_strided(Shape sizes, Strides strides, int64_t offset) const {
-  BRISK_CHECK(sizes.size() == strides.size(), "as_strided: ", sizes.size(), " sizes but ", strides.size(),
-              " strides");
+  BRISK_CHECK(sizes.size() == strides.size(), "as_strided: ", sizes.size(), " sizes but ", strides.size(), " strides");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = storage();
   impl->sizes = std::move(sizes);
@@ -120,7 +149,9 @@ Tensor Tensor::as_strided(Shape sizes, Strides strides, int64_t offset) const {
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::detach() const { return as_strided(sizes(), strides(), offset()); }
+Tensor Tensor::detach() const {
+  return as_strided(sizes(), strides(), offset());
+}
 
 void Tensor::set_data(const Tensor& src) const {
   TensorImpl* d = checked();
@@ -148,8 +179,8 @@ Tensor empty(const Shape& sizes, DType dtype, Device device) {
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& sizes, Device device) {
   int64_t n = shape_numel(sizes);
-  BRISK_CHECK(n == static_cast<int64_t>(values.size()), "from_vector: ", values.size(),
-              " values do not fill shape ", sizes);
+  BRISK_CHECK(n == static_cast<int64_t>(values.size()), "from_vector: ", values.size(), " values do not fill shape ",
+              sizes);
   Tensor t = empty(sizes, dtype_of_v<T>, device);
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(values.begin(), values.end());
@@ -160,11 +191,19 @@ Tensor from_vector(const std::vector<T>& values, const Shape& sizes, Device devi
   return t;
 }
 
-MemoryCategory current_memory_category() { return tl_category; }
-MemoryCategoryGuard::MemoryCategoryGuard(MemoryCategory c) : prev_(tl_category) { tl_category = c; }
-MemoryCategoryGuard::~MemoryCategoryGuard() { tl_category = prev_; }
+MemoryCategory current_memory_category() {
+  return tl_category;
+}
+MemoryCategoryGuard::MemoryCategoryGuard(MemoryCategory c) : prev_(tl_category) {
+  tl_category = c;
+}
+MemoryCategoryGuard::~MemoryCategoryGuard() {
+  tl_category = prev_;
+}
 
-void register_device_copy(DeviceCopyFn fn) { g_device_copy = fn; }
+void register_device_copy(DeviceCopyFn fn) {
+  g_device_copy = fn;
+}
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes, bool non_blocking) {
   if (nbytes == 0) return;
@@ -232,9 +271,9 @@ std::string to_string(const Tensor& t) {
   return os.str();
 }
 
-#define BRISK_INSTANTIATE(T)                                 \
-  template T Tensor::item<T>() const;                        \
-  template std::vector<T> Tensor::to_vector<T>() const;      \
+#define BRISK_INSTANTIATE(T)                            \
+  template T Tensor::item<T>() const;                   \
+  template std::vector<T> Tensor::to_vector<T>() const; \
   template Tensor from_vector<T>(const std::vector<T>&, const Shape&, Device);
 BRISK_INSTANTIATE(double)
 BRISK_INSTANTIATE(float)

@@ -1,5 +1,7 @@
 // The umbrella header: `#include <brisk/brisk.h>` gives the whole public API.
 #pragma once
+// Listed layer by layer, bottom up, as the libraries depend on each other.
+// clang-format off
 #include "brisk/core/allocator.h"
 #include "brisk/core/cli.h"
 #include "brisk/core/device.h"
@@ -23,3 +25,4 @@
 #include "brisk/dist/dist.h"
 #include "brisk/accelerate/accelerate.h"
 #include "brisk/version.h"
+// clang-format on

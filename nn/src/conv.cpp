@@ -32,13 +32,20 @@ void Conv2d::reset_parameters() {
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return conv2d(x, weight, bias,
-                {.stride = options.stride, .padding = options.padding, .dilation = options.dilation, .groups = options.groups});
+  return conv2d(
+      x, weight, bias,
+      {.stride = options.stride, .padding = options.padding, .dilation = options.dilation, .groups = options.groups});
 }
 
-Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_, options_); }
-Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, kernel_, options_); }
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_); }
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return max_pool2d(x, kernel_, options_);
+}
+Tensor AvgPool2d::forward(const Tensor& x) {
+  return avg_pool2d(x, kernel_, options_);
+}
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  return adaptive_avg_pool2d(x, output_);
+}
 
 BatchNorm::BatchNorm(int64_t n, BatchNormOptions o, int64_t min_dim, int64_t max_dim)
     : num_features(n), options(o), min_dim_(min_dim), max_dim_(max_dim) {
@@ -55,9 +62,10 @@ BatchNorm::BatchNorm(int64_t n, BatchNormOptions o, int64_t min_dim, int64_t max
 }
 
 Tensor BatchNorm::forward(const Tensor& x) {
-  BRISK_CHECK(x.dim() >= min_dim_ && x.dim() <= max_dim_ && x.size(1) == num_features, name(), ": expected a ",
-              min_dim_ == max_dim_ ? std::to_string(min_dim_) : std::to_string(min_dim_) + " or " + std::to_string(max_dim_),
-              "-D input with ", num_features, " channels in dim 1, got shape ", x.sizes());
+  BRISK_CHECK(
+      x.dim() >= min_dim_ && x.dim() <= max_dim_ && x.size(1) == num_features, name(), ": expected a ",
+      min_dim_ == max_dim_ ? std::to_string(min_dim_) : std::to_string(min_dim_) + " or " + std::to_string(max_dim_),
+      "-D input with ", num_features, " channels in dim 1, got shape ", x.sizes());
   // Batch statistics when training, and in eval when no running statistics are kept.
   const bool use_batch = is_training() || !options.track_running_stats;
   BRISK_CHECK(x.numel() / num_features > 1 || !is_training(), name(),

@@ -256,8 +256,8 @@ TEST(Engine, AGradientHasItsTensorsDtype) {
   // Under autocast a bf16 activation feeds f32 ops (a residual add, a norm): their backward hands
   // back f32 gradients, which the engine casts to the bf16 tensor's dtype before they flow on.
   Tensor x = kernels::cast(randn({4, 3}), DType::BF16).requires_grad_();
-  Tensor h = x * 2.0;                       // bf16, recorded
-  Tensor y = h + randn({4, 3});             // bf16 + f32 promotes to f32
+  Tensor h = x * 2.0;            // bf16, recorded
+  Tensor y = h + randn({4, 3});  // bf16 + f32 promotes to f32
   ASSERT_EQ(y.dtype(), DType::F32);
   y.sum().backward();
   ASSERT_TRUE(x.grad().defined());

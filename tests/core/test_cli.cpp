@@ -31,7 +31,8 @@ Parser make(Args& a) {
 TEST(Cli, AcceptsBothSpellingsAndBothValueForms) {
   Args a;
   Parser p = make(a);
-  const char* argv[] = {"prog", "--batch-size", "32", "--batch_size=16", "--lr=0.5", "--epochs", "3", "-n", "4", "--cpu"};
+  const char* argv[] = {"prog", "--batch-size", "32", "--batch_size=16", "--lr=0.5", "--epochs", "3", "-n",
+                        "4",    "--cpu"};
   ASSERT_TRUE(p.parse(10, argv));
   EXPECT_EQ(a.batch_size, 16);
   EXPECT_EQ(a.lr, 0.5);
@@ -55,7 +56,8 @@ TEST(Cli, HelpListsEveryFlagWithDefaults) {
   Args a;
   Parser p = make(a);
   std::string h = p.help();
-  for (const char* s : {"--epochs", "--batch-size", "(default: 64)", "-n, --num-processes", "--help", "A test program."})
+  for (const char* s :
+       {"--epochs", "--batch-size", "(default: 64)", "-n, --num-processes", "--help", "A test program."})
     EXPECT_NE(h.find(s), std::string::npos) << s << " in\n" << h;
   const char* argv[] = {"prog", "--help"};
   testing::internal::CaptureStdout();
@@ -75,8 +77,9 @@ TEST(Cli, BadInputFailsWithExitCodeTwoAndAHint) {
     EXPECT_EQ(p.exit_code(), 2);
     return err;
   };
-  EXPECT_NE(run({"prog", "--epochs", "three"}).find("--epochs expects an integer in [-2147483648, 2147483647], got 'three'"),
-            std::string::npos);
+  EXPECT_NE(
+      run({"prog", "--epochs", "three"}).find("--epochs expects an integer in [-2147483648, 2147483647], got 'three'"),
+      std::string::npos);
   EXPECT_NE(run({"prog", "--epochs", "2.5"}).find("expects an integer"), std::string::npos);
   EXPECT_NE(run({"prog", "--bogus"}).find("unknown option '--bogus'"), std::string::npos);
   EXPECT_NE(run({"prog", "--lr"}).find("needs a value"), std::string::npos);
@@ -100,7 +103,7 @@ TEST(Cli, IntegersAreParsedExactlyAndRangeChecked) {
     const std::string err = testing::internal::GetCapturedStderr();
     EXPECT_NE(err.find(fragment), std::string::npos) << err;
   };
-  fails("--i", "1e10", "expects an integer");            // no floating-point detour
+  fails("--i", "1e10", "expects an integer");  // no floating-point detour
   fails("--i", "1e3", "expects an integer");
   fails("--i", "0x10", "expects an integer");
   fails("--i", "3000000000", "--i is out of range: '3000000000'");

@@ -43,7 +43,8 @@ std::vector<V> batches_of(DataLoader& loader) {
 // A dataset using the default get_batch (stacking get(i)), optionally slow or failing.
 class SlowDataset : public Dataset {
  public:
-  explicit SlowDataset(int64_t n, int64_t fail_at = -1, int sleep_us = 0) : n_(n), fail_at_(fail_at), sleep_us_(sleep_us) {}
+  explicit SlowDataset(int64_t n, int64_t fail_at = -1, int sleep_us = 0)
+      : n_(n), fail_at_(fail_at), sleep_us_(sleep_us) {}
   int64_t size() const override { return n_; }
   Example get(int64_t i) const override {
     ++calls;
@@ -126,8 +127,10 @@ TEST(DataLoader, SameBatchesForZeroOneAndThreeWorkers) {
       std::vector<std::vector<float>> got;
       for (int epoch = 0; epoch < 2; ++epoch)
         for (auto& [x, y] : loader) got.push_back(x.to_vector<float>());
-      if (workers == 0) ref = got;
-      else EXPECT_EQ(got, ref) << "num_workers " << workers << " shuffle " << shuffle;
+      if (workers == 0)
+        ref = got;
+      else
+        EXPECT_EQ(got, ref) << "num_workers " << workers << " shuffle " << shuffle;
     }
   }
 }
@@ -255,7 +258,8 @@ class Counter : public IterableDataset {
   std::optional<Example> next() override {
     if (i_ >= n_) return std::nullopt;
     const int64_t v = i_++;
-    return Example{full({2}, static_cast<double>(v)), tensor<int64_t>({v + 100 * static_cast<int64_t>(epoch)}).view({})};
+    return Example{full({2}, static_cast<double>(v)),
+                   tensor<int64_t>({v + 100 * static_cast<int64_t>(epoch)}).view({})};
   }
   void reset(uint64_t e) override {
     epoch = e;

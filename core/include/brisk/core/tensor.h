@@ -89,7 +89,7 @@ class Tensor {
   // --- autograd state [autograd] ---------------------------------------------------
   bool requires_grad() const;
   Tensor& requires_grad_(bool flag = true);
-  Tensor grad() const;           // undefined tensor when there is none
+  Tensor grad() const;  // undefined tensor when there is none
   void set_grad(const Tensor& g) const;
   bool is_leaf() const;
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;

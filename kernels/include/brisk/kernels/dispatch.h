@@ -20,11 +20,16 @@ namespace detail {
 template <class F>
 decltype(auto) visit_float(DType dt, Device dev, const char* op, F&& f) {
   switch (dt) {
-    case DType::F64: return f(double{});
-    case DType::F32: return f(float{});
-    case DType::F16: return f(Half{});
-    case DType::BF16: return f(BFloat16{});
-    default: throw_not_implemented(op, dt, dev);
+    case DType::F64:
+      return f(double{});
+    case DType::F32:
+      return f(float{});
+    case DType::F16:
+      return f(Half{});
+    case DType::BF16:
+      return f(BFloat16{});
+    default:
+      throw_not_implemented(op, dt, dev);
   }
 }
 
@@ -32,14 +37,22 @@ decltype(auto) visit_float(DType dt, Device dev, const char* op, F&& f) {
 template <class F>
 decltype(auto) visit_numeric(DType dt, Device dev, const char* op, F&& f) {
   switch (dt) {
-    case DType::F64: return f(double{});
-    case DType::F32: return f(float{});
-    case DType::F16: return f(Half{});
-    case DType::BF16: return f(BFloat16{});
-    case DType::I32: return f(int32_t{});
-    case DType::I64: return f(int64_t{});
-    case DType::U8: return f(uint8_t{});
-    default: throw_not_implemented(op, dt, dev);
+    case DType::F64:
+      return f(double{});
+    case DType::F32:
+      return f(float{});
+    case DType::F16:
+      return f(Half{});
+    case DType::BF16:
+      return f(BFloat16{});
+    case DType::I32:
+      return f(int32_t{});
+    case DType::I64:
+      return f(int64_t{});
+    case DType::U8:
+      return f(uint8_t{});
+    default:
+      throw_not_implemented(op, dt, dev);
   }
 }
 
@@ -47,8 +60,10 @@ decltype(auto) visit_numeric(DType dt, Device dev, const char* op, F&& f) {
 template <class F>
 decltype(auto) visit_all(DType dt, Device dev, const char* op, F&& f) {
   switch (dt) {
-    case DType::Bool: return f(bool{});
-    default: return visit_numeric(dt, dev, op, std::forward<F>(f));
+    case DType::Bool:
+      return f(bool{});
+    default:
+      return visit_numeric(dt, dev, op, std::forward<F>(f));
   }
 }
 
@@ -56,9 +71,12 @@ decltype(auto) visit_all(DType dt, Device dev, const char* op, F&& f) {
 template <class F>
 decltype(auto) visit_index(DType dt, Device dev, const char* op, F&& f) {
   switch (dt) {
-    case DType::I32: return f(int32_t{});
-    case DType::I64: return f(int64_t{});
-    default: throw_not_implemented(op, dt, dev);
+    case DType::I32:
+      return f(int32_t{});
+    case DType::I64:
+      return f(int64_t{});
+    default:
+      throw_not_implemented(op, dt, dev);
   }
 }
 

@@ -8,8 +8,25 @@
 namespace brisk::kernels {
 
 enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, GeluTanh, GeluErf, Silu, Sigmoid, Tanh,
-  Sin, Cos, Square, Reciprocal, Sign, Log1p, Expm1,
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Abs,
+  Relu,
+  GeluTanh,
+  GeluErf,
+  Silu,
+  Sigmoid,
+  Tanh,
+  Sin,
+  Cos,
+  Square,
+  Reciprocal,
+  Sign,
+  Log1p,
+  Expm1,
 };
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
 enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
