@@ -37,10 +37,6 @@ std::string OpScope::describe() {
   return s;
 }
 
-void require_cpu(const char* op, const Tensor& t) {
-  if (!t.device().is_cpu()) throw_not_implemented(op, t.dtype(), t.device());
-}
-
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   BRISK_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device().str(), " and ",
               b.device().str(), " (move them with .to(device))");

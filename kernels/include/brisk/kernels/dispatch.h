@@ -80,10 +80,6 @@ decltype(auto) visit_index(DType dt, Device dev, const char* op, F&& f) {
   }
 }
 
-// Throws "<op>: not implemented for <dtype> on cuda" unless t lives on the CPU: for the few
-// kernels that are CPU-only by design (documented at their declaration).
-void require_cpu(const char* op, const Tensor& t);
-
 // Names the op being run, and its operands, for errors raised deep inside a library while it
 // runs: a failed CUDA, cuBLAS or cuDNN call reports "... (in matmul on [4, 8] f32 cuda:0, ...)".
 // A thread-local stack of pointers: cheap enough for every op.
