@@ -15,6 +15,7 @@
 #include <brisk/kernels/reduce.h>
 #include <brisk/kernels/threads.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -89,10 +90,50 @@ TEST(ThreadIndependence, MatmulLargeOddAndBatched) {
     // Batches smaller and larger than the thread count, products of either size class.
     Tensor ba = rnd({3, 130, 250}, 5, dt), bb = rnd({3, 250, 141}, 6, dt);
     Tensor sa = rnd({37, 40, 33}, 7, dt), sb = rnd({37, 33, 45}, 8, dt);
+    // Products cut into many panels: of rows (16 panels), of columns (8, the last one short).
+    Tensor tall = rnd({3900, 40}, 9, dt), thin = rnd({130, 40}, 10, dt);
+    Tensor wide_a = rnd({70, 40}, 11, dt), wide_b = rnd({70, 4001}, 12, dt);
     expect_same_on_threads(std::string("matmul ") + dtype_name(dt), kCounts, [&] {
-      return std::vector<Tensor>{kernels::matmul(a, b), kernels::matmul(at.t(), bt.t()), kernels::matmul(b.t(), a.t()),
-                                 kernels::matmul(ba, bb), kernels::matmul(sa, sb)};
+      return std::vector<Tensor>{kernels::matmul(a, b),
+                                 kernels::matmul(at.t(), bt.t()),
+                                 kernels::matmul(b.t(), a.t()),
+                                 kernels::matmul(ba, bb),
+                                 kernels::matmul(sa, sb),
+                                 kernels::matmul(tall, thin.t()),
+                                 kernels::matmul(wide_a.t(), wide_b)};
     });
+  }
+}
+
+// The panel split must not change what is computed: gemm with every transposition, alpha, beta
+// and a padded C, on shapes cut into several row or column panels, against a naive f64 loop.
+TEST(ThreadIndependence, GemmPanelsMatchANaiveProduct) {
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (const Case& c : {Case{1100, 90, 200}, Case{40, 4001, 70}, Case{300, 260, 64}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        Generator gen(static_cast<uint64_t>(c.m + 2 * ta + tb));
+        const std::vector<double> a = randn({c.m * c.k}, {.dtype = DType::F64}, &gen).to_vector<double>();
+        const std::vector<double> b = randn({c.k * c.n}, {.dtype = DType::F64}, &gen).to_vector<double>();
+        const int64_t lda = ta ? c.m : c.k, ldb = tb ? c.k : c.n, ldc = c.n + 3;
+        std::vector<double> out(static_cast<size_t>(c.m * ldc)), want(out.size());
+        for (size_t i = 0; i < out.size(); ++i) out[i] = want[i] = static_cast<double>(i % 7) - 3.0;
+        const double alpha = 0.5, beta = 2.0;
+        for (int64_t i = 0; i < c.m; ++i)
+          for (int64_t j = 0; j < c.n; ++j) {
+            double s = 0;
+            for (int64_t l = 0; l < c.k; ++l)
+              s += a[ta ? l * lda + i : i * lda + l] * b[tb ? j * ldb + l : l * ldb + j];
+            want[i * ldc + j] = alpha * s + beta * want[i * ldc + j];
+          }
+        kernels::gemm(ta, tb, c.m, c.n, c.k, alpha, a.data(), lda, b.data(), ldb, beta, out.data(), ldc);
+        int64_t bad = 0;
+        for (size_t i = 0; i < out.size(); ++i) bad += std::abs(out[i] - want[i]) > 1e-9 * (1.0 + std::abs(want[i]));
+        EXPECT_EQ(bad, 0) << c.m << "x" << c.n << "x" << c.k << " trans_a " << ta << " trans_b " << tb;
+      }
+    }
   }
 }
 
