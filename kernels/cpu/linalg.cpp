@@ -35,15 +35,16 @@ using MutMap = Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 // The panel plan of a product, a function of (M, N, K) only. Below kSmallGemm multiply-adds a
 // product is one panel (threads would cost more than they bring: 128^3 on 2 threads ran at 0.9x
-// of 1 thread, 64^3 at 0.4x). Above, the larger of M and N (`dim`) is cut into `count` panels
-// of `step` rows or columns (a multiple of 8, so Eigen's register blocks stay whole). Each panel
-// packs the other operand again, (count - 1) / dim extra packing per multiply-add, which one
-// thread pays too: so count <= 1 + dim / kPanelDim (a 256-wide product gets 2 panels of 128, a
-// 1024-wide one 4 of 256), and each panel carries kPanelWork multiply-adds. The count is one of
-// 1, 2, 4, 6, 8, 12, 16, so that 2, 3, 4, 6 or 8 threads share the panels evenly.
+// of 1 thread, 64^3 at 0.4x). Above, the larger of M and N (`dim`, at least 256) is cut into
+// `count` panels of `step` rows or columns (a multiple of 8, so Eigen's register blocks stay
+// whole). Each panel packs the other operand again, which one thread pays too (measured on
+// 2048-wide products: 8 panels cost 6-10% of one thread's time), so count <= max(2, 1 + dim /
+// kPanelDim): 2 panels up to 1535 wide, 4 at 2048, 8 at 4096. Each panel carries kPanelWork
+// multiply-adds, and the count is one of 1, 2, 4, 6, 8, 12, 16, so that 2, 3, 4, 6 or 8 threads
+// share the panels evenly.
 constexpr int64_t kSmallGemm = int64_t{1} << 21;
 constexpr int64_t kPanelWork = int64_t{1} << 20;
-constexpr int64_t kPanelDim = 256;
+constexpr int64_t kPanelDim = 512;
 
 struct PanelPlan {
   bool split_n = true;  // panels of columns of C (else of rows)
@@ -56,8 +57,8 @@ PanelPlan plan_panels(int64_t M, int64_t N, int64_t K) {
   const int64_t dim = p.split_n ? N : M;
   p.step = dim;
   const int64_t work = M * N * std::max<int64_t>(K, 1);
-  if (work <= kSmallGemm || dim < kPanelDim) return p;
-  const int64_t want = std::min(work / kPanelWork, 1 + dim / kPanelDim);
+  if (work <= kSmallGemm || dim < 256) return p;
+  const int64_t want = std::min(work / kPanelWork, std::max<int64_t>(2, 1 + dim / kPanelDim));
   int64_t count = 1;
   for (int64_t c : {2, 4, 6, 8, 12, 16})
     if (c <= want) count = c;

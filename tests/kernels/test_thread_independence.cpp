@@ -90,7 +90,7 @@ TEST(ThreadIndependence, MatmulLargeOddAndBatched) {
     // Batches smaller and larger than the thread count, products of either size class.
     Tensor ba = rnd({3, 130, 250}, 5, dt), bb = rnd({3, 250, 141}, 6, dt);
     Tensor sa = rnd({37, 40, 33}, 7, dt), sb = rnd({37, 33, 45}, 8, dt);
-    // Products cut into many panels: of rows (16 panels), of columns (8, the last one short).
+    // Products cut into many panels: of rows (8 panels), of columns (8, the last one short).
     Tensor tall = rnd({3900, 40}, 9, dt), thin = rnd({130, 40}, 10, dt);
     Tensor wide_a = rnd({70, 40}, 11, dt), wide_b = rnd({70, 4001}, 12, dt);
     expect_same_on_threads(std::string("matmul ") + dtype_name(dt), kCounts, [&] {
