@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Interleaved A/B comparison of Google Benchmark programs from two builds.
 
-Runs each program of build A, then the same program of build B, and repeats that `--rounds`
-times, so that both builds see the same machine load; prints the median real time and CPU time
+Runs each program of build A, then the same program of build B (B first in odd rounds), and
+repeats that `--rounds` times, so that both builds see the same machine load; prints the median real time and CPU time
 of every case per build and the ratio B/A of the medians. Meant for a loaded, shared machine
 where single runs are unreliable. The minimum CPU time over all rounds and repetitions is printed
 too: for single-threaded, CPU-bound cases it is the least disturbed estimate of the cost.
@@ -57,7 +57,8 @@ def main():
     for r in range(args.rounds):
         for spec in args.programs:
             prog, _, flt = spec.partition(":")
-            for tag, d, libs in (("A", args.a, args.a_libs), ("B", args.b, args.b_libs)):
+            pair = [("A", args.a, args.a_libs), ("B", args.b, args.b_libs)]
+            for tag, d, libs in pair if r % 2 == 0 else pair[::-1]:  # A B, B A, ...: no order bias
                 for name, ts in run(d, libs, prog, flt, args.min_time, args.reps).items():
                     if name not in order:
                         order.append(name)
