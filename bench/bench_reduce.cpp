@@ -40,6 +40,14 @@ void BM_SumFirstDim(benchmark::State& state) {  // the bias-gradient reduction
   state.SetBytesProcessed(state.iterations() * rows * 1024 * 4);
 }
 
+void BM_SumAll(benchmark::State& state) {  // a whole tensor to one number (rows x 1024 elements)
+  bench::ThreadScope threads(static_cast<int>(state.range(1)));
+  const int64_t rows = state.range(0);
+  Tensor x = randn({rows, 1024});
+  for (auto _ : state) benchmark::DoNotOptimize(kernels::sum(x, {0, 1}).data_ptr());
+  state.SetBytesProcessed(state.iterations() * rows * 1024 * 4);
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (int64_t rows : {64, 1024, 8192})
     for (int t : {1, 2}) b->Args({rows, t});
@@ -52,4 +60,5 @@ BENCHMARK(BM_SoftmaxLastDim)->Apply(sizes);
 BENCHMARK(BM_LogSoftmaxLastDim)->Apply(sizes);
 BENCHMARK(BM_SumLastDim)->Apply(sizes);
 BENCHMARK(BM_SumFirstDim)->Apply(sizes);
+BENCHMARK(BM_SumAll)->Apply(sizes);
 BENCHMARK_MAIN();

@@ -1,57 +1,30 @@
 // CPU conv2d: im2col + Eigen GEMM per image, the batch split over OpenMP threads. Every output
-// element is written by one GEMM in a fixed order; the weight gradient is summed per thread over
-// a contiguous chunk of images and the partials are added in thread order, so a given thread
-// count always gives the same bits.
+// element is written by one single-threaded GEMM in a fixed order. The weight gradient sums over
+// the batch: the images are grouped into chunks fixed by the batch size (never by the thread
+// count), each chunk accumulates its images in order into its own partial, and the partials are
+// added in chunk order, so the result is the same on any number of threads.
 #include <omp.h>
 
-// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen's AVX-512 transposes (inlined into
-// this file's GEMMs, so the warning must stay off for the whole translation unit).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
 
 #include "cpu/conv_cpu.h"
+#include "cpu/linalg_kernels.h"
 
 namespace brisk::kernels::cpu {
 namespace {
 
-template <class T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using ConstMap = Eigen::Map<const RowMat<T>, 0, Eigen::OuterStride<>>;
-template <class T>
-using MutMap = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>;
-
 // c (m x n) = or += op(a) * op(b), all row-major with leading dims; op transposes when ta / tb.
-// Called from inside our own parallel regions, where Eigen stays single-threaded.
+// Runs on the calling thread (inside our own parallel regions).
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
           int64_t ldc, bool accumulate) {
-  MutMap<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
-  ConstMap<T> am(a, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
-  ConstMap<T> bm(b, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
-  auto run = [&](const auto& opa, const auto& opb) {
-    if (accumulate) {
-      cm.noalias() += opa * opb;
-    } else {
-      cm.noalias() = opa * opb;
-    }
-  };
-  if (!ta && !tb) {
-    run(am, bm);
-  } else if (ta && !tb) {
-    run(am.transpose(), bm);
-  } else if (!ta && tb) {
-    run(am, bm.transpose());
-  } else {
-    run(am.transpose(), bm.transpose());
-  }
+  gemm_serial(ta, tb, m, n, k, T(1), a, lda, b, ldb, accumulate ? T(1) : T(0), c, ldc);
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // A 1x1, stride-1, unpadded conv reads the image itself as its column matrix.
 bool is_pointwise(const ConvGeom& g) {
@@ -138,7 +111,9 @@ void col2im(const ConvGeom& g, const T* cols, T* dx) {
 // output rows [oh0, oh1) map onto one contiguous input range; only the columns that wrap
 // around a row edge (|dw_off| of them per row) need fixing up. Whole-plane loops instead of
 // many 7..28-element ones.
-bool is_same_width(const ConvGeom& g) { return g.sh == 1 && g.sw == 1 && g.ow == g.w; }
+bool is_same_width(const ConvGeom& g) {
+  return g.sh == 1 && g.sw == 1 && g.ow == g.w;
+}
 
 struct TapShift {
   int64_t oh0, oh1;  // output rows that read inside the input
@@ -161,7 +136,7 @@ TapShift tap_shift(const ConvGeom& g, int64_t i, int64_t j) {
 // Zeros, in each output row of [oh0, oh1), the columns whose input column wraps past an edge.
 template <class T>
 void zero_wrapped_columns(const ConvGeom& g, const TapShift& s, T* row) {
-  const int64_t lo = std::min(g.ow, std::max<int64_t>(0, -s.dw_off));       // [0, lo) read left of the row
+  const int64_t lo = std::min(g.ow, std::max<int64_t>(0, -s.dw_off));               // [0, lo) read left of the row
   const int64_t hi = std::max<int64_t>(lo, g.ow - std::max<int64_t>(0, s.dw_off));  // [hi, OW) read right of it
   for (int64_t oh = s.oh0; oh < s.oh1; ++oh) {
     T* r = row + oh * g.ow;
@@ -267,6 +242,16 @@ void conv2d_forward_impl(const ConvGeom& g, const T* x, const T* w, const T* b, 
   }
 }
 
+// How many partial weight gradients the batch is summed into: up to kWeightGradChunks (enough
+// to keep 2, 4, 8 or 16 threads busy), fewer when the partials would take more than
+// kWeightGradBytes. A function of the sizes only.
+constexpr int64_t kWeightGradChunks = 16;
+constexpr int64_t kWeightGradBytes = int64_t{64} << 20;
+int64_t weight_grad_chunks(int64_t n, int64_t w_bytes) {
+  const int64_t fit = std::max<int64_t>(1, kWeightGradBytes / std::max<int64_t>(w_bytes, 1));
+  return std::max<int64_t>(1, std::min({n, kWeightGradChunks, fit}));
+}
+
 template <class T>
 void conv2d_backward_impl(const ConvGeom& g, const T* gy, const T* x, const T* w, T* gx, T* gw, T* gb) {
   const int64_t p = g.oh * g.ow;
@@ -274,49 +259,52 @@ void conv2d_backward_impl(const ConvGeom& g, const T* gy, const T* x, const T* w
   const bool direct = is_pointwise(g), same_width = is_same_width(g);
   const int64_t col_size = direct ? 0 : g.c_in * g.kh * g.kw * p;
   const int64_t w_size = g.c_out * k;
+  // Images [n * c / chunks, n * (c + 1) / chunks) form chunk c; without a weight gradient every
+  // image is its own chunk.
+  const int64_t chunks = gw != nullptr ? weight_grad_chunks(g.n, w_size * static_cast<int64_t>(sizeof(T))) : g.n;
   const int max_threads = omp_get_max_threads();
-  // Per thread: a column matrix and a partial weight gradient, stored transposed per group
-  // (K x cout_g): with the column matrix as the GEMM's left operand Eigen packs it without a
-  // transpose, which is the expensive part of this GEMM's packing.
-  const int64_t per_thread = col_size + (gw != nullptr ? w_size : 0);
-  Tensor ws = empty({std::max<int64_t>(1, max_threads * per_thread)}, dtype_of_v<T>);
+  // A column matrix per thread, then a partial weight gradient per chunk, stored transposed per
+  // group (K x cout_g): with the column matrix as the GEMM's left operand Eigen packs it without
+  // a transpose, which is the expensive part of this GEMM's packing.
+  const int64_t parts_size = gw != nullptr ? chunks * w_size : 0;
+  Tensor ws = empty({std::max<int64_t>(1, max_threads * col_size + parts_size)}, dtype_of_v<T>);
   T* wsp = static_cast<T*>(ws.data_ptr());
-  int team = 1;
+  T* parts = wsp + max_threads * col_size;
 
-  if (gx != nullptr || gw != nullptr) {
+  if ((gx != nullptr || gw != nullptr) && g.n > 0) {
 #pragma omp parallel
     {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      if (t == 0) team = nt;
-      T* cols = wsp + t * per_thread;
-      T* part = cols + col_size;
-      const int64_t n0 = g.n * t / nt, n1 = g.n * (t + 1) / nt;
-      if (gw != nullptr && n0 == n1) std::fill(part, part + w_size, T(0));
-      for (int64_t n = n0; n < n1; ++n) {
-        const T* xn = x + n * g.c_in * g.h * g.w;
-        const T* gyn = gy + n * g.c_out * p;
-        if (gw != nullptr) {
-          // gw_g += gy_g (cout_g x P) * cols_g^T (P x K)
-          const T* src = lower_to_columns(g, xn, cols);
-          for (int64_t grp = 0; grp < g.groups; ++grp) {
-            gemm(false, true, k, cout_g, p, src + grp * k * p, p, gyn + grp * cout_g * p, p, part + grp * cout_g * k,
-                 cout_g, n != n0);
+      T* cols = wsp + omp_get_thread_num() * col_size;
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t n0 = g.n * c / chunks, n1 = g.n * (c + 1) / chunks;
+        T* part = parts + c * w_size;
+        for (int64_t n = n0; n < n1; ++n) {
+          const T* xn = x + n * g.c_in * g.h * g.w;
+          const T* gyn = gy + n * g.c_out * p;
+          if (gw != nullptr) {
+            // part_g += gy_g (cout_g x P) * cols_g^T (P x K), stored as cols_g (K x P) * gy_g^T
+            const T* src = lower_to_columns(g, xn, cols);
+            for (int64_t grp = 0; grp < g.groups; ++grp) {
+              gemm(false, true, k, cout_g, p, src + grp * k * p, p, gyn + grp * cout_g * p, p, part + grp * cout_g * k,
+                   cout_g, n != n0);
+            }
           }
-        }
-        if (gx != nullptr) {
-          // dcols_g (K x P) = w_g^T (K x cout_g) * gy_g (cout_g x P), then folded back onto the image.
-          T* gxn = gx + n * g.c_in * g.h * g.w;
-          T* dst = direct ? gxn : cols;
-          for (int64_t grp = 0; grp < g.groups; ++grp) {
-            gemm(true, false, k, p, cout_g, w + grp * cout_g * k, k, gyn + grp * cout_g * p, p, dst + grp * k * p, p,
-                 false);
-          }
-          if (!direct) {
-            std::memset(gxn, 0, static_cast<size_t>(g.c_in * g.h * g.w) * sizeof(T));
-            if (same_width) {
-              col2im_same_width(g, cols, gxn);
-            } else {
-              col2im(g, cols, gxn);
+          if (gx != nullptr) {
+            // dcols_g (K x P) = w_g^T (K x cout_g) * gy_g (cout_g x P), then folded back onto the image.
+            T* gxn = gx + n * g.c_in * g.h * g.w;
+            T* dst = direct ? gxn : cols;
+            for (int64_t grp = 0; grp < g.groups; ++grp) {
+              gemm(true, false, k, p, cout_g, w + grp * cout_g * k, k, gyn + grp * cout_g * p, p, dst + grp * k * p, p,
+                   false);
+            }
+            if (!direct) {
+              std::memset(gxn, 0, static_cast<size_t>(g.c_in * g.h * g.w) * sizeof(T));
+              if (same_width) {
+                col2im_same_width(g, cols, gxn);
+              } else {
+                col2im(g, cols, gxn);
+              }
             }
           }
         }
@@ -324,14 +312,20 @@ void conv2d_backward_impl(const ConvGeom& g, const T* gy, const T* x, const T* w
     }
   }
   if (gw != nullptr) {
-    // gw[grp][co][kk] = sum over threads, in thread order, of part[grp][kk][co].
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      for (int64_t co = 0; co < cout_g; ++co) {
-        for (int64_t kk = 0; kk < k; ++kk) {
-          T s = 0;
-          for (int t = 0; t < team; ++t) s += wsp[t * per_thread + col_size + grp * cout_g * k + kk * cout_g + co];
-          gw[(grp * cout_g + co) * k + kk] = s;
-        }
+    // gw[grp][co][kk] = the partials part[c][grp][kk][co] added in chunk order.
+#pragma omp parallel for schedule(static) if (w_size * chunks > 65536)
+    for (int64_t row = 0; row < g.c_out; ++row) {
+      const int64_t grp = row / cout_g, co = row % cout_g;
+      T* out = gw + row * k;
+      if (g.n == 0) {
+        std::fill(out, out + k, T(0));
+        continue;
+      }
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const T* src = parts + grp * cout_g * k + kk * cout_g + co;
+        T s = src[0];
+        for (int64_t c = 1; c < chunks; ++c) s += src[c * w_size];
+        out[kk] = s;
       }
     }
   }

@@ -1,5 +1,12 @@
 // GEMM through Eigen on raw row-major pointers: operands are mapped in place (a transposed
-// operand is a transposed map, never a copy), and Eigen's OpenMP GEMM does the blocking.
+// operand is a transposed map, never a copy). Threads never change the result: a product is cut
+// into panels by a plan that depends only on (M, N, K), each panel is one single-threaded Eigen
+// product (whose k-blocking depends only on K), and the panels are shared out over OpenMP
+// threads. So every output element is accumulated over k in the same order on any thread count.
+// Eigen's own OpenMP GEMM is never entered: its blocking sizes depend on the number of threads
+// (computeProductBlockingSizes takes it as an argument, and kc shrinks with more threads), so it
+// would sum k in another order on another thread count. gemm_serial calls Eigen's blocked GEMM
+// routine directly, with the blocking Eigen computes for one thread.
 // GCC 12 reports a false maybe-uninitialized inside its own AVX-512 intrinsics when Eigen's
 // kernels are inlined here (-march=native); it is a known compiler false positive.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -8,6 +15,8 @@
 #include <Eigen/Core>
 
 #include <omp.h>
+
+#include <algorithm>
 
 #include "brisk/core/error.h"
 #include "brisk/kernels/linalg.h"
@@ -24,57 +33,108 @@ using ConstMap = Eigen::Map<const RowMajor<T>, Eigen::Unaligned, Eigen::OuterStr
 template <class T>
 using MutMap = Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-// Below this many multiply-adds per matrix, a batch is split over threads rather than each
-// product over Eigen's threads, and a single product runs on one thread (Eigen's threads cost
-// more than they bring there: 128^3 on 2 threads ran at 0.9x of 1 thread, 64^3 at 0.4x).
+// The panel plan of a product, a function of (M, N, K) only. Below kSmallGemm multiply-adds a
+// product is one panel (threads would cost more than they bring: 128^3 on 2 threads ran at 0.9x
+// of 1 thread, 64^3 at 0.4x). Above, the larger of M and N (`dim`, at least 256) is cut into
+// `count` panels of `step` rows or columns (a multiple of 8, so Eigen's register blocks stay
+// whole). Each panel packs the other operand again, which one thread pays too (measured on
+// 2048-wide products: 8 panels cost 6-10% of one thread's time), so count <= max(2, 1 + dim /
+// kPanelDim): 2 panels up to 1535 wide, 4 at 2048, 8 at 4096. Each panel carries kPanelWork
+// multiply-adds, and the count is one of 1, 2, 4, 6, 8, 12, 16, so that 2, 3, 4, 6 or 8 threads
+// share the panels evenly.
 constexpr int64_t kSmallGemm = int64_t{1} << 21;
+constexpr int64_t kPanelWork = int64_t{1} << 20;
+constexpr int64_t kPanelDim = 512;
 
-// Eigen follows OpenMP's per-thread thread count; small products get one thread.
-class SerialIfSmall {
- public:
-  explicit SerialIfSmall(int64_t work) {
-    if (work <= kSmallGemm && !omp_in_parallel() && omp_get_max_threads() > 1) {
-      saved_ = omp_get_max_threads();
-      omp_set_num_threads(1);
-    }
-  }
-  ~SerialIfSmall() {
-    if (saved_ > 0) omp_set_num_threads(saved_);
-  }
-  SerialIfSmall(const SerialIfSmall&) = delete;
-  SerialIfSmall& operator=(const SerialIfSmall&) = delete;
-
- private:
-  int saved_ = 0;
+struct PanelPlan {
+  bool split_n = true;  // panels of columns of C (else of rows)
+  int64_t step = 0, count = 1;
 };
+
+PanelPlan plan_panels(int64_t M, int64_t N, int64_t K) {
+  PanelPlan p;
+  p.split_n = N >= M;
+  const int64_t dim = p.split_n ? N : M;
+  p.step = dim;
+  const int64_t work = M * N * std::max<int64_t>(K, 1);
+  if (work <= kSmallGemm || dim < 256) return p;
+  const int64_t want = std::min(work / kPanelWork, std::max<int64_t>(2, 1 + dim / kPanelDim));
+  int64_t count = 1;
+  for (int64_t c : {2, 4, 6, 8, 12, 16})
+    if (c <= want) count = c;
+  p.step = (dim + count - 1) / count;
+  p.step = (p.step + 7) / 8 * 8;
+  p.count = (dim + p.step - 1) / p.step;
+  return p;
+}
+
+// One product on the calling thread: C = alpha * op(A) op(B) + beta * C.
+template <class T>
+void gemm_serial_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                      int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  MutMap<T> c(C, M, N, Eigen::OuterStride<>(ldc));
+  if (beta == T(0))
+    c.setZero();
+  else if (beta != T(1))
+    c *= beta;
+  if (K == 0 || alpha == T(0)) return;
+  if (M + N + K < 20) {
+    // Tiny products: Eigen's coefficient-wise product (what its operator* picks for them too).
+    ConstMap<T> a(A, ta ? K : M, ta ? M : K, Eigen::OuterStride<>(lda));
+    ConstMap<T> b(B, tb ? N : K, tb ? K : N, Eigen::OuterStride<>(ldb));
+    auto run = [&](const auto& opa, const auto& opb) { c.noalias() += alpha * opa.lazyProduct(opb); };
+    if (!ta && !tb)
+      run(a, b);
+    else if (ta && !tb)
+      run(a.transpose(), b);
+    else if (!ta && tb)
+      run(a, b.transpose());
+    else
+      run(a.transpose(), b.transpose());
+    return;
+  }
+  // C += alpha * op(A) op(B) by Eigen's blocked GEMM on one thread (a null parallel-info
+  // pointer), with the one-thread blocking. A row-major operand read transposed is a column-major
+  // one with the same stride.
+  using Eigen::Index;
+  Eigen::internal::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(
+      M, N, K, 1, true);
+  auto run = [&]<int LhsOrder, int RhsOrder>() {
+    Eigen::internal::general_matrix_matrix_product<Index, T, LhsOrder, false, T, RhsOrder, false, Eigen::RowMajor,
+                                                   1>::run(M, N, K, A, lda, B, ldb, C, 1, ldc, alpha, blocking,
+                                                           nullptr);
+  };
+  if (!ta && !tb)
+    run.template operator()<Eigen::RowMajor, Eigen::RowMajor>();
+  else if (ta && !tb)
+    run.template operator()<Eigen::ColMajor, Eigen::RowMajor>();
+  else if (!ta && tb)
+    run.template operator()<Eigen::RowMajor, Eigen::ColMajor>();
+  else
+    run.template operator()<Eigen::ColMajor, Eigen::ColMajor>();
+}
+
+// Panel i of a product planned by p: the same columns (or rows) of op(B) (or op(A)) and C.
+template <class T>
+void gemm_panel(const PanelPlan& p, int64_t i, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  const int64_t dim = p.split_n ? N : M, lo = i * p.step, len = std::min(dim, lo + p.step) - lo;
+  if (p.split_n) {
+    // Columns [lo, lo + len) of op(B): B's columns, or B's rows when transposed.
+    gemm_serial_impl<T>(ta, tb, M, len, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+  } else {
+    gemm_serial_impl<T>(ta, tb, len, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+  }
+}
 
 template <class T>
 void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  MutMap<T> c(C, M, N, Eigen::OuterStride<>(ldc));
-  if (K == 0 || alpha == T(0)) {
-    if (beta == T(0)) c.setZero();
-    else if (beta != T(1)) c *= beta;
-    return;
-  }
-  SerialIfSmall serial(M * N * K);
-  ConstMap<T> a(A, ta ? K : M, ta ? M : K, Eigen::OuterStride<>(lda));
-  ConstMap<T> b(B, tb ? N : K, tb ? K : N, Eigen::OuterStride<>(ldb));
-  auto run = [&](const auto& opa, const auto& opb) {
-    if (beta == T(0)) {
-      if (alpha == T(1)) c.noalias() = opa * opb;
-      else c.noalias() = alpha * opa * opb;
-    } else {
-      if (beta != T(1)) c *= beta;
-      if (alpha == T(1)) c.noalias() += opa * opb;
-      else c.noalias() += alpha * opa * opb;
-    }
-  };
-  if (!ta && !tb) run(a, b);
-  else if (ta && !tb) run(a.transpose(), b);
-  else if (!ta && tb) run(a, b.transpose());
-  else run(a.transpose(), b.transpose());
+  const PanelPlan p = plan_panels(M, N, K);
+#pragma omp parallel for schedule(static) if (p.count > 1 && !omp_in_parallel())
+  for (int64_t i = 0; i < p.count; ++i) gemm_panel<T>(p, i, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 template <class T>
@@ -89,17 +149,16 @@ void check_gemm_args(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t 
 template <class T>
 void bmm_impl(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, const int64_t* a_off, bool ta, int64_t lda,
               const T* b, const int64_t* b_off, bool tb, int64_t ldb, T* c) {
-  const int64_t work = M * N * std::max<int64_t>(K, 1);
-  const bool over_batch = batch > 1 && (work < kSmallGemm || batch >= omp_get_max_threads());
-  if (over_batch) {
-    // Eigen runs serially inside a parallel region, so each product stays on one thread.
-#pragma omp parallel for schedule(static) if (batch * work > 32768)
-    for (int64_t i = 0; i < batch; ++i)
-      gemm_impl<T>(ta, tb, M, N, K, T(1), a + a_off[i], lda, b + b_off[i], ldb, T(0), c + i * M * N, N);
-    return;
+  if (batch == 0 || M == 0 || N == 0) return;
+  // Every (matrix, panel) pair is one task; each product is planned on its own sizes, so a
+  // matrix gets the same bits in a batch as alone, on any thread count.
+  const PanelPlan p = plan_panels(M, N, K);
+  const int64_t tasks = batch * p.count, work = M * N * std::max<int64_t>(K, 1);
+#pragma omp parallel for schedule(static) if (tasks > 1 && batch * work > 32768 && !omp_in_parallel())
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t i = t / p.count;
+    gemm_panel<T>(p, t % p.count, ta, tb, M, N, K, T(1), a + a_off[i], lda, b + b_off[i], ldb, T(0), c + i * M * N, N);
   }
-  for (int64_t i = 0; i < batch; ++i)
-    gemm_impl<T>(ta, tb, M, N, K, T(1), a + a_off[i], lda, b + b_off[i], ldb, T(0), c + i * M * N, N);
 }
 
 }  // namespace
@@ -117,6 +176,15 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 }
 
 namespace cpu {
+
+void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_serial_impl<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                 int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  gemm_serial_impl<double>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 void bmm(int64_t batch, int64_t M, int64_t N, int64_t K, const float* a, const int64_t* a_off, bool trans_a,
          int64_t lda, const float* b, const int64_t* b_off, bool trans_b, int64_t ldb, float* c) {

@@ -1,11 +1,14 @@
 // CPU reductions (sum, mean, prod, amax/amin, max/min with indices, argmax/argmin, var/std,
 // logsumexp) over any set of dims. The input is never copied: kept and reduced dims are read
-// through their strides, and each output element is reduced by one thread in a fixed order,
-// so results do not depend on the OpenMP thread count.
+// through their strides, and each output element is reduced in a fixed order, so results do not
+// depend on the OpenMP thread count: by one thread, or, for long contiguous runs (a sum over a
+// whole large tensor), in fixed chunks of kReduceChunk elements whose results are folded in
+// chunk order.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/strided.h"
@@ -112,6 +115,10 @@ void for_each_reduced_run(const ReduceGeom& g, Run&& run) {
 //  - the innermost kept dim is contiguous (e.g. sum over dim 0 of (N, C)): a block of
 //    outputs accumulates row after row of the input, with no transposed copy;
 //  - anything else: a strided walk per output.
+// A contiguous run at least 2 * kReduceChunk long is reduced in chunks of this many elements,
+// whatever the thread count (so a sum over one large tensor uses every thread).
+constexpr int64_t kReduceChunk = 32768;
+
 template <class T, class Op>
 void run_reduce(const ReduceGeom& g, const T* base, const Op& op) {
   using Acc = decltype(op.init(0));
@@ -119,6 +126,33 @@ void run_reduce(const ReduceGeom& g, const T* base, const Op& op) {
   const int64_t total = g.n_out * std::max<int64_t>(g.n_red, 1);
   const bool par = total >= 2 * kParallelGrain;
   const bool contiguous_run = g.rsz.empty() || (g.rsz.size() == 1 && g.rst[0] == 1);
+
+  if constexpr (requires(Acc & a, const Acc& b) { op.combine(a, b); }) {
+    if (contiguous_run && g.n_red >= 2 * kReduceChunk) {
+      // Chunk c of output o covers [c * kReduceChunk, (c + 1) * kReduceChunk) of its run; the
+      // chunks' accumulators are folded in order.
+      const int64_t per = (g.n_red + kReduceChunk - 1) / kReduceChunk, tasks = g.n_out * per;
+      std::vector<Acc> part(static_cast<size_t>(tasks));
+#pragma omp parallel for schedule(static)
+      for (int64_t t = 0; t < tasks; ++t) {
+        const int64_t o = t / per, r0 = (t % per) * kReduceChunk, n = std::min(kReduceChunk, g.n_red - r0);
+        const T* p = base + KeptCursor(g, o).offset() + r0;
+        Acc acc = op.init(o);
+        if constexpr (requires { op.row(acc, p, n); }) {
+          op.row(acc, p, n);
+        } else {
+          for (int64_t i = 0; i < n; ++i) op.step(acc, p[i], r0 + i);
+        }
+        part[static_cast<size_t>(t)] = acc;
+      }
+      for (int64_t o = 0; o < g.n_out; ++o) {
+        Acc acc = part[static_cast<size_t>(o * per)];
+        for (int64_t c = 1; c < per; ++c) op.combine(acc, part[static_cast<size_t>(o * per + c)]);
+        op.store(o, acc);
+      }
+      return;
+    }
+  }
   const bool column = !contiguous_run && !g.ksz.empty() && g.kst.back() == 1 && g.ksz.back() >= 8;
 
   if (column) {
@@ -180,6 +214,7 @@ struct SumOp {
   S init(int64_t) const { return S(0); }
   void step(S& a, T v, int64_t) const { a += load<S>(v); }
   void row(S& a, const T* p, int64_t len) const { a += sum_lanes<S>(p, len); }
+  void combine(S& a, const S& b) const { a += b; }
   void store(int64_t o, S a) const {
     if (divide) a /= static_cast<S>(n);
     out[o] = static_cast<O>(a);
@@ -192,6 +227,7 @@ struct ProdOp {
   O* out;
   S init(int64_t) const { return S(1); }
   void step(S& a, T v, int64_t) const { a *= load<S>(v); }
+  void combine(S& a, const S& b) const { a *= b; }
   void store(int64_t o, S a) const { out[o] = static_cast<O>(a); }
 };
 
@@ -234,6 +270,9 @@ struct ExtremeOp {
     for (; i < n; ++i) step(a, p[i], i);
     for (int l = 0; l < L; ++l) a = better(lane[l], a) ? lane[l] : a;
     if (nan) a = std::numeric_limits<A>::quiet_NaN();
+  }
+  void combine(A& a, const A& b) const {
+    if (better(b, a) || is_nan(b)) a = b;
   }
   void store(int64_t o, A a) const { out[o] = static_cast<O>(a); }
 };
@@ -287,6 +326,7 @@ struct SquaredDevOp {
     for (int l = 0; l < L; ++l) a.ss += lane[l];
     for (; i < n; ++i) step(a, p[i], i);
   }
+  void combine(Acc& a, const Acc& b) const { a.ss += b.ss; }
   void store(int64_t o, const Acc& a) const {
     const double v = static_cast<double>(a.ss) / denom;
     out[o] = static_cast<T>(take_sqrt ? std::sqrt(v) : v);
@@ -307,6 +347,7 @@ struct SumExpOp {
   T* out;
   Acc init(int64_t o) const { return {std::isinf(maxes[o]) ? A(0) : maxes[o], S(0)}; }
   void step(Acc& a, T t, int64_t) const { a.s += static_cast<S>(fast_exp(load<A>(t) - a.m)); }
+  void combine(Acc& a, const Acc& b) const { a.s += b.s; }
   void store(int64_t o, const Acc& a) const { out[o] = static_cast<T>(std::log(a.s) + static_cast<S>(a.m)); }
 };
 

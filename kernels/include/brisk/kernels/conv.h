@@ -1,5 +1,6 @@
 // 2-D convolution and pooling kernels (NCHW): conv2d forward and backward via im2col + GEMM,
-// max/avg/adaptive-avg pooling forward and backward. Deterministic for a given thread count.
+// max/avg/adaptive-avg pooling forward and backward. On the CPU the results are the same bits on
+// any thread count (the weight gradient sums the batch in chunks fixed by the batch size).
 #pragma once
 #include <array>
 #include <cstdint>

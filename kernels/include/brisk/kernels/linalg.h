@@ -10,8 +10,9 @@ namespace brisk::kernels {
 // C = alpha * op(A) * op(B) + beta * C, all row-major. op(A) is (M, K): A is stored (M, K) with
 // row stride lda, or (K, M) with row stride lda when trans_a. Likewise op(B) is (K, N) from B
 // stored (K, N) or, when trans_b, (N, K), with row stride ldb. C is (M, N) with row stride ldc.
-// beta == 0 overwrites C without reading it (NaNs in C do not propagate). Deterministic for a
-// given OpenMP thread count. Host pointers only: on the GPU, use matmul and linear.
+// beta == 0 overwrites C without reading it (NaNs in C do not propagate). The result's bits
+// depend only on the operands and (M, N, K), never on the OpenMP thread count. Host pointers
+// only: on the GPU, use matmul and linear.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,

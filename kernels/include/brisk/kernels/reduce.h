@@ -1,9 +1,10 @@
 // Reductions over any set of dims (with keepdim), max/min with indices, var/std, cumsum, topk,
 // softmax, log_softmax and logsumexp, plus the backward kernels autograd needs for them.
-// Deterministic whatever the thread count: on the CPU each output element is reduced by one
-// thread in a fixed order; on the GPU in a fixed tree that depends only on the shape (no atomics),
-// so GPU results match the CPU's exactly for max/min/argmax/topk and within rounding elsewhere.
-// f32 sums accumulate in f64, f16/bf16 in f32 (on both devices); integer sums give i64.
+// Deterministic whatever the thread count: on the CPU each output element is reduced in a fixed
+// order (by one thread, or in fixed 32Ki-element chunks folded in order for long runs); on the
+// GPU in a fixed tree that depends only on the shape (no atomics), so GPU results match the CPU's
+// exactly for max/min/argmax/topk and within rounding elsewhere. f32 sums accumulate in f64,
+// f16/bf16 in f32 (on both devices); integer sums give i64.
 #pragma once
 #include <optional>
 #include <vector>

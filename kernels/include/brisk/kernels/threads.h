@@ -1,4 +1,5 @@
-// CPU thread count for brisk's kernels (OpenMP underneath; Eigen follows it).
+// CPU thread count for brisk's kernels (OpenMP underneath). It changes the speed only: every CPU
+// kernel gives the same bits on any thread count (docs/how-brisk-works.md, "Determinism").
 #pragma once
 
 namespace brisk {
