@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # libFuzzer campaigns over brisk's readers of untrusted bytes (tests/fuzz/fuzz_*.cpp), built with
-# clang 14, AddressSanitizer and UndefinedBehaviorSanitizer into build-fuzz/ (CPU only).
+# clang 14, AddressSanitizer and UndefinedBehaviorSanitizer into build-fuzz/ (CPU only). The same
+# build folder holds the sanitizer build of the tests (scripts/sanitize.sh): the libraries are
+# instrumented for both (-fsanitize=address,undefined,fuzzer-no-link) and compiled once.
 #
 # Usage:
-#   scripts/fuzz.sh build                 build every target (installs clang-14 if missing)
+#   scripts/fuzz.sh configure             configure build-fuzz/ (installs clang-14 if missing)
+#   scripts/fuzz.sh build                 build every target
 #   scripts/fuzz.sh list                  the targets' names
 #   scripts/fuzz.sh smoke [SECONDS]       each target for SECONDS (default 10) on a scratch copy of its
 #                                         seed corpus; exits non-zero on any crash, leak, timeout or OOM
@@ -20,7 +23,8 @@ limits=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=1048576)
 
 ensure_clang() {
   local missing=()
-  for p in cmake libeigen3-dev zlib1g-dev clang-14 libclang-rt-14-dev libomp-14-dev; do
+  for p in cmake libeigen3-dev zlib1g-dev libgtest-dev libopenmpi-dev openmpi-bin clang-14 libclang-rt-14-dev \
+    libomp-14-dev; do
     dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then
@@ -32,14 +36,22 @@ ensure_clang() {
   fi
 }
 
-build() {
+# -O1 with line tables: the usual sanitizer setting, and the cheapest to compile; the tests and
+# the fuzz targets share it. No -DNDEBUG: assertions stay on.
+configure() {
   ensure_clang
   mkdir -p "$build_dir"
-  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DBRISK_CUDA=OFF -DBRISK_BUILD_FUZZ=ON -DBRISK_BUILD_TESTS=OFF -DBRISK_BUILD_BENCH=OFF \
-    -DBRISK_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
+  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DBRISK_CUDA=OFF -DBRISK_BUILD_FUZZ=ON -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_BENCH=OFF \
+    -DBRISK_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=ON \
+    "-DCMAKE_CXX_FLAGS_SANITIZE=-O1 -gline-tables-only" \
     "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+    "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
     > "$build_dir/configure.log" || { cat "$build_dir/configure.log"; exit 1; }
+}
+
+build() {
+  configure
   cmake --build "$build_dir" -j "${BRISK_JOBS:-$(nproc)}" --target $(targets)
 }
 
@@ -57,6 +69,7 @@ run_target() { # name scratch_corpus args...
 }
 
 case ${1:-} in
+  configure) configure ;;
   build) build ;;
   list) targets ;;
   smoke)
@@ -104,7 +117,7 @@ case ${1:-} in
     echo "fuzz: statistics written to tests/fuzz/stats/${name#fuzz_}.txt"
     ;;
   *)
-    sed -n '2,12p' "$0"
+    sed -n '2,15p' "$0"
     exit 2
     ;;
 esac
