@@ -18,15 +18,15 @@ set_tests_properties(harness.exit_code_is_checked_with_the_output.will_fail PROP
   TIMEOUT 60)
 
 # No test may pass on a regular expression alone, and every multi-process or example test runs
-# through brisk_test_job (checked on this build's own test list, and on a list that breaks it).
+# through brisk_test_job (checked on this build's own test list, and on lists that break it).
+add_executable(brisk_test_check_tests ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_tests.cpp)
+target_link_libraries(brisk_test_check_tests PRIVATE brisk::brisk brisk_options)
 add_test(NAME harness.every_test_is_judged_by_exit_status
-  COMMAND ${CMAKE_COMMAND} -DCTEST=${CMAKE_CTEST_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR}
-    -P ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_tests.cmake)
+  COMMAND brisk_test_check_tests --ctest ${CMAKE_CTEST_COMMAND} --build-dir ${PROJECT_BINARY_DIR})
 set_tests_properties(harness.every_test_is_judged_by_exit_status PROPERTIES LABELS "unit" TIMEOUT 120)
 foreach(bad regex_only multiprocess_without_runner)
   add_test(NAME harness.check_tests_rejects_${bad}.will_fail
-    COMMAND ${CMAKE_COMMAND} -DJSON=${CMAKE_CURRENT_SOURCE_DIR}/tools/check_tests_${bad}.json
-      -P ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_tests.cmake)
+    COMMAND brisk_test_check_tests ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_tests_${bad}.json)
   set_tests_properties(harness.check_tests_rejects_${bad}.will_fail PROPERTIES LABELS "unit" WILL_FAIL TRUE
     TIMEOUT 60)
 endforeach()
