@@ -75,17 +75,26 @@ case ${1:-} in
   smoke)
     seconds=${2:-10}
     build
+    # BRISK_JOBS targets at a time (default: the number of cores), each on one core.
+    parallel=${BRISK_JOBS:-$(nproc)}
     failed=()
+    names=() dirs=() pids=()
     for t in $(targets); do
       scratch=$(mktemp -d)
       echo "fuzz: $t for ${seconds}s"
-      if ! run_target "$t" "$scratch" -max_total_time="$seconds" > "$scratch/log" 2>&1; then
+      run_target "$t" "$scratch" -max_total_time="$seconds" > "$scratch/log" 2>&1 &
+      names+=("$t") dirs+=("$scratch") pids+=($!)
+      while (($(jobs -rp | wc -l) >= parallel)); do wait -n || true; done
+    done
+    for i in "${!pids[@]}"; do
+      t=${names[$i]} scratch=${dirs[$i]}
+      if ! wait "${pids[$i]}"; then
         tail -n 60 "$scratch/log"
         echo "fuzz: $t FAILED (artifacts kept in $scratch)" >&2
         failed+=("$t")
         continue
       fi
-      grep -E '^(stat::number_of_executed_units|Done )' "$scratch/log" || true
+      echo "fuzz: $t: $(grep -E '^stat::number_of_executed_units' "$scratch/log" || echo '?')"
       rm -rf "$scratch"
     done
     if ((${#failed[@]})); then
