@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
             for (const json::Value& l : p.at("value").as_array()) labels.push_back(l.as_string());
         }
       if (regex_only)
-        problems.push_back(name + ": PASS_REGULAR_EXPRESSION, so CTest ignores its exit status (use brisk_test_job --grep)");
+        problems.push_back(name +
+                           ": PASS_REGULAR_EXPRESSION, so CTest ignores its exit status (use brisk_test_job --grep)");
       bool needs_runner = false;
       for (const std::string& l : labels) needs_runner = needs_runner || l == "multiprocess" || l == "example";
       if (needs_runner && program != "brisk_test_job")
@@ -81,9 +82,10 @@ int main(int argc, char** argv) {
     if (checked == 0) problems.push_back("no tests found");
     for (const std::string& p : problems) std::printf("FAIL: %s\n", p.c_str());
     if (!problems.empty()) return 1;
-    std::printf("%zu tests: none passes on a regular expression alone; every multiprocess and example test runs "
-                "through brisk_test_job\n",
-                checked);
+    std::printf(
+        "%zu tests: none passes on a regular expression alone; every multiprocess and example test runs "
+        "through brisk_test_job\n",
+        checked);
   } catch (const std::exception& e) {
     std::printf("FAIL: cannot read the test list: %s\n", e.what());
     return 1;
