@@ -1,5 +1,5 @@
 # The Accelerator's multi-process tests (included from cli_tests.cmake): accelerator_worker runs
-# one scenario per mpirun job through tests/dist/mp/run_mpi.sh; run_resume.sh compares a straight
+# one scenario per mpirun job through brisk_test_job (tests/tools/test_job.cpp); run_resume.sh compares a straight
 # training run with one that is saved, stopped and resumed in a new process (and one killed while
 # saving). They hold the cpu_cores lock and use one OpenMP thread per process.
 add_executable(accelerator_worker ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/programs/accelerator_worker.cpp)
@@ -8,34 +8,37 @@ if(TARGET brisk_dist_mpi)
   add_dependencies(accelerator_worker brisk_dist_mpi)
 endif()
 
-set(_acc_run_mpi ${CMAKE_CURRENT_SOURCE_DIR}/dist/mp/run_mpi.sh)
+set(_acc_run_mpi ${BRISK_TEST_JOB})
 set(_acc_worker $<TARGET_FILE:accelerator_worker>)
 
 # One process, no mpirun: the same scenarios in a world of one.
 foreach(scenario sharding accumulate equivalence collectives)
-  add_test(NAME accelerate.worker.${scenario}.np1 COMMAND accelerator_worker ${scenario})
+  add_test(NAME accelerate.worker.${scenario}.np1
+    COMMAND ${BRISK_TEST_JOB} --timeout 100 --grep "PASS ${scenario} rank 0 of 1" -- ${_acc_worker} ${scenario})
   set_tests_properties(accelerate.worker.${scenario}.np1 PROPERTIES LABELS "unit" TIMEOUT 120
-    ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION "PASS ${scenario} rank 0 of 1")
+    ENVIRONMENT "OMP_NUM_THREADS=1")
 endforeach()
 add_test(NAME accelerate.resume.np1
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh 1 ${_acc_worker} ${_acc_run_mpi}
+  COMMAND ${BRISK_TEST_JOB} --timeout 280 --grep "RESUME-OK"
+    -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh 1 ${_acc_worker} ${_acc_run_mpi}
     ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_np1)
 set_tests_properties(accelerate.resume.np1 PROPERTIES LABELS "unit" TIMEOUT 300
-  ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION "RESUME-OK")
+  ENVIRONMENT "OMP_NUM_THREADS=1")
 
 if(BRISK_HAVE_MPI)
   foreach(np 2 4)
     foreach(scenario sharding accumulate equivalence collectives)
       add_test(NAME accelerate.mp.${scenario}.np${np}
-        COMMAND bash ${_acc_run_mpi} --np ${np} --expect pass --max-seconds 120 -- ${_acc_worker} ${scenario})
+        COMMAND ${_acc_run_mpi} --np ${np} --timeout 120 --grep "PASS ${scenario} rank 0 of ${np}"
+          -- ${_acc_worker} ${scenario})
       set_tests_properties(accelerate.mp.${scenario}.np${np} PROPERTIES LABELS "multiprocess"
-        RESOURCE_LOCK cpu_cores TIMEOUT 200 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}"
-        PASS_REGULAR_EXPRESSION "PASS ${scenario} rank 0 of ${np}")
+        RESOURCE_LOCK cpu_cores TIMEOUT 200 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
     endforeach()
   endforeach()
   add_test(NAME accelerate.mp.resume.np2
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh 2 ${_acc_worker} ${_acc_run_mpi}
+    COMMAND ${BRISK_TEST_JOB} --timeout 570 --grep "RESUME-OK"
+      -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh 2 ${_acc_worker} ${_acc_run_mpi}
       ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_np2)
   set_tests_properties(accelerate.mp.resume.np2 PROPERTIES LABELS "multiprocess" RESOURCE_LOCK cpu_cores
-    TIMEOUT 600 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}" PASS_REGULAR_EXPRESSION "RESUME-OK")
+    TIMEOUT 600 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
 endif()

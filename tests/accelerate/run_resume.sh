@@ -5,14 +5,14 @@
 # position must be identical. With one process, also: a save killed half-way (the writer SIGKILLs
 # itself after 2 files) leaves the earlier checkpoint loadable and the partial one ignored.
 #
-#   run_resume.sh NP WORKER RUN_MPI WORK_DIR
+#   run_resume.sh NP WORKER TEST_JOB WORK_DIR   (TEST_JOB: brisk_test_job, which runs the mpirun jobs)
 set -u
 np=$1; worker=$2; run_mpi=$3; work=$4
 rm -rf "$work"; mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 run() {
   if [[ $np == 1 ]]; then OMP_NUM_THREADS=1 "$worker" train "$@"
-  else bash "$run_mpi" --np "$np" --expect pass --max-seconds 120 -- "$worker" train "$@"; fi
+  else "$run_mpi" --np "$np" --expect pass --timeout 120 -- "$worker" train "$@"; fi
 }
 ranks=$(seq 0 $((np - 1)))
 

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <sstream>
 
 #include "accelerate/programs/tiny_net.h"
 
@@ -412,11 +414,44 @@ TEST(Accelerator, LogWritesJsonlAndCsvInTheProjectDir) {
   EXPECT_EQ(text.str(), "step,loss,accuracy\n1,0.5,\n2,0.25,0.75\n");
 }
 
+// What the bar draws, line by line: on a pipe or file (as under ctest) one line per tenth of
+// the way, then the final line when it closes.
 TEST(Accelerator, ProgressBarDrawsOnTheMainProcess) {
   Accelerator acc;
-  auto bar = acc.progress_bar(3, "steps");
-  bar.update(3);
-  EXPECT_EQ(bar.count(), 3);
+  ASSERT_TRUE(acc.is_main_process());
+  ::testing::internal::CaptureStderr();
+  {
+    auto bar = acc.progress_bar(4, "steps", "img");
+    for (int i = 0; i < 4; ++i) bar.update(1, "loss 0.5");
+    EXPECT_EQ(bar.count(), 4);
+  }
+  const std::string text = ::testing::internal::GetCapturedStderr();
+  std::vector<std::string> lines;
+  std::istringstream is(text);
+  for (std::string l; std::getline(is, l);) lines.push_back(l);
+  // 1/4, 2/4 and 3/4 each start a new tenth; 4/4 is drawn once, by close().
+  const std::string time = "[0-9]+(\\.[0-9])?[hms]([0-9]{2}[ms])?", rate = "[0-9]+\\.[0-9] img/s";
+  const std::vector<std::string> want = {
+      "steps:  25% \\[#{6}\\.{18}\\] 1/4 \\[" + time + "<" + time + ", " + rate + "\\] loss 0\\.5",
+      "steps:  50% \\[#{12}\\.{12}\\] 2/4 \\[" + time + "<" + time + ", " + rate + "\\] loss 0\\.5",
+      "steps:  75% \\[#{18}\\.{6}\\] 3/4 \\[" + time + "<" + time + ", " + rate + "\\] loss 0\\.5",
+      "steps: 100% \\[#{24}\\] 4/4 \\[" + time + ", " + rate + "\\] loss 0\\.5",
+  };
+  ASSERT_EQ(lines.size(), want.size()) << text;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(std::regex_match(lines[i], std::regex(want[i]))) << "line " << i << ": '" << lines[i] << "'";
+  EXPECT_EQ(text.find('\r'), std::string::npos) << "no carriage returns outside a terminal";
+}
+
+// Only the main process draws: a bar that is not enabled writes nothing, yet counts.
+TEST(Accelerator, ProgressBarOfAnotherProcessIsSilent) {
+  ::testing::internal::CaptureStderr();
+  {
+    ProgressBar bar(10, "steps", "it", /*enabled=*/false);
+    for (int i = 0; i < 10; ++i) bar.update();
+    EXPECT_EQ(bar.count(), 10);
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 TEST(Sha256, KnownVectors) {

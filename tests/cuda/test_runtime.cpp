@@ -24,8 +24,17 @@ using namespace brisk;
   } while (0)
 
 TEST(Cuda, AvailabilityIsConsistentWithTheDeviceCount) {
-  EXPECT_GE(cuda::device_count(), 0);
-  EXPECT_EQ(cuda::is_available(), cuda::device_count() > 0);
+  const int n = cuda::device_count();
+  EXPECT_EQ(cuda::is_available(), n > 0);
+  // Exactly devices 0 .. n-1 exist: each has real properties, and device n cannot be used.
+  for (int d = 0; d < n; ++d) {
+    const cuda::DeviceProperties p = cuda::device_properties(d);
+    EXPECT_FALSE(p.name.empty()) << "device " << d;
+    EXPECT_GE(p.major, 5) << "device " << d << ": compute capability " << p.major << "." << p.minor;
+    EXPECT_GT(p.total_memory, int64_t{1} << 28) << "device " << d;
+    EXPECT_GT(p.multiprocessors, 0) << "device " << d;
+  }
+  EXPECT_THROW(cuda::set_device(n), Error) << "device " << n << " of " << n;
   if (!BRISK_BUILD_WITH_CUDA) {
     EXPECT_EQ(cuda::device_count(), 0);
   }

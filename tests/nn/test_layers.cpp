@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <brisk/brisk.h>
+#include <brisk/kernels/elementwise.h>
 
 #include <cmath>
 
@@ -212,13 +213,97 @@ TEST(Sequential, ChainsChildrenAndNamesThemByIndex) {
   EXPECT_THROW(seq[3], Error);
 }
 
-TEST(Activations, ModulesMatchTheOps) {
-  Tensor x = from_vector<float>({-1, 0.5f}, {2});
-  EXPECT_EQ(nn::ReLU()(x).to_vector<float>(), relu(x).to_vector<float>());
-  EXPECT_EQ(nn::GELU("tanh")(x).to_vector<float>(), gelu(x, "tanh").to_vector<float>());
-  EXPECT_EQ(nn::SiLU()(x).to_vector<float>(), silu(x).to_vector<float>());
-  EXPECT_EQ(nn::Tanh()(x).to_vector<float>(), tanh(x).to_vector<float>());
-  EXPECT_EQ(nn::Sigmoid()(x).to_vector<float>(), sigmoid(x).to_vector<float>());
+// The activation modules against the textbook formulas, written out here in long double
+// (not against the ops they call): across the range where each changes shape, out to where it
+// saturates, in f64 (to a few ulps), f32 (to float rounding), and bf16/f16 (to their rounding).
+namespace {
+
+using Formula = long double (*)(long double);
+long double relu_ref(long double x) {
+  return x > 0 ? x : 0;
+}
+long double gelu_erf_ref(long double x) {
+  return 0.5L * x * (1 + std::erf(x / std::sqrt(2.0L)));
+}
+long double gelu_tanh_ref(long double x) {
+  const long double k = std::sqrt(2.0L / 3.14159265358979323846264338327950288L);
+  return 0.5L * x * (1 + std::tanh(k * (x + 0.044715L * x * x * x)));
+}
+long double silu_ref(long double x) {
+  return x / (1 + std::exp(-x));
+}
+long double tanh_ref(long double x) {
+  return std::tanh(x);
+}
+long double sigmoid_ref(long double x) {
+  return 1 / (1 + std::exp(-x));
+}
+
+std::vector<double> activation_inputs() {
+  std::vector<double> v = {-40,  -20,  -9.5, -3, -1,  -0.5, -1e-3, -1e-30, 0, 1e-30,
+                           1e-3, 0.25, 0.5,  1,  2.5, 3,    9.5,   20,     40};
+  for (int i = -60; i <= 60; ++i) v.push_back(i / 10.0);  // -6 .. 6 in steps of 0.1
+  return v;
+}
+
+// x_scaled: GELU's x (1 + erf(..)) cancels for negative x, so its error is relative to |x| there.
+void expect_matches_formula(nn::Module& m, Formula f, const char* what, bool x_scaled = false) {
+  const std::vector<double> xs = activation_inputs();
+  const int64_t n = static_cast<int64_t>(xs.size());
+  struct Case {
+    DType dt;
+    double rtol, atol;
+  };
+  // bf16 and f16: two units in the last place of the result; f32 and f64: computing error.
+  for (const Case& c : {Case{DType::F64, 1e-14, 0}, Case{DType::F32, 1e-5, 0}, Case{DType::BF16, 1.6e-2, 0},
+                        Case{DType::F16, 2e-3, 6e-8}}) {
+    Tensor x = kernels::cast(from_vector<double>(xs, {n}), c.dt);
+    Tensor y = m.forward(x);
+    ASSERT_EQ(y.dtype(), c.dt) << what;
+    ASSERT_EQ(y.sizes(), x.sizes()) << what;
+    const std::vector<double> in = x.to_vector<double>(), out = y.to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      // The formula at the input as stored in this dtype, rounded to the dtype like the output.
+      const double want =
+          kernels::cast(full({}, static_cast<double>(f(static_cast<long double>(in[i]))), {.dtype = DType::F64}), c.dt)
+              .item<double>();
+      const double tol = c.atol + c.rtol * (std::fabs(want) + (x_scaled ? std::fabs(in[i]) : 0.0));
+      EXPECT_LE(std::fabs(out[i] - want), tol)
+          << what << " " << dtype_name(c.dt) << " at x = " << in[i] << ": got " << out[i] << ", formula " << want;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Activations, ModulesMatchTheFormulas) {
+  nn::ReLU relu;
+  nn::GELU gelu, gelu_tanh("tanh");
+  nn::SiLU silu;
+  nn::Tanh th;
+  nn::Sigmoid sig;
+  expect_matches_formula(relu, relu_ref, "ReLU");
+  expect_matches_formula(gelu, gelu_erf_ref, "GELU", true);
+  expect_matches_formula(gelu_tanh, gelu_tanh_ref, "GELU(tanh)", true);
+  expect_matches_formula(silu, silu_ref, "SiLU");
+  expect_matches_formula(th, tanh_ref, "Tanh");
+  expect_matches_formula(sig, sigmoid_ref, "Sigmoid");
+  EXPECT_THROW(nn::GELU("fast")(ones({2})), Error);
+}
+
+TEST(Activations, HandValuesAndShapes) {
+  // A few values worked out by hand (to 1e-6): GELU(1) = Phi(1) = 0.841345, its tanh form
+  // 0.841192, SiLU(1) = 1 / (1 + e^-1) = 0.731059, sigmoid(0) = 1/2, tanh(1) = 0.761594.
+  Tensor one = full({1}, 1.0, {.dtype = DType::F64});
+  EXPECT_NEAR(nn::GELU()(one).item<double>(), 0.841345, 1e-6);
+  EXPECT_NEAR(nn::GELU("tanh")(one).item<double>(), 0.841192, 1e-6);
+  EXPECT_NEAR(nn::SiLU()(one).item<double>(), 0.731059, 1e-6);
+  EXPECT_NEAR(nn::Tanh()(one).item<double>(), 0.761594, 1e-6);
+  EXPECT_EQ(nn::Sigmoid()(zeros({1})).item<float>(), 0.5f);
+  EXPECT_EQ(nn::ReLU()(from_vector<float>({-2, 3}, {2})).to_vector<float>(), (std::vector<float>{0, 3}));
+  // Any shape, element by element.
+  Tensor x = arange(-12.0, 12.0, 1.0, {.dtype = DType::F32}).view({2, 3, 4});
+  EXPECT_EQ(nn::ReLU()(x).sizes(), (Shape{2, 3, 4}));
   EXPECT_EQ(nn::Flatten()(zeros({2, 3, 4})).sizes(), (Shape{2, 12}));
 }
 

@@ -240,3 +240,147 @@ TEST(Optimizer, ParametersOfSeveralDtypesShareAGroup) {
   EXPECT_EQ(b.dtype(), DType::BF16);
   EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{2.0f - 1.25f, 4.0f + 2.5f}));
 }
+
+// --- the f32 / f16 / bf16 update paths --------------------------------------------------------------
+// PyTorch keeps an optimizer's state in the parameter's dtype: each step reads p, g and the
+// state from that dtype, updates, and stores them back rounded to it. The reference below does
+// exactly that, in double between the roundings; brisk computes in float between them, so the
+// two agree to a few units in the last place of the dtype (the tolerances below), which is far
+// tighter than any mistake in an update rule, a bias correction or a state that is not kept.
+
+namespace {
+
+const std::vector<double> kInit8 = {0.5, -1.0, 2.0, 1e-3, -3.5, 100.0, 0.0625, -7e-5};
+double grad8(int t, size_t i) {
+  const double s[] = {1.0, -0.5, 0.25, 2.0, -1.5, 0.75};
+  return s[t % 6] * (static_cast<double>(i % 3) + 0.5) + 0.1 * kInit8[i];
+}
+
+// x as dtype dt stores it (through float, as brisk's kernels round their float results).
+double round_to(double x, DType dt) {
+  switch (dt) {
+    case DType::F32:
+      return static_cast<float>(x);
+    case DType::F16:
+      return static_cast<float>(Half(static_cast<float>(x)));
+    case DType::BF16:
+      return static_cast<float>(BFloat16(static_cast<float>(x)));
+    default:
+      return x;
+  }
+}
+
+// rtol: a few units in the last place of the dtype. atol: f32 computes with float
+// hyper-parameters too (1 - 0.999f is 1.3e-5 away from 0.001, as in PyTorch's fused kernels),
+// so an update of size lr may be off by ~1e-5 lr per step: 6 steps of lr 0.01 stay below 2e-6.
+struct DtypeCase {
+  DType dt;
+  double rtol, atol;
+};
+const std::vector<DtypeCase> kDtypeCases = {
+    {DType::F64, 1e-12, 1e-15}, {DType::F32, 2e-6, 2e-6}, {DType::F16, 3e-3, 1e-5}, {DType::BF16, 2.4e-2, 1e-4}};
+
+Tensor param_of(DType dt) {
+  Tensor p = kernels::cast(from_vector<double>(kInit8, {8}), dt);
+  p.requires_grad_();
+  return p;
+}
+
+template <class Opt>
+std::vector<double> run_dtype(Opt& opt, Tensor& p, int steps) {
+  for (int t = 0; t < steps; ++t) {
+    std::vector<double> g(kInit8.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = grad8(t, i);
+    p.set_grad(kernels::cast(from_vector<double>(g, {8}), p.dtype()));
+    opt.step();
+  }
+  EXPECT_EQ(p.dtype(), p.grad().dtype());
+  return p.to_vector<double>();
+}
+
+std::vector<double> sgd_stored_ref(DType dt, double lr, double mom, double damp, double wd, bool nesterov, int steps) {
+  std::vector<double> p(8), b(8, 0.0);
+  for (size_t i = 0; i < 8; ++i) p[i] = round_to(kInit8[i], dt);
+  for (int t = 0; t < steps; ++t)
+    for (size_t i = 0; i < 8; ++i) {
+      double g = round_to(grad8(t, i), dt);
+      if (wd != 0) g += wd * p[i];
+      if (mom != 0) {
+        b[i] = round_to(t == 0 ? g : mom * b[i] + (1 - damp) * g, dt);
+        g = nesterov ? g + mom * b[i] : b[i];
+      }
+      p[i] = round_to(p[i] - lr * g, dt);
+    }
+  return p;
+}
+
+std::vector<double> adam_stored_ref(DType dt, double lr, double b1, double b2, double eps, double wd, bool decoupled,
+                                    bool amsgrad, int steps) {
+  std::vector<double> p(8), m(8, 0), v(8, 0), vmax(8, 0);
+  for (size_t i = 0; i < 8; ++i) p[i] = round_to(kInit8[i], dt);
+  for (int t = 1; t <= steps; ++t)
+    for (size_t i = 0; i < 8; ++i) {
+      double g = round_to(grad8(t - 1, i), dt), q = p[i];
+      if (decoupled)
+        q *= 1 - lr * wd;
+      else
+        g += wd * q;
+      m[i] = round_to(b1 * m[i] + (1 - b1) * g, dt);
+      v[i] = round_to(b2 * v[i] + (1 - b2) * g * g, dt);
+      double vv = v[i];
+      if (amsgrad) vv = vmax[i] = round_to(std::max(vmax[i], v[i]), dt);
+      const double mhat = m[i] / (1 - std::pow(b1, t)), vhat = vv / (1 - std::pow(b2, t));
+      p[i] = round_to(q - lr * mhat / (std::sqrt(vhat) + eps), dt);
+    }
+  return p;
+}
+
+void expect_close_in(const DtypeCase& c, const std::vector<double>& got, const std::vector<double>& want,
+                     const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_LE(std::fabs(got[i] - want[i]), c.atol + c.rtol * std::fabs(want[i]))
+        << what << " " << dtype_name(c.dt) << " element " << i << ": " << got[i] << " vs reference " << want[i];
+}
+
+}  // namespace
+
+TEST(SGD, EveryFloatDtypeFollowsTheReferenceWithStateInThatDtype) {
+  for (const DtypeCase& c : kDtypeCases) {
+    Tensor p = param_of(c.dt);
+    optim::SGD plain({p}, {.lr = 0.1});
+    expect_close_in(c, run_dtype(plain, p, 6), sgd_stored_ref(c.dt, 0.1, 0, 0, 0, false, 6), "sgd");
+    Tensor q = param_of(c.dt);
+    optim::SGD mom({q}, {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+    expect_close_in(c, run_dtype(mom, q, 6), sgd_stored_ref(c.dt, 0.05, 0.9, 0.1, 0.01, false, 6), "momentum");
+    Tensor r = param_of(c.dt);
+    optim::SGD nes({r}, {.lr = 0.05, .momentum = 0.9, .nesterov = true});
+    expect_close_in(c, run_dtype(nes, r, 6), sgd_stored_ref(c.dt, 0.05, 0.9, 0, 0, true, 6), "nesterov");
+  }
+}
+
+TEST(Adam, EveryFloatDtypeFollowsTheReferenceWithStateInThatDtype) {
+  for (const DtypeCase& c : kDtypeCases) {
+    Tensor p = param_of(c.dt);
+    optim::Adam adam({p}, {.lr = 0.01});
+    expect_close_in(c, run_dtype(adam, p, 6), adam_stored_ref(c.dt, 0.01, 0.9, 0.999, 1e-8, 0, false, false, 6),
+                    "adam");
+    Tensor q = param_of(c.dt);
+    optim::Adam l2({q}, {.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .weight_decay = 0.1});
+    expect_close_in(c, run_dtype(l2, q, 6), adam_stored_ref(c.dt, 0.01, 0.8, 0.99, 1e-8, 0.1, false, false, 6),
+                    "adam l2");
+  }
+}
+
+TEST(AdamW, EveryFloatDtypeFollowsTheReferenceWithStateInThatDtype) {
+  for (const DtypeCase& c : kDtypeCases) {
+    Tensor p = param_of(c.dt);
+    optim::AdamW adamw({p}, {.lr = 0.01, .weight_decay = 0.1});
+    expect_close_in(c, run_dtype(adamw, p, 6), adam_stored_ref(c.dt, 0.01, 0.9, 0.999, 1e-8, 0.1, true, false, 6),
+                    "adamw");
+    Tensor q = param_of(c.dt);
+    optim::AdamW ams({q}, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+    expect_close_in(c, run_dtype(ams, q, 6), adam_stored_ref(c.dt, 0.01, 0.9, 0.999, 1e-8, 0.1, true, true, 6),
+                    "amsgrad");
+  }
+}

@@ -246,6 +246,27 @@ void collectives() {
   EXPECT_OR_DIE(acc.reduce(one, "max").item<float>() == static_cast<float>(N), "max");
   EXPECT_OR_DIE(one.item<float>() == static_cast<float>(r + 1), "reduce must not change its input");
   EXPECT_OR_DIE(acc.broadcast(one, static_cast<int>(N - 1)).item<float>() == static_cast<float>(N), "broadcast");
+  // The world-of-one unit test's cases with N ranks: whole tensors, integer dtypes, 0-d inputs.
+  Tensor block = mul(arange(6).reshape({2, 3}), full({}, static_cast<double>(r + 1), {.dtype = DType::I64}));
+  EXPECT_OR_DIE(block.dtype() == DType::I64, "block dtype");
+  auto bsum = acc.reduce(block).to_vector<int64_t>(), bmax = acc.reduce(block, "max").to_vector<int64_t>();
+  for (int64_t i = 0; i < 6; ++i) {
+    EXPECT_OR_DIE(bsum[static_cast<size_t>(i)] == i * N * (N + 1) / 2, "i64 sum element " << i);
+    EXPECT_OR_DIE(bmax[static_cast<size_t>(i)] == i * N, "i64 max element " << i);
+  }
+  EXPECT_OR_DIE(acc.reduce(block).sizes() == (Shape{2, 3}), "reduce keeps the shape");
+  std::string mean_error;
+  try {
+    acc.reduce(block, "mean");
+  } catch (const Error& err) {
+    mean_error = err.what();
+  }
+  EXPECT_OR_DIE(!mean_error.empty(), "the mean of an integer tensor was accepted");
+  Tensor scalars = acc.gather(full({}, static_cast<double>(10 * r), {.dtype = DType::I64}));
+  EXPECT_OR_DIE(scalars.sizes() == (Shape{N}), "gather of 0-d tensors: [N]");
+  for (int64_t i = 0; i < N; ++i) EXPECT_OR_DIE(scalars.to_vector<int64_t>()[static_cast<size_t>(i)] == 10 * i, i);
+  Tensor from0 = acc.broadcast(full({2, 2}, static_cast<double>(7 + r), {.dtype = DType::F64}));
+  for (double v : from0.to_vector<double>()) EXPECT_OR_DIE(v == 7.0, "broadcast of a 2x2 block from rank 0: " << v);
   Tensor mine = full({r + 1, 2}, static_cast<double>(r + 1), {.dtype = DType::I64});
   Tensor padded = acc.pad_across_processes(mine, 0, -1);
   EXPECT_OR_DIE(padded.sizes() == (Shape{N, 2}), "pad shape");

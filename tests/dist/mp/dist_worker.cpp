@@ -5,6 +5,7 @@
 #include <brisk/brisk.h>
 #include <brisk/kernels/elementwise.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -15,7 +16,6 @@
 #include <map>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 using namespace brisk;
 using dist::ReduceOp;
@@ -25,13 +25,13 @@ namespace {
 int g_failures = 0;
 int g_rank = 0;
 
-#define CHECK(cond, ...)                                                                                 \
-  do {                                                                                                   \
-    if (!(cond)) {                                                                                       \
-      ++g_failures;                                                                                      \
+#define CHECK(cond, ...)                                                                                  \
+  do {                                                                                                    \
+    if (!(cond)) {                                                                                        \
+      ++g_failures;                                                                                       \
       std::fprintf(stderr, "[rank %d] CHECK failed at %s:%d: %s %s\n", g_rank, __FILE__, __LINE__, #cond, \
-                   ::brisk::detail::str_cat(__VA_ARGS__).c_str());                                       \
-    }                                                                                                    \
+                   ::brisk::detail::str_cat(__VA_ARGS__).c_str());                                        \
+    }                                                                                                     \
   } while (0)
 
 const std::vector<DType> kDTypes = {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::F64};
@@ -41,7 +41,9 @@ Tensor make(const std::vector<double>& v, DType dt, Shape s = {}) {
   if (s.empty()) s = {static_cast<int64_t>(v.size())};
   return kernels::cast(from_vector<double>(v, s), dt);
 }
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+std::vector<double> values(const Tensor& t) {
+  return t.to_vector<double>();
+}
 
 // What `x` becomes when stored as dt (u8 wraps modulo 256 like the C cast MPI uses).
 double as_dtype(double x, DType dt) {
@@ -61,8 +63,12 @@ void expect_equal(const std::vector<double>& got, const std::vector<double>& wan
 
 // Rank r's input element i: small integers, exact in every dtype, so every expected value
 // below is exact too.
-double input(int r, int64_t i) { return 1 + r + static_cast<double>(i % 3); }
-double prod_input(int r, int64_t i) { return 1 + (r + i) % 2; }
+double input(int r, int64_t i) {
+  return 1 + r + static_cast<double>(i % 3);
+}
+double prod_input(int r, int64_t i) {
+  return 1 + (r + i) % 2;
+}
 
 // --- scenarios ------------------------------------------------------------------------------
 
@@ -93,7 +99,8 @@ void every_collective(dist::ProcessGroup& pg) {
       // reduce to the last rank: only the root changes.
       Tensor u = make(mine, dt, {n});
       pg.reduce(u, {.root = W - 1, .op = op});
-      expect_equal(values(u), me == W - 1 ? want : values(make(mine, dt)), "reduce " + std::string(dist::reduce_op_name(op)) + " " + dn);
+      expect_equal(values(u), me == W - 1 ? want : values(make(mine, dt)),
+                   "reduce " + std::string(dist::reduce_op_name(op)) + " " + dn);
     }
     // broadcast from each root
     for (int root = 0; root < W; ++root) {
@@ -181,7 +188,8 @@ void uneven_all_gather(dist::ProcessGroup& pg) {
     auto parts = pg.all_gather_uneven(make(mine, dt, {me + 1, 3}));
     CHECK(static_cast<int>(parts.size()) == W, "parts ", parts.size());
     for (int r = 0; r < W && r < static_cast<int>(parts.size()); ++r) {
-      CHECK((parts[static_cast<size_t>(r)].sizes() == Shape{r + 1, 3}), "part ", r, " shape ", parts[static_cast<size_t>(r)].sizes());
+      CHECK((parts[static_cast<size_t>(r)].sizes() == Shape{r + 1, 3}), "part ", r, " shape ",
+            parts[static_cast<size_t>(r)].sizes());
       std::vector<double> want;
       for (int k = 0; k <= r; ++k)
         for (int c = 0; c < 3; ++c) want.push_back(50 * r + 5 * k + c);
@@ -193,21 +201,54 @@ void uneven_all_gather(dist::ProcessGroup& pg) {
   CHECK(parts[0].size(0) == 0 && (W < 2 || parts[1].size(0) == 2), "empty contribution");
 }
 
+// One chunk of the caller's own work while collectives are in flight: a sum whose value is
+// known, so the work cannot be optimised away and is checked.
+uint64_t work_chunk(uint64_t chunk) {
+  uint64_t s = 0;
+  for (uint64_t i = 0; i < 20000; ++i) s += (chunk * 20000 + i) % 7;
+  return s;
+}
+uint64_t expected_work(uint64_t chunks) {
+  uint64_t s = 0;
+  for (uint64_t n = 0; n < chunks * 20000; ++n) s += n % 7;
+  return s;
+}
+
 // Two outstanding collectives complete in submission order while the caller computes, and
 // async send/recv in both directions at once do not deadlock.
 void async_overlap(dist::ProcessGroup& pg) {
   const int W = pg.size(), me = pg.rank();
   Tensor big = full({1 << 20}, me + 1.0);
   Tensor small = full({3}, 10.0 * (me + 1));
+  // The last rank joins 200 ms late, so on the others the collectives are certainly still in
+  // flight while they compute.
+  if (me == W - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto w1 = pg.all_reduce_async(big);
   auto w2 = pg.all_reduce_async(small, {.op = ReduceOp::Max});
   CHECK(w1->seq() + 1 == w2->seq(), "sequence numbers ", w1->seq(), " then ", w2->seq());
-  double busy = 0;  // the caller's thread is free meanwhile
-  for (int i = 0; i < 1000000; ++i) busy += std::sqrt(static_cast<double>(i));
+  // Overlap: this thread computes and only polls is_completed(), never wait(), so both
+  // collectives must finish on the communication thread while the caller works.
+  uint64_t chunks = 0, done_work = 0;
+  bool in_order = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const bool second = w2->is_completed(), first = w1->is_completed();  // in this order: see below
+    if (second && !first) in_order = false;  // w2 was done before w1 was: out of submission order
+    if ((first && second) || std::chrono::steady_clock::now() > deadline) break;
+    done_work += work_chunk(chunks++);
+  }
+  CHECK(w1->is_completed() && w2->is_completed(),
+        "the collectives did not finish within 60 s while the caller computed: no progress without wait()");
+  CHECK(in_order, "the later collective finished before the earlier one");
+  CHECK(done_work == expected_work(chunks), "the caller's work went wrong: ", done_work);
+  if (me != W - 1) CHECK(chunks >= 1, "no work done while the collectives were in flight (a peer joined 200 ms late)");
+  const auto t0 = std::chrono::steady_clock::now();
   w2->wait();
-  CHECK(w1->is_completed(), "the earlier collective finished first");
   w1->wait();
-  CHECK(busy > 0, "");
+  const double wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(wait_ms < 1000, "wait() on finished collectives took ", wait_ms, " ms");
+  if (me == 0)
+    std::printf("async: %llu chunks of work while 2 collectives were in flight\n", (unsigned long long)chunks);
   auto bv = values(big);
   CHECK(bv.front() == W * (W + 1) / 2.0 && bv.back() == W * (W + 1) / 2.0, "big sum ", bv.front());
   expect_equal(values(small), {10.0 * W, 10.0 * W, 10.0 * W}, "small max");
@@ -259,7 +300,11 @@ void algorithms(dist::ProcessGroup& pg) {
                              dtype_name(dt) + " n=" + std::to_string(n);
           auto got = values(t), want = values(ref);
           // Tolerance: one rounding of the dtype per rank added, relative to the magnitudes.
-          const double eps = dt == DType::F16 ? 1e-3 : dt == DType::BF16 ? 8e-3 : dt == DType::F32 ? 1.2e-7 : dt == DType::F64 ? 2.3e-16 : 0;
+          const double eps = dt == DType::F16    ? 1e-3
+                             : dt == DType::BF16 ? 8e-3
+                             : dt == DType::F32  ? 1.2e-7
+                             : dt == DType::F64  ? 2.3e-16
+                                                 : 0;
           for (size_t i = 0; i < got.size(); ++i) {
             double tol = eps * W * 4 * (std::abs(want[i]) + 1);
             if (std::abs(got[i] - want[i]) > tol) {

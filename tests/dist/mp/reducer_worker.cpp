@@ -8,6 +8,9 @@
 //   buckets      >= 5 buckets within the caps, reverse order; all-reduces start before the
 //                backward ends, in last_step_events() and in the BRISK_TRACE file
 //   unused       the unused-parameter error; find_unused_parameters; f16/bf16 gradients
+//   world        the world-of-one unit tests (tests/dist/test_reducer.cpp) in a real world,
+//                where averaging is not an identity: rank r's gradient of parameter k is
+//                (k + 1)(r + 1), so every rank must end with (k + 1)(W + 1) / 2
 #include <brisk/brisk.h>
 #include <brisk/kernels/elementwise.h>
 
@@ -26,13 +29,13 @@ namespace {
 int g_failures = 0;
 int g_rank = 0;
 
-#define CHECK(cond, ...)                                                                                 \
-  do {                                                                                                   \
-    if (!(cond)) {                                                                                       \
-      ++g_failures;                                                                                      \
+#define CHECK(cond, ...)                                                                                  \
+  do {                                                                                                    \
+    if (!(cond)) {                                                                                        \
+      ++g_failures;                                                                                       \
       std::fprintf(stderr, "[rank %d] CHECK failed at %s:%d: %s %s\n", g_rank, __FILE__, __LINE__, #cond, \
-                   ::brisk::detail::str_cat(__VA_ARGS__).c_str());                                       \
-    }                                                                                                    \
+                   ::brisk::detail::str_cat(__VA_ARGS__).c_str());                                        \
+    }                                                                                                     \
   } while (0)
 
 // Two Linear layers with tanh between: the model of the equivalence tests.
@@ -126,7 +129,8 @@ void equivalence(dist::ProcessGroup& pg) {
   train_and_compare<optim::SGD>(pg, "SGD", optim::SGDOptions{.lr = 0.1}, 1e-6,
                                 {.bucket_cap_mb = 0.0004, .first_bucket_mb = 0.0001});
   train_and_compare<optim::SGD>(pg, "SGD momentum", optim::SGDOptions{.lr = 0.05, .momentum = 0.9}, 1e-6, {});
-  train_and_compare<optim::Adam>(pg, "Adam", optim::AdamOptions{.lr = 0.01}, 1e-5, {.bucket_cap_mb = 0, .first_bucket_mb = 0});
+  train_and_compare<optim::Adam>(pg, "Adam", optim::AdamOptions{.lr = 0.01}, 1e-5,
+                                 {.bucket_cap_mb = 0, .first_bucket_mb = 0});
 }
 
 void no_sync(dist::ProcessGroup& pg) {
@@ -301,8 +305,7 @@ void unused(dist::ProcessGroup& pg) {
     } catch (const Error& e) {
       msg = e.what();
     }
-    CHECK(msg.find("Reducer: parameters [f3.weight, f3.bias, f4.weight, f4.bias] got no gradient") !=
-              std::string::npos,
+    CHECK(msg.find("Reducer: parameters [f3.weight, f3.bias, f4.weight, f4.bias] got no gradient") != std::string::npos,
           "message: ", msg);
     CHECK(msg.find("find_unused_parameters") != std::string::npos, msg);
   }
@@ -339,11 +342,143 @@ void unused(dist::ProcessGroup& pg) {
   if (pg.rank() == 0) std::printf("unused + f16/bf16: %d ranks OK\n", W);
 }
 
+// --- the unit tests' cases in a world of W ----------------------------------------------------
+
+Tensor leaf_param(const Shape& s) {
+  Tensor t = zeros(s);
+  t.requires_grad_();
+  return t;
+}
+
+// Loss = sum_k (k + 1)(r + 1) sum(p_k): on rank r the gradient of p_k is (k + 1)(r + 1).
+Tensor rank_weighted_sum(const std::vector<Tensor>& ps, int rank) {
+  Tensor loss;
+  for (size_t k = 0; k < ps.size(); ++k) {
+    Tensor term = mul(ps[k].sum(), full({}, static_cast<double>((k + 1) * static_cast<size_t>(rank + 1))));
+    loss = loss.defined() ? add(loss, term) : term;
+  }
+  return loss;
+}
+
+std::vector<std::pair<std::string, Tensor>> named_params(const std::vector<Tensor>& ps) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t k = 0; k < ps.size(); ++k) out.emplace_back(std::string("p").append(std::to_string(k)), ps[k]);
+  return out;
+}
+
+void expect_grad_value(const Tensor& p, double want, const std::string& what) {
+  CHECK(p.grad().defined(), what, ": no gradient");
+  if (!p.grad().defined()) return;
+  for (double g : p.grad().to_vector<double>()) {
+    if (g != want) {
+      CHECK(g == want, what, ": gradient ", g, ", expected ", want);
+      return;
+    }
+  }
+}
+
+void world(dist::ProcessGroup& pg) {
+  const int W = pg.size(), r = pg.rank();
+  const double avg = (W + 1) / 2.0;  // mean of (r + 1) over the ranks
+  {
+    // Averaged gradients at the end of backward, one event per bucket, in bucket order.
+    std::vector<Tensor> ps = {leaf_param({3}), leaf_param({2, 2}), leaf_param({5}), leaf_param({1})};
+    dist::Reducer red(named_params(ps), pg, {.bucket_cap_mb = 0, .first_bucket_mb = 0});
+    rank_weighted_sum(ps, r).backward();
+    for (size_t k = 0; k < ps.size(); ++k)
+      expect_grad_value(ps[k], static_cast<double>(k + 1) * avg, std::string("averaged p").append(std::to_string(k)));
+    const auto& ev = red.last_step_events();
+    CHECK(ev.size() == 4, ev.size(), " events");
+    for (size_t k = 0; k < ev.size(); ++k) {
+      CHECK(ev[k].bucket == k, "event ", k, " is bucket ", ev[k].bucket);
+      CHECK(ev[k].start_us <= ev[k].end_us, "event times");
+      CHECK(ev[k].start_us <= red.last_backward_end_us(), "bucket ", k, " launched after the backward ended");
+    }
+    red.finalize();  // idempotent
+    expect_grad_value(ps[3], 4 * avg, "after a second finalize");
+  }
+  {
+    // Hooks fire for p0 first; buckets still go out in bucket order on every rank (or the
+    // ranks would pair different buckets and average the wrong numbers).
+    std::vector<Tensor> ps = {leaf_param({2}), leaf_param({3}), leaf_param({4})};
+    dist::Reducer red(named_params(ps), pg, {.bucket_cap_mb = 0, .first_bucket_mb = 0});
+    const Tensor c = full({}, static_cast<double>(r + 1));
+    Tensor h = mul(ps[2].sum(), mul(c, full({}, 3.0)));
+    h = add(h, mul(ps[1].sum(), mul(c, full({}, 2.0))));
+    h = add(h, mul(ps[0].sum(), c));
+    h.backward();
+    for (size_t k = 0; k < 3; ++k)
+      expect_grad_value(ps[k], static_cast<double>(k + 1) * avg, std::string("hook order p").append(std::to_string(k)));
+    const auto& ev = red.last_step_events();
+    CHECK(ev.size() == 3, ev.size(), " events");
+    for (size_t k = 0; k < ev.size(); ++k) CHECK(ev[k].bucket == k, "bucket order");
+  }
+  {
+    // no_sync: the local gradient stays local (and differs across ranks); the next synced
+    // pass averages the accumulated sum.
+    std::vector<Tensor> ps = {leaf_param({3}), leaf_param({2})};
+    dist::Reducer red(named_params(ps), pg);
+    red.set_sync(false);
+    rank_weighted_sum(ps, r).backward();
+    CHECK(red.last_step_events().empty(), "communicated under no_sync");
+    expect_grad_value(ps[1], 2.0 * (r + 1), "no_sync local gradient");
+    CHECK(W == 1 || !same_on_all_ranks(pg, ps[1].grad().to_vector<float>()), "no_sync gradients agree across ranks");
+    red.set_sync(true);
+    rank_weighted_sum(ps, r).backward();
+    CHECK(red.last_step_events().size() == 1, red.last_step_events().size(), " events");
+    expect_grad_value(ps[0], 2 * avg, "synced after no_sync p0");
+    expect_grad_value(ps[1], 4 * avg, "synced after no_sync p1");
+  }
+  {
+    // Two synced passes before a step: each reduces once, the sum of both is averaged.
+    std::vector<Tensor> ps = {leaf_param({3}), leaf_param({2})};
+    dist::Reducer red(named_params(ps), pg, {.bucket_cap_mb = 0, .first_bucket_mb = 0});
+    rank_weighted_sum(ps, r).backward();
+    rank_weighted_sum(ps, r).backward();
+    CHECK(red.last_step_events().size() == 2, red.last_step_events().size(), " events in the second pass");
+    expect_grad_value(ps[0], 2 * avg, "two passes p0");
+    expect_grad_value(ps[1], 4 * avg, "two passes p1");
+  }
+  {
+    // A pass that throws half-way (on every rank) leaves the next one intact: same pairing of
+    // collectives, averaged gradients.
+    Tensor a = leaf_param({2}), b = leaf_param({2});
+    dist::Reducer red({{"a", a}, {"b", b}}, pg, {.bucket_cap_mb = 0, .first_bucket_mb = 0});
+    bool fail = true;
+    a.register_hook([&](const Tensor&) {
+      if (fail) BRISK_THROW("boom");
+    });
+    std::string msg;
+    try {
+      rank_weighted_sum({a, b}, r).backward();
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("boom") != std::string::npos, "the hook's error was lost: '", msg, "'");
+    fail = false;
+    a.set_grad(Tensor());
+    b.set_grad(Tensor());
+    rank_weighted_sum({a, b}, r).backward();
+    expect_grad_value(a, avg, "after a failed pass, a");
+    expect_grad_value(b, 2 * avg, "after a failed pass, b");
+    CHECK(red.last_step_events().size() == 2, red.last_step_events().size(), " events after a failed pass");
+    CHECK(same_on_all_ranks(pg, a.grad().to_vector<float>()), "ranks disagree after a failed pass");
+  }
+  {
+    // A destroyed Reducer leaves backward alone: gradients stay local.
+    Tensor a = leaf_param({2});
+    { dist::Reducer red({{"a", a}}, pg); }
+    a.sum().backward();
+    expect_grad_value(a, 1.0, "after the reducer was destroyed");
+  }
+  if (r == 0) std::printf("world: %d ranks, averaged gradients in every unit-test case OK\n", W);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: reducer_worker equivalence|no_sync|buckets|unused [--token=...]\n");
+    std::fprintf(stderr, "usage: reducer_worker equivalence|no_sync|buckets|unused|world\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -358,6 +493,8 @@ int main(int argc, char** argv) {
       buckets(pg);
     } else if (scenario == "unused") {
       unused(pg);
+    } else if (scenario == "world") {
+      world(pg);
     } else {
       std::fprintf(stderr, "reducer_worker: unknown scenario %s\n", scenario.c_str());
       return 2;

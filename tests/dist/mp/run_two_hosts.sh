@@ -5,9 +5,9 @@
 # `ip netns exec` (in place of ssh), with a --hostfile naming both addresses: OpenMPI's
 # ordinary multi-host launch, over TCP on the veth pair only. Exits 77 (skipped) where
 # namespaces cannot be made (not root, no ip(8), no CAP_NET_ADMIN).
-#   run_two_hosts.sh WORKER
+#   run_two_hosts.sh WORKER...   (a command prefix: e.g. brisk_test_job --rank -- dist_worker)
 set -u
-worker=$1
+worker=("$@")
 skip() { echo "SKIPPED: $*"; exit 77; }
 [[ $(id -u) -eq 0 ]] || skip "making network namespaces needs root"
 command -v ip >/dev/null || skip "ip(8) not found (install iproute2)"
@@ -53,10 +53,11 @@ printf '10.231.0.1 slots=1\n10.231.0.2 slots=1\n' >"$tmp/hosts"
 opts=(--hostfile "$tmp/hosts" -n 2 --allow-run-as-root --mca plm_rsh_agent "$tmp/agent"
       --mca btl tcp,self --mca btl_tcp_if_include 10.231.0.0/24 --mca oob_tcp_if_include 10.231.0.0/24
       -x OMP_NUM_THREADS=1)
+[[ -n ${BRISK_TEST_JOB_DIR:-} ]] && opts+=(-x BRISK_TEST_JOB_DIR)
 [[ -n ${LD_LIBRARY_PATH:-} ]] && opts+=(-x LD_LIBRARY_PATH)
 start=$(date +%s%N)
 out=$(OMP_NUM_THREADS=1 timeout -k 5 90 ip netns exec "$ns_a" unshare -u bash -c \
-  'hostname brisk-host-a; exec "$@"' _ "$mpirun" "${opts[@]}" "$worker" facts 2>&1)
+  'hostname brisk-host-a; exec "$@"' _ "$mpirun" "${opts[@]}" "${worker[@]}" facts 2>&1)
 rc=$?
 echo "$out"
 echo "---- two hosts: exit status $rc after $(( ($(date +%s%N) - start) / 1000000 )) ms"

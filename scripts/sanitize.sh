@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The unit and multi-process tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang 14,
+# CPU only). They share one build folder with the libFuzzer targets (scripts/fuzz.sh): the
+# libraries are compiled once, instrumented for both, so CI compiles brisk with clang only once.
+# Any sanitizer report fails the test that caused it (UBSan does not recover; LeakSanitizer runs
+# at every exit, with OpenMPI's own allocations suppressed: tests/sanitizers/lsan.supp).
+#
+# Usage: scripts/sanitize.sh [extra ctest arguments]     build, then run the tests
+# Env: BRISK_FUZZ_BUILD_DIR (default build-fuzz), BRISK_JOBS.
+# The tests run: labels unit and multiprocess, minus slow ones (the install check, the CUDA
+# recording tests, benchmarks and examples are not built here).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+build_dir=${BRISK_FUZZ_BUILD_DIR:-build-fuzz}
+
+bash scripts/fuzz.sh configure
+# Everything that build has: libraries, tests and their helper programs, fuzz targets.
+cmake --build "$build_dir" -j "${BRISK_JOBS:-$(nproc)}"
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:strict_init_order=1:check_initialization_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0}
+# mpirun forwards these to every rank (they are in its environment).
+ctest --test-dir "$build_dir" --output-on-failure -j "${BRISK_JOBS:-$(nproc)}" --timeout 900 \
+  -L 'unit|multiprocess' -LE 'slow|example|cuda' "$@"
