@@ -27,7 +27,9 @@ namespace {
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kState = "state.json";
 constexpr const char* kFormat = "brisk-checkpoint";
-constexpr int kVersion = 1;
+// Version 2: per-rank state (random state, data loader positions, unsynchronised gradients) in
+// per-rank files. Version 1 kept the gradients of the main process only.
+constexpr int kVersion = 2;
 
 // Test hook: BRISK_TEST_CHECKPOINT_KILL_AFTER_FILES=k makes this process SIGKILL itself after
 // writing k checkpoint files, as a crash half-way through a save would.
@@ -122,13 +124,16 @@ std::vector<std::pair<int64_t, fs::path>> numbered_checkpoints(const fs::path& r
 std::string model_file(size_t i) {
   return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors";
 }
-std::string gradients_file(size_t i) {
-  return i == 0 ? "gradients.safetensors" : "gradients_" + std::to_string(i) + ".safetensors";
+std::string gradients_file(size_t i, int rank) {
+  return (i == 0 ? std::string("gradients") : "gradients_" + std::to_string(i)) + "_rank" + std::to_string(rank) +
+         ".safetensors";
 }
 std::string optimizer_file(size_t i) {
   return i == 0 ? "optimizer.safetensors" : "optimizer_" + std::to_string(i) + ".safetensors";
 }
-std::string rng_file(int rank) { return "random_states_" + std::to_string(rank) + ".json"; }
+std::string rank_file(int rank) {
+  return "rank_" + std::to_string(rank) + ".json";
+}
 
 }  // namespace
 
@@ -208,7 +213,9 @@ void Accelerator::register_for_checkpointing(const std::string& name, std::funct
   custom_.push_back({name, std::move(save), std::move(load)});
 }
 
-std::string Accelerator::checkpoint_root() const { return (fs::path(s_.project_dir) / "checkpoints").string(); }
+std::string Accelerator::checkpoint_root() const {
+  return (fs::path(s_.project_dir) / "checkpoints").string();
+}
 
 std::string Accelerator::save_state(const std::string& dir) {
   auto span = dist::trace_span("save_state", "checkpoint");
@@ -242,7 +249,10 @@ std::string Accelerator::save_state(const std::string& dir) {
   }
   wait_for_everyone();
 
-  // Every rank: its own random state.
+  // Every rank: what differs between ranks, in files of its own. Its random state; its data
+  // loaders' epoch and position; and, saved in the middle of a gradient accumulation, the
+  // gradients its micro-steps accumulated so far (not synchronised yet, so different on every
+  // rank: without them the resumed run would step with part of its gradient).
   {
     const Generator::State g = default_generator().state();
     json::Value r = json::Value::object();
@@ -251,7 +261,29 @@ std::string Accelerator::save_state(const std::string& dir) {
     gen.set("seed", static_cast<uint64_t>(g.seed));
     gen.set("offset", static_cast<uint64_t>(g.offset));
     r.set("default_generator", gen);
-    write_synced(tmp / rng_file(rank_), r.dump(2) + "\n");
+    json::Value loaders = json::Value::array();
+    for (auto& l : loaders_) {
+      json::Value o = json::Value::object();
+      o.set("epoch", static_cast<uint64_t>(l->loader->epoch()));
+      o.set("position", l->loader->position());
+      o.set("iterable", l->iterable);
+      loaders.push_back(o);
+    }
+    r.set("data_loaders", loaders);
+    json::Value grad_files = json::Value::array();
+    for (size_t i = 0; i < models_.size(); ++i) {
+      nn::NamedTensors grads;
+      for (auto& [name, p] : models_[i]->model->named_parameters())
+        if (p.grad().defined()) grads.emplace_back(name, p.grad());
+      if (grads.empty()) {
+        grad_files.push_back(json::Value());
+        continue;
+      }
+      write_synced(tmp / gradients_file(i, rank_), data::safetensors_bytes(grads));
+      grad_files.push_back(gradients_file(i, rank_));
+    }
+    r.set("gradients", grad_files);
+    write_synced(tmp / rank_file(rank_), r.dump(2) + "\n");
   }
   if (is_main_process()) {
     json::Value st = json::Value::object();
@@ -273,15 +305,6 @@ std::string Accelerator::save_state(const std::string& dir) {
       write_synced(tmp / model_file(i), data::safetensors_bytes(sd, {{"format", "pt"}}));
       json::Value m = json::Value::object();
       m.set("file", model_file(i));
-      // Gradients accumulated by micro-steps that did not sync yet (saved in the middle of an
-      // accumulation): without them the resumed run would step with part of its gradient.
-      nn::NamedTensors grads;
-      for (auto& [name, p] : models_[i]->model->named_parameters())
-        if (p.grad().defined()) grads.emplace_back(name, p.grad());
-      if (!grads.empty()) {
-        write_synced(tmp / gradients_file(i), data::safetensors_bytes(grads));
-        m.set("gradients", gradients_file(i));
-      }
       models.push_back(m);
     }
     st.set("models", models);
@@ -304,15 +327,6 @@ std::string Accelerator::save_state(const std::string& dir) {
     }
     st.set("schedulers", scheds);
     st.set("scaler", scaler_ ? scalars_json(scaler_->state_dict().scalars) : json::Value());
-    json::Value loaders = json::Value::array();
-    for (auto& l : loaders_) {
-      json::Value o = json::Value::object();
-      o.set("epoch", static_cast<uint64_t>(l->loader->epoch()));
-      o.set("position", l->loader->position());
-      o.set("iterable", l->iterable);
-      loaders.push_back(o);
-    }
-    st.set("data_loaders", loaders);
     json::Value custom = json::Value::object();
     for (const CustomState& c : custom_) custom.set(c.name, c.save());
     st.set("custom", custom);
@@ -391,10 +405,14 @@ std::string Accelerator::load_state(const std::string& dir) {
   const json::Value st = json::parse(read_file(path / kState));
   BRISK_CHECK(st.at("format").as_string() == kFormat, "Accelerator::load_state: '", path.string(),
               "' is not a brisk checkpoint");
+  BRISK_CHECK(st.at("version").as_int() == kVersion, "Accelerator::load_state: '", path.string(),
+              "' has checkpoint format version ", st.at("version").as_int(), "; this brisk reads version ", kVersion,
+              " (version 1 kept only the main process's gradients: resume it with the brisk that wrote it)");
+  const json::Value rs = json::parse(read_file(path / rank_file(rank_)));
   const json::Value& models = st.at("models");
   const json::Value& opts = st.at("optimizers");
   const json::Value& scheds = st.at("schedulers");
-  const json::Value& loaders = st.at("data_loaders");
+  const json::Value& loaders = rs.at("data_loaders");
   auto check_count = [&](size_t saved, size_t prepared, const char* what) {
     BRISK_CHECK(saved == prepared, "Accelerator::load_state: the checkpoint has ", saved, " ", what, " but ", prepared,
                 " were prepared (prepare the same objects, in the same order, before load_state)");
@@ -411,8 +429,8 @@ std::string Accelerator::load_state(const std::string& dir) {
     data::SafetensorsFile f = data::load_safetensors((path / models[i].at("file").as_string()).string());
     models_[i]->model->load_state_dict(f.tensors, true);
     std::map<std::string, Tensor> grads;
-    if (const json::Value* g = models[i].find("gradients"))
-      for (auto& [name, t] : data::load_safetensors((path / g->as_string()).string()).tensors) grads[name] = t;
+    if (const json::Value& g = rs.at("gradients").at(i); !g.is_null())
+      for (auto& [name, t] : data::load_safetensors((path / g.as_string()).string()).tensors) grads[name] = t;
     for (auto& [name, p] : models_[i]->model->named_parameters()) {
       auto it = grads.find(name);
       if (it == grads.end()) {
@@ -445,8 +463,7 @@ std::string Accelerator::load_state(const std::string& dir) {
     scaler_->load_state_dict(sd);
   }
   {
-    const json::Value r = json::parse(read_file(path / rng_file(rank_)));
-    const json::Value& g = r.at("default_generator");
+    const json::Value& g = rs.at("default_generator");
     default_generator().set_state({g.at("seed").as_uint(), g.at("offset").as_uint()});
   }
   // Each loader continues with the batch the saved run would have taken next.

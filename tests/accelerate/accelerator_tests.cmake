@@ -22,6 +22,12 @@ add_test(NAME accelerate.resume.np1
     ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_np1)
 set_tests_properties(accelerate.resume.np1 PROPERTIES LABELS "unit" TIMEOUT 300
   ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION "RESUME-OK")
+# The same with the save inside a gradient accumulation window (micro-step 101 of 2-step windows).
+add_test(NAME accelerate.resume.window.np1
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh 1 ${_acc_worker} ${_acc_run_mpi}
+    ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_window_np1 101)
+set_tests_properties(accelerate.resume.window.np1 PROPERTIES LABELS "unit" TIMEOUT 300
+  ENVIRONMENT "OMP_NUM_THREADS=1" PASS_REGULAR_EXPRESSION "RESUME-OK")
 
 if(BRISK_HAVE_MPI)
   foreach(np 2 4)
@@ -38,4 +44,13 @@ if(BRISK_HAVE_MPI)
       ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_np2)
   set_tests_properties(accelerate.mp.resume.np2 PROPERTIES LABELS "multiprocess" RESOURCE_LOCK cpu_cores
     TIMEOUT 600 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}" PASS_REGULAR_EXPRESSION "RESUME-OK")
+  # Saved inside a gradient accumulation window: every rank's own unsynchronised gradients (and
+  # the rest of its per-rank state) must come back on that rank.
+  foreach(np 2 4)
+    add_test(NAME accelerate.mp.resume.window.np${np}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh ${np} ${_acc_worker} ${_acc_run_mpi}
+        ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_window_np${np} 101)
+    set_tests_properties(accelerate.mp.resume.window.np${np} PROPERTIES LABELS "multiprocess"
+      RESOURCE_LOCK cpu_cores TIMEOUT 600 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}" PASS_REGULAR_EXPRESSION "RESUME-OK")
+  endforeach()
 endif()
