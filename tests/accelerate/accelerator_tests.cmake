@@ -8,6 +8,12 @@ if(TARGET brisk_dist_mpi)
   add_dependencies(accelerator_worker brisk_dist_mpi)
 endif()
 
+# The checkpoint fault tests (test_checkpoint_faults.cpp) run the worker as the process they kill.
+if(TARGET test_accelerate)
+  add_dependencies(test_accelerate accelerator_worker)
+  target_compile_definitions(test_accelerate PRIVATE BRISK_ACCELERATOR_WORKER="$<TARGET_FILE:accelerator_worker>")
+endif()
+
 set(_acc_run_mpi ${CMAKE_CURRENT_SOURCE_DIR}/dist/mp/run_mpi.sh)
 set(_acc_worker $<TARGET_FILE:accelerator_worker>)
 
