@@ -45,6 +45,20 @@ compare() {  # $1: the resumed run's second loss file tag
 compare part2
 echo "resumed run identical bit for bit ($np process(es))"
 
+if [[ $np -gt 1 ]]; then
+  # Damage that only the last rank sees (a byte of its own rank file): the job must fail, that
+  # rank naming the file, and not hang (the other ranks are told through an all-reduce; mpirun
+  # may kill them before they print it).
+  last=$((np - 1))
+  cp -r "$work/split/checkpoints/checkpoint_0" "$work/damaged"
+  printf 'X' | dd of="$work/damaged/rank_$last.json" bs=1 seek=3 conv=notrunc 2>/dev/null
+  bash "$run_mpi" --np "$np" --expect fail --max-seconds 60 \
+    --grep "FAIL rank $last: .*rank_$last.json's SHA-256 does not match" \
+    -- "$worker" train --steps 200 --load "$work/damaged" --out "$work/damaged_run" --tag damaged ||
+    fail "a checkpoint damaged for one rank only"
+  echo "damage seen by one rank only fails every rank"
+fi
+
 if [[ $np == 1 ]]; then
   rm -f "$work"/split/final_rank*.txt
   # Resume at SAVE_AT, save again 50 steps later, but die after writing 2 files of that save.

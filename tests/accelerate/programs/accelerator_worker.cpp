@@ -306,7 +306,7 @@ std::string tensor_sha(const nn::NamedTensors& tensors) {
 // saving (and resuming) with save_state / load_state. Writes each step's loss in hex to
 // losses_rank<r>_<tag>.txt and, when it reaches --steps, the final state to final_rank<r>.txt.
 int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const std::string& out, const std::string& tag,
-          int64_t gas) {
+          int64_t gas, const std::string& load) {
   Accelerator acc({.gradient_accumulation_steps = gas,
                    .seed = 7,
                    .project_dir = out,
@@ -320,8 +320,8 @@ int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const st
   int64_t done = 0;
   acc.register_for_checkpointing(
       "done", [&] { return data::json::Value(done); }, [&](const data::json::Value& v) { done = v.as_int(); });
-  if (resume) {
-    std::string path = acc.load_state();
+  if (resume || !load.empty()) {
+    std::string path = acc.load_state(load);
     acc.print("loaded ", path, " at step ", done);
   }
   std::ofstream losses(out + "/losses_rank" + std::to_string(acc.process_index()) + "_" + tag + ".txt",
@@ -398,7 +398,7 @@ int save_loop(const std::string& out, int64_t saves, bool fixed) {
 
 int main(int argc, char** argv) {
   cli::Parser p("accelerator_worker", "One rank of an Accelerator test scenario.");
-  std::string token, out = "out/accelerator_worker", tag = "run";
+  std::string token, out = "out/accelerator_worker", tag = "run", load;
   int64_t steps = 200, save_at = 0, stop_at = 0, gas = 2, saves = 0;
   bool resume = false, fixed = false;
   p.add("token", "ignored (lets the test runner find leftover processes)", &token);
@@ -406,6 +406,7 @@ int main(int argc, char** argv) {
   p.add("save_at", "train: save_state after this micro-step (0: never)", &save_at);
   p.add("stop_at", "train: exit after this micro-step (0: run to --steps)", &stop_at);
   p.add("resume", "train: load_state() the newest checkpoint first", &resume);
+  p.add("load", "train: load_state(this folder) first", &load);
   p.add("out", "train: project folder", &out);
   p.add("tag", "train: names this run's loss file", &tag);
   p.add("gas", "train: gradient_accumulation_steps", &gas);
@@ -432,7 +433,7 @@ int main(int argc, char** argv) {
       collectives();
     else if (scenario == "train") {
       std::filesystem::create_directories(out);
-      int rc = train(steps, save_at, stop_at, resume, out, tag, gas);
+      int rc = train(steps, save_at, stop_at, resume, out, tag, gas, load);
       if (rc != 0) return rc;
     } else if (scenario == "save_loop") {
       std::filesystem::create_directories(out);
