@@ -45,8 +45,9 @@ constexpr const char* kManifestFormat = "brisk-checkpoint-manifest";
 // unsynchronised gradients) is in per-rank files; version 1 kept the main process's gradients only.
 constexpr int kVersion = 2;
 constexpr int kManifestVersion = 1;
-// The JSON files of a checkpoint are small: anything bigger is refused before it is read.
-constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
+// The JSON files of a checkpoint are small (kilobytes; a manifest ~150 bytes per file): anything
+// bigger than 16 MiB is refused before it is read (a parsed JSON value takes many times its text).
+constexpr int64_t kMaxJsonBytes = int64_t{16} << 20;
 // The largest file size a manifest may list (1 PiB).
 constexpr int64_t kMaxFileBytes = int64_t{1} << 50;
 // Step counts, epochs, positions: integers that a double holds exactly.
