@@ -372,3 +372,36 @@ TEST(CheckpointFaults, FlippedOrTruncatedBytesAreAlwaysRefused) {
   EXPECT_EQ(flat_params(t.net), before);
   EXPECT_EQ(t.acc.load_state(dir.string()), dir.string());  // the undamaged checkpoint still loads
 }
+
+// The state-dict loaders themselves (for state dicts from anywhere, not only checkpoints): counts
+// are checked before the cast that would be undefined behaviour.
+TEST(CheckpointNumbers, StateDictLoadersCheckTheirCounts) {
+  TinyNet net;
+  optim::Adam opt(net.parameters(), {.lr = 0.01});
+  optim::StepLR sched(opt, 3, 0.5);
+  auto expect_refused = [](const std::function<void()>& load, const std::string& key) {
+    std::string e;
+    try {
+      load();
+    } catch (const Error& err) {
+      e = err.what();
+    }
+    EXPECT_HAS(e, "'" + key + "' must be");
+  };
+  for (double bad : {-1.0, 1e300, 0.5, std::nan("")}) {
+    for (const std::string key : {"steps_taken", "state.0.step", "param_groups.0.num_params"}) {
+      optim::StateDict sd = opt.state_dict();
+      sd.scalars[key] = bad;
+      expect_refused([&] { opt.load_state_dict(sd); }, key);
+    }
+    optim::StateDict ss = sched.state_dict();
+    ss.scalars["last_step"] = bad;
+    expect_refused([&] { sched.load_state_dict(ss); }, "last_step");
+    amp::GradScaler scaler;
+    for (const std::string key : {"growth_interval", "growth_tracker"}) {
+      optim::StateDict gs = scaler.state_dict();
+      gs.scalars[key] = bad;
+      expect_refused([&] { scaler.load_state_dict(gs); }, key);
+    }
+  }
+}
