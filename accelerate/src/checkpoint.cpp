@@ -285,7 +285,7 @@ class CheckpointFolder {
   void verify(const std::string& name) const {
     const Entry& e = entry(name);
     accelerate::detail::Sha256 h;
-    std::vector<char> buf(size_t{1} << 20);
+    std::vector<char> buf(static_cast<size_t>(std::clamp<int64_t>(e.size, 1, int64_t{1} << 20)));
     read_listed(
         name, e, [] {},
         [&](int fd, size_t want) {
