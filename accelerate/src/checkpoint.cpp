@@ -194,8 +194,8 @@ class CheckpointFolder {
   };
 
   CheckpointFolder(const fs::path& dir, std::string prefix) : dir_(dir), prefix_(std::move(prefix)) {
-    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd_ < 0) fail("cannot open the folder: ", std::strerror(errno));
+    fd_.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_.fd < 0) fail("cannot open the folder: ", std::strerror(errno));
     const std::string raw = read_unlisted(kManifest);
     json::Value m;
     try {
@@ -243,9 +243,7 @@ class CheckpointFolder {
         fail(at, " lists ", quoted(name), " a second time");
     }
   }
-  ~CheckpointFolder() {
-    if (fd_ >= 0) ::close(fd_);
-  }
+  ~CheckpointFolder() = default;
   CheckpointFolder(const CheckpointFolder&) = delete;
   CheckpointFolder& operator=(const CheckpointFolder&) = delete;
 
@@ -314,7 +312,7 @@ class CheckpointFolder {
   // Opens `name` in the folder: a regular file, not a symbolic link, FIFO, device or folder.
   int open_regular(const std::string& name, struct stat* st) const {
     struct stat ls {};
-    if (::fstatat(fd_, name.c_str(), &ls, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (::fstatat(fd_.fd, name.c_str(), &ls, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) fail(name, " is missing");
       fail("cannot stat ", name, ": ", std::strerror(errno));
     }
@@ -328,7 +326,7 @@ class CheckpointFolder {
            ")");
     // O_NOFOLLOW and O_NONBLOCK: a file swapped for a link or a pipe in between is not followed
     // and does not block; fstat then checks what was really opened.
-    const int fd = ::openat(fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    const int fd = ::openat(fd_.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) fail("cannot open ", name, ": ", std::strerror(errno));
     if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
       ::close(fd);
@@ -374,7 +372,7 @@ class CheckpointFolder {
   // The manifest itself (not listed in itself): a regular file of at most kMaxJsonBytes.
   std::string read_unlisted(const std::string& name) const {
     struct stat ls {};
-    if (::fstatat(fd_, name.c_str(), &ls, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
+    if (::fstatat(fd_.fd, name.c_str(), &ls, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
       fail("no ", name, " (an unfinished save?)");
     struct stat st {};
     const int fd = open_regular(name, &st);
@@ -399,7 +397,14 @@ class CheckpointFolder {
 
   fs::path dir_;
   std::string prefix_;
-  int fd_ = -1;
+  // The folder, closed also when the constructor throws (a member's destructor runs then; the
+  // class's own does not).
+  struct Fd {
+    int fd = -1;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } fd_;
   std::map<std::string, Entry> files_;
 };
 

@@ -405,3 +405,29 @@ TEST(CheckpointNumbers, StateDictLoadersCheckTheirCounts) {
     }
   }
 }
+
+// Found by fuzz_checkpoint: a refused manifest leaked the folder's file descriptor (the reader's
+// constructor threw after opening it), until "Too many open files". Refusals must not leak.
+TEST(CheckpointTrust, RefusedCheckpointsLeakNoFileDescriptors) {
+  auto open_fds = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  const fs::path dir = copy_checkpoint(pristine(), "fd_leak");
+  spit(dir / "manifest.json", slurp(dir / "manifest.json") + " ");  // not in save_state's form
+  const fs::path pipe_dir = copy_checkpoint(pristine(), "fd_leak_pipe");
+  fs::remove(pipe_dir / "model.safetensors");
+  ASSERT_EQ(::mkfifo((pipe_dir / "model.safetensors").c_str(), 0644), 0);
+  CkptTrainer t;
+  const size_t before = open_fds();
+  for (int i = 0; i < 50; ++i)
+    for (const fs::path& d : {dir, pipe_dir, copy_checkpoint(pristine(), "fd_leak_ok")}) {
+      (void)accelerate::is_complete_checkpoint(d.string());
+      try {
+        t.acc.load_state(d.string());
+      } catch (const Error&) {
+      }
+    }
+  EXPECT_EQ(open_fds(), before);
+}
