@@ -1,14 +1,26 @@
 // Checkpoints (docs/checkpoints.md): save_state / load_state with a checksummed manifest written
-// last, atomic publication by renaming a finished temporary folder, automatic naming and
-// total_limit; save_model (sharded safetensors + Hugging Face index) and save.
+// last, atomic publication by swapping in a finished temporary folder, per-rank files for what
+// differs between ranks, automatic naming and total_limit; save_model (sharded safetensors +
+// Hugging Face index) and save. Loading trusts nothing in the folder: only plain regular files
+// that the manifest lists are opened, each read is bounded by its listed size and checked
+// against its SHA-256, and every value read is checked before anything is changed.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <new>
+#include <optional>
+#include <set>
 
 #include "accelerator_impl.h"
 #include "brisk/core/rng.h"
@@ -16,6 +28,7 @@
 #include "brisk/dist/trace.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
+#include "sha256.h"
 
 namespace brisk {
 
@@ -27,7 +40,18 @@ namespace {
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kState = "state.json";
 constexpr const char* kFormat = "brisk-checkpoint";
-constexpr int kVersion = 1;
+constexpr const char* kManifestFormat = "brisk-checkpoint-manifest";
+// state.json's version. 2: what differs between ranks (random state, data loader positions,
+// unsynchronised gradients) is in per-rank files; version 1 kept the main process's gradients only.
+constexpr int kVersion = 2;
+constexpr int kManifestVersion = 1;
+// The JSON files of a checkpoint are small (kilobytes; a manifest ~150 bytes per file): anything
+// bigger than 16 MiB is refused before it is read (a parsed JSON value takes many times its text).
+constexpr int64_t kMaxJsonBytes = int64_t{16} << 20;
+// The largest file size a manifest may list (1 PiB).
+constexpr int64_t kMaxFileBytes = int64_t{1} << 50;
+// Step counts, epochs, positions: integers that a double holds exactly.
+constexpr int64_t kMaxCount = int64_t{1} << 53;
 
 // Test hook: BRISK_TEST_CHECKPOINT_KILL_AFTER_FILES=k makes this process SIGKILL itself after
 // writing k checkpoint files, as a crash half-way through a save would.
@@ -45,22 +69,32 @@ void fsync_path(const fs::path& p, bool directory) {
   ::close(fd);
 }
 
+std::string errno_text(int e) {
+  std::string s = std::strerror(e);
+  if (e == ENOSPC || e == EFBIG || e == EDQUOT) s += " (the disk is full or a file size limit was reached)";
+  return s;
+}
+
 // Writes bytes to path and fsyncs it (the folder it is in is published by a rename later).
 void write_synced(const fs::path& path, const std::string& bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  BRISK_CHECK(fd >= 0, "Accelerator::save_state: cannot create '", path.string(), "'");
+  BRISK_CHECK(fd >= 0, "Accelerator::save_state: cannot create '", path.string(), "': ", errno_text(errno));
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
       ::close(fd);
-      BRISK_THROW("Accelerator::save_state: writing '", path.string(), "' failed");
+      BRISK_THROW("Accelerator::save_state: writing '", path.string(), "' failed after ", done, " of ", bytes.size(),
+                  " bytes: ", errno_text(e));
     }
     done += static_cast<size_t>(n);
   }
   const bool ok = ::fsync(fd) == 0;
+  const int e = errno;
   ::close(fd);
-  BRISK_CHECK(ok, "Accelerator::save_state: fsync of '", path.string(), "' failed");
+  BRISK_CHECK(ok, "Accelerator::save_state: fsync of '", path.string(), "' failed: ", errno_text(e));
   count_file_written();
 }
 
@@ -73,24 +107,10 @@ void write_atomic(const fs::path& path, const std::string& bytes) {
   fsync_path(path.parent_path().empty() ? fs::path(".") : path.parent_path(), true);
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  BRISK_CHECK(in.good(), "Accelerator::load_state: cannot open '", path.string(), "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 json::Value scalars_json(const std::map<std::string, double>& m) {
   json::Value o = json::Value::object();
   for (const auto& [k, v] : m) o.set(k, v);
   return o;
-}
-
-std::map<std::string, double> json_scalars(const json::Value& o) {
-  std::map<std::string, double> m;
-  for (const auto& [k, v] : o.items()) m[k] = v.as_double();
-  return m;
 }
 
 // The manifest's own checksum: SHA-256 of its compact JSON without the checksum field.
@@ -122,48 +142,445 @@ std::vector<std::pair<int64_t, fs::path>> numbered_checkpoints(const fs::path& r
 std::string model_file(size_t i) {
   return i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors";
 }
-std::string gradients_file(size_t i) {
-  return i == 0 ? "gradients.safetensors" : "gradients_" + std::to_string(i) + ".safetensors";
+std::string gradients_file(size_t i, int rank) {
+  return (i == 0 ? std::string("gradients") : "gradients_" + std::to_string(i)) + "_rank" + std::to_string(rank) +
+         ".safetensors";
 }
 std::string optimizer_file(size_t i) {
   return i == 0 ? "optimizer.safetensors" : "optimizer_" + std::to_string(i) + ".safetensors";
 }
-std::string rng_file(int rank) { return "random_states_" + std::to_string(rank) + ".json"; }
+std::string rank_file(int rank) {
+  return "rank_" + std::to_string(rank) + ".json";
+}
+
+bool is_lower_hex64(const std::string& s) {
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// Why `name` is not a plain file name inside the checkpoint folder ("" when it is one): letters,
+// digits, '_', '-' and '.', not starting with '.', so no '/', no "..", no absolute path.
+std::string bad_name(const std::string& name) {
+  if (name.empty()) return "is empty";
+  if (name.size() > 255) return "is longer than 255 bytes";
+  if (name[0] == '/') return "is an absolute path";
+  if (name == ".." || name.rfind("../", 0) == 0 || name.find("/..") != std::string::npos)
+    return "leads out of the folder ('..')";
+  if (name.find('/') != std::string::npos) return "is a path ('/'), not a file name inside the folder";
+  if (name[0] == '.') return "starts with '.'";
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+          c == '.'))
+      return "has a character other than letters, digits, '_', '-' and '.'";
+  return "";
+}
+
+std::string quoted(const std::string& s) {
+  std::string out;
+  json::write_string(out, s);
+  return out;
+}
+
+// A checkpoint folder opened for reading. It trusts nothing but the folder's own path: the
+// manifest must be a plain regular file in the folder, in the exact form save_state writes, with
+// a matching checksum; after that only the files it lists (plain names, regular files, not
+// symbolic links) are opened, each read is bounded by the listed size and its bytes are checked
+// against the listed SHA-256 before they are used. Errors start with `prefix`.
+class CheckpointFolder {
+ public:
+  struct Entry {
+    int64_t size = 0;
+    std::string sha256;
+  };
+
+  CheckpointFolder(const fs::path& dir, std::string prefix) : dir_(dir), prefix_(std::move(prefix)) {
+    fd_.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_.fd < 0) fail("cannot open the folder: ", std::strerror(errno));
+    const std::string raw = read_unlisted(kManifest);
+    json::Value m;
+    try {
+      m = json::parse(raw);
+    } catch (const Error& e) {
+      fail(kManifest, " is not valid JSON: ", e.message());
+    }
+    if (!m.is_object()) fail(kManifest, " is not a JSON object");
+    for (const auto& [k, v] : m.items())
+      if (k != "format" && k != "version" && k != "files" && k != "manifest_sha256")
+        fail(kManifest, " has an unknown key ", quoted(k));
+    const json::Value* format = m.find("format");
+    const json::Value* version = m.find("version");
+    const json::Value* files = m.find("files");
+    const json::Value* sum = m.find("manifest_sha256");
+    if (!format || !version || !files || !sum) fail(kManifest, " lacks format, version, files or manifest_sha256");
+    if (!format->is_string() || format->as_string() != kManifestFormat)
+      fail(kManifest, ": format is not \"", kManifestFormat, "\"");
+    if (!version->is_integer() || version->as_int() != kManifestVersion)
+      fail(kManifest, ": version must be ", kManifestVersion, ", got ", version->dump());
+    if (!sum->is_string() || !is_lower_hex64(sum->as_string()))
+      fail(kManifest, ": manifest_sha256 is not 64 lowercase hexadecimal digits");
+    // Only the exact bytes save_state writes: no whitespace or escapes that mean the same.
+    if (m.dump(2) + "\n" != raw) fail(kManifest, " is not in the form save_state writes (edited or damaged)");
+    if (manifest_checksum(m) != sum->as_string()) fail(kManifest, "'s own checksum does not match its contents");
+    if (!files->is_array()) fail(kManifest, ": files is not an array");
+    for (size_t i = 0; i < files->size(); ++i) {
+      const json::Value& f = files->at(i);
+      const std::string at = std::string(kManifest) + ": files[" + std::to_string(i) + "]";
+      if (!f.is_object() || f.size() != 3 || !f.contains("path") || !f.contains("size") || !f.contains("sha256"))
+        fail(at, " must be an object with exactly path, size and sha256");
+      const json::Value& path = f.at("path");
+      const json::Value& size = f.at("size");
+      const json::Value& sha = f.at("sha256");
+      if (!path.is_string()) fail(at, ".path is not a string");
+      const std::string& name = path.as_string();
+      if (std::string why = bad_name(name); !why.empty())
+        fail(at, ".path ", quoted(name), " ", why, " (a checkpoint lists only plain files of its own folder)");
+      if (name == kManifest) fail(at, " lists ", kManifest, " itself");
+      if (!size.is_integer() || size.as_double() < 0 || size.as_double() > static_cast<double>(kMaxFileBytes))
+        fail(at, ".size of ", quoted(name), " must be an integer from 0 to 2^50, got ", size.dump());
+      if (!sha.is_string() || !is_lower_hex64(sha.as_string()))
+        fail(at, ".sha256 of ", quoted(name), " is not 64 lowercase hexadecimal digits");
+      if (!files_.emplace(name, Entry{size.as_int(), sha.as_string()}).second)
+        fail(at, " lists ", quoted(name), " a second time");
+    }
+  }
+  ~CheckpointFolder() = default;
+  CheckpointFolder(const CheckpointFolder&) = delete;
+  CheckpointFolder& operator=(const CheckpointFolder&) = delete;
+
+  const fs::path& dir() const { return dir_; }
+  const std::map<std::string, Entry>& files() const { return files_; }
+  bool lists(const std::string& name) const { return files_.count(name) != 0; }
+
+  // The bytes of listed file `name`, checked against the manifest; `max_bytes` bounds what the
+  // caller accepts (-1: the listed size is the bound).
+  std::string read(const std::string& name, int64_t max_bytes = -1) const {
+    const Entry& e = entry(name);
+    if (max_bytes >= 0 && e.size > max_bytes) fail(name, " is listed with ", e.size, " bytes, more than ", max_bytes);
+    std::string bytes;
+    accelerate::detail::Sha256 h;
+    size_t done = 0;
+    // Memory is taken only once the file is known to have the listed size.
+    auto allocate = [&] {
+      try {
+        bytes.resize(static_cast<size_t>(e.size));
+      } catch (const std::bad_alloc&) {
+        fail("cannot allocate ", e.size, " bytes to read ", name);
+      }
+    };
+    read_listed(name, e, allocate, [&](int fd, size_t want) {
+      const ssize_t n = ::read(fd, bytes.data() + done, want);
+      if (n > 0) {
+        h.update(bytes.data() + done, static_cast<size_t>(n));
+        done += static_cast<size_t>(n);
+      }
+      return n;
+    });
+    if (h.hex() != e.sha256) fail(name, "'s SHA-256 does not match the manifest");
+    return bytes;
+  }
+
+  // Checks listed file `name` (type, size, SHA-256) without keeping its bytes.
+  void verify(const std::string& name) const {
+    const Entry& e = entry(name);
+    accelerate::detail::Sha256 h;
+    std::vector<char> buf(static_cast<size_t>(std::clamp<int64_t>(e.size, 1, int64_t{1} << 20)));
+    read_listed(
+        name, e, [] {},
+        [&](int fd, size_t want) {
+          const ssize_t n = ::read(fd, buf.data(), std::min(want, buf.size()));
+          if (n > 0) h.update(buf.data(), static_cast<size_t>(n));
+          return n;
+        });
+    if (h.hex() != e.sha256) fail(name, "'s SHA-256 does not match the manifest");
+  }
+
+  template <class... A>
+  [[noreturn]] void fail(const A&... a) const {
+    BRISK_THROW(prefix_, a...);
+  }
+
+ private:
+  const Entry& entry(const std::string& name) const {
+    auto it = files_.find(name);
+    if (it == files_.end()) {
+      if (std::string why = bad_name(name); !why.empty()) fail(quoted(name), " ", why);
+      fail(quoted(name), " is not listed in ", kManifest, " (only listed files are read)");
+    }
+    return it->second;
+  }
+
+  // Opens `name` in the folder: a regular file, not a symbolic link, FIFO, device or folder.
+  int open_regular(const std::string& name, struct stat* st) const {
+    struct stat ls {};
+    if (::fstatat(fd_.fd, name.c_str(), &ls, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) fail(name, " is missing");
+      fail("cannot stat ", name, ": ", std::strerror(errno));
+    }
+    if (S_ISLNK(ls.st_mode)) fail(name, " is a symbolic link (a checkpoint holds only regular files)");
+    if (!S_ISREG(ls.st_mode))
+      fail(name, " is not a regular file (",
+           S_ISFIFO(ls.st_mode)                         ? "a named pipe"
+           : S_ISDIR(ls.st_mode)                        ? "a folder"
+           : S_ISCHR(ls.st_mode) || S_ISBLK(ls.st_mode) ? "a device"
+                                                        : "a socket or other special file",
+           ")");
+    // O_NOFOLLOW and O_NONBLOCK: a file swapped for a link or a pipe in between is not followed
+    // and does not block; fstat then checks what was really opened.
+    const int fd = ::openat(fd_.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) fail("cannot open ", name, ": ", std::strerror(errno));
+    if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+      ::close(fd);
+      fail(name, " is not a regular file");
+    }
+    return fd;
+  }
+
+  // Reads exactly the listed size through `chunk(fd, max)` (a read(2) that returns what it got),
+  // checking the size before and that the file ends there.
+  void read_listed(const std::string& name, const Entry& e, const std::function<void()>& sized,
+                   const std::function<ssize_t(int, size_t)>& chunk) const {
+    struct stat st {};
+    const int fd = open_regular(name, &st);
+    if (st.st_size != e.size) {
+      ::close(fd);
+      fail(name, " has ", static_cast<int64_t>(st.st_size), " bytes, the manifest says ", e.size);
+    }
+    try {
+      sized();
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    int64_t done = 0;
+    while (done < e.size) {
+      const ssize_t n = chunk(fd, static_cast<size_t>(std::min<int64_t>(e.size - done, int64_t{1} << 30)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = errno;
+        ::close(fd);
+        if (n == 0) fail(name, " ended after ", done, " of the ", e.size, " bytes the manifest lists");
+        fail("reading ", name, " failed: ", std::strerror(err));
+      }
+      done += n;
+    }
+    char extra;
+    const ssize_t more = ::read(fd, &extra, 1);
+    ::close(fd);
+    if (more != 0) fail(name, " is longer than the ", e.size, " bytes the manifest lists");
+  }
+
+  // The manifest itself (not listed in itself): a regular file of at most kMaxJsonBytes.
+  std::string read_unlisted(const std::string& name) const {
+    struct stat ls {};
+    if (::fstatat(fd_.fd, name.c_str(), &ls, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
+      fail("no ", name, " (an unfinished save?)");
+    struct stat st {};
+    const int fd = open_regular(name, &st);
+    if (st.st_size > kMaxJsonBytes) {
+      ::close(fd);
+      fail(name, " has ", static_cast<int64_t>(st.st_size), " bytes, more than the ", kMaxJsonBytes, " allowed");
+    }
+    std::string bytes(static_cast<size_t>(st.st_size), '\0');
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fd);
+        fail("reading ", name, " failed");
+      }
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    return bytes;
+  }
+
+  fs::path dir_;
+  std::string prefix_;
+  // The folder, closed also when the constructor throws (a member's destructor runs then; the
+  // class's own does not).
+  struct Fd {
+    int fd = -1;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } fd_;
+  std::map<std::string, Entry> files_;
+};
+
+// Checked reading of a JSON document of the checkpoint: every value's type and range, with
+// errors naming the file and the key ("optimizers[0].scalars.steps_taken").
+class Fields {
+ public:
+  explicit Fields(std::string file) : file_(std::move(file)) {}
+  const std::string& file() const { return file_; }
+
+  template <class... A>
+  [[noreturn]] void fail(const std::string& key, const A&... a) const {
+    BRISK_THROW("Accelerator::load_state: ", file_, ": ", key.empty() ? std::string("the document") : key, ": ", a...);
+  }
+  const json::Value& object(const json::Value& v, const std::string& key) const {
+    if (!v.is_object()) fail(key, "expected an object, got ", json::type_name(v.type()));
+    return v;
+  }
+  const json::Value& member(const json::Value& o, const std::string& key, const std::string& name) const {
+    object(o, key);
+    const json::Value* v = o.find(name);
+    if (!v) fail(join(key, name), "missing");
+    return *v;
+  }
+  const json::Value::Array& array(const json::Value& v, const std::string& key, size_t expected,
+                                  const char* what) const {
+    if (!v.is_array()) fail(key, "expected an array, got ", json::type_name(v.type()));
+    if (v.size() != expected)
+      fail(key, "the checkpoint has ", v.size(), " ", what, " but ", expected,
+           " were prepared (prepare the same objects, in the same order, before load_state)");
+    return v.as_array();
+  }
+  const std::string& string(const json::Value& v, const std::string& key) const {
+    if (!v.is_string()) fail(key, "expected a string, got ", json::type_name(v.type()));
+    return v.as_string();
+  }
+  bool boolean(const json::Value& v, const std::string& key) const {
+    if (!v.is_bool()) fail(key, "expected true or false, got ", json::type_name(v.type()));
+    return v.as_bool();
+  }
+  // An integer in [lo, hi]: a JSON integer, or a number with an integral value (scalars are doubles).
+  int64_t integer(const json::Value& v, const std::string& key, int64_t lo, int64_t hi) const {
+    if (!v.is_number()) fail(key, "expected an integer, got ", json::type_name(v.type()));
+    const double d = v.as_double();
+    if (!std::isfinite(d) || d != std::floor(d))
+      fail(key, "expected an integer from ", lo, " to ", hi, ", got ", v.dump());
+    if (v.is_integer() && d >= -9.2e18 && d <= 9.2e18) {
+      const int64_t i = v.as_int();
+      if (i < lo || i > hi) fail(key, "expected an integer from ", lo, " to ", hi, ", got ", i);
+      return i;
+    }
+    if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+      fail(key, "expected an integer from ", lo, " to ", hi, ", got ", v.dump());
+    return static_cast<int64_t>(d);
+  }
+  uint64_t uinteger(const json::Value& v, const std::string& key) const {
+    if (!v.is_integer() || v.as_double() < 0)
+      fail(key, "expected an integer from 0 to 2^64-1, got ", v.is_number() ? v.dump() : json::type_name(v.type()));
+    return v.as_uint();
+  }
+  // A finite number in [lo, hi] (or (lo, hi] when lo_open).
+  double number(const json::Value& v, const std::string& key, double lo, double hi, bool lo_open = false) const {
+    if (!v.is_number()) fail(key, "expected a number, got ", json::type_name(v.type()));
+    const double d = v.as_double();
+    if (!std::isfinite(d) || d < lo || d > hi || (lo_open && d == lo))
+      fail(key, "expected a finite number in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v.dump());
+    return d;
+  }
+  static std::string join(const std::string& key, const std::string& name) {
+    return key.empty() ? name : key + "." + name;
+  }
+  static std::string index(const std::string& key, size_t i) { return key + "[" + std::to_string(i) + "]"; }
+
+ private:
+  std::string file_;
+};
+
+// The scalars of a state dict, checked key for key against `current` (the prepared object's own
+// state_dict): the same keys, each a finite number, checked further by `check(key, value)`.
+std::map<std::string, double> checked_scalars(
+    const Fields& f, const json::Value& v, const std::string& key, const std::map<std::string, double>& current,
+    const std::function<double(const std::string&, const json::Value&, const std::string&)>& check) {
+  f.object(v, key);
+  std::map<std::string, double> out;
+  for (const auto& [k, value] : v.items()) {
+    if (!current.count(k)) f.fail(Fields::join(key, k), "not a key of the prepared object's state");
+    out[k] = check(k, value, Fields::join(key, k));
+  }
+  for (const auto& [k, value] : current)
+    if (!out.count(k)) f.fail(Fields::join(key, k), "missing");
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// An optimizer's scalars: counts are integers in [0, 2^53], num_params equals the prepared
+// group's, learning rates and the like are finite and non-negative, betas in [0, 1), flags 0 or 1.
+std::map<std::string, double> optimizer_scalars(const Fields& f, const json::Value& v, const std::string& key,
+                                                const optim::Optimizer& opt) {
+  const std::map<std::string, double> current = opt.state_dict().scalars;
+  return checked_scalars(f, v, key, current, [&](const std::string& k, const json::Value& x, const std::string& at) {
+    if (k == "steps_taken" || (k.rfind("state.", 0) == 0 && ends_with(k, ".step")))
+      return static_cast<double>(f.integer(x, at, 0, kMaxCount));
+    if (ends_with(k, ".num_params")) {
+      const auto want = static_cast<int64_t>(current.at(k));
+      const int64_t got = f.integer(x, at, 0, kMaxCount);
+      if (got != want) f.fail(at, "the checkpoint's group has ", got, " parameters, the prepared one ", want);
+      return static_cast<double>(got);
+    }
+    const std::string hyper = k.substr(k.rfind('.') + 1);
+    if (hyper == "beta1" || hyper == "beta2") {
+      const double b = f.number(x, at, 0, 1);
+      if (b >= 1) f.fail(at, "expected a number in [0, 1), got ", x.dump());
+      return b;
+    }
+    if (hyper == "amsgrad" || hyper == "maximize" || hyper == "nesterov") {
+      const double b = f.number(x, at, 0, 1);
+      if (b != 0 && b != 1) f.fail(at, "expected 0 or 1, got ", x.dump());
+      return b;
+    }
+    if (hyper == "lr" || hyper == "eps" || hyper == "weight_decay" || hyper == "momentum" || hyper == "dampening")
+      return f.number(x, at, 0, HUGE_VAL);
+    return f.number(x, at, -HUGE_VAL, HUGE_VAL);
+  });
+}
+
+// A file name read from a state file: a plain name that the manifest lists (else an error naming
+// the state file and the key).
+const std::string& listed_name(const Fields& f, const CheckpointFolder& folder, const std::string& name,
+                               const std::string& key) {
+  if (std::string why = bad_name(name); !why.empty())
+    f.fail(key, quoted(name), " ", why, " (a checkpoint reads only plain files of its own folder)");
+  if (!folder.lists(name)) f.fail(key, quoted(name), " is not listed in ", kManifest, " (only listed files are read)");
+  return name;
+}
+
+// The tensors of a safetensors file from the checkpoint, checked against what they are loaded
+// into: every name known, the same shape and dtype.
+data::NamedTensors checked_tensors(const Fields& f, const CheckpointFolder& folder, const std::string& name,
+                                   const std::string& key, const std::map<std::string, Tensor>& targets,
+                                   const char* what) {
+  listed_name(f, folder, name, key);
+  data::SafetensorsFile sf;
+  {
+    const std::string bytes = folder.read(name);
+    try {
+      sf = data::parse_safetensors(bytes, (folder.dir() / name).string());
+    } catch (const Error& e) {
+      f.fail(key, e.message());
+    }
+  }
+  for (const auto& [tname, t] : sf.tensors) {
+    auto it = targets.find(tname);
+    if (it == targets.end()) f.fail(key, name, " has a tensor ", quoted(tname), " that is not a ", what);
+    if (t.sizes() != it->second.sizes() || t.dtype() != it->second.dtype())
+      f.fail(key, name, ": ", quoted(tname), " is ", dtype_name(t.dtype()), " ", t.sizes(), " but the ", what, " is ",
+             dtype_name(it->second.dtype()), " ", it->second.sizes());
+  }
+  return std::move(sf.tensors);
+}
 
 }  // namespace
 
 namespace accelerate {
 
 bool is_complete_checkpoint(const std::string& dir, std::string* why) {
-  auto fail = [&](const std::string& w) {
-    if (why) *why = w;
-    return false;
-  };
-  const fs::path mpath = fs::path(dir) / kManifest;
-  std::error_code ec;
-  if (!fs::is_regular_file(mpath, ec)) return fail("no " + std::string(kManifest) + " (an unfinished save?)");
-  json::Value m;
   try {
-    m = json::parse(read_file(mpath));
+    CheckpointFolder folder(dir, "");
+    if (!folder.lists(kState)) folder.fail(kManifest, " does not list ", kState);
+    for (const auto& [name, entry] : folder.files()) folder.verify(name);
   } catch (const Error& e) {
-    return fail(std::string(kManifest) + " is not valid JSON: " + e.message());
+    if (why) *why = e.message();
+    return false;
   }
-  if (!m.is_object() || !m.contains("manifest_sha256") || !m.contains("files"))
-    return fail(std::string(kManifest) + " lacks files or manifest_sha256");
-  if (manifest_checksum(m) != m.at("manifest_sha256").as_string())
-    return fail(std::string(kManifest) + "'s own checksum does not match its contents");
-  bool has_state = false;
-  for (const json::Value& f : m.at("files").as_array()) {
-    const std::string rel = f.at("path").as_string();
-    const fs::path p = fs::path(dir) / rel;
-    has_state |= rel == kState;
-    if (!fs::is_regular_file(p, ec)) return fail("missing file " + rel);
-    if (static_cast<int64_t>(fs::file_size(p, ec)) != f.at("size").as_int())
-      return fail(rel + " has " + std::to_string(fs::file_size(p, ec)) + " bytes, the manifest says " +
-                  std::to_string(f.at("size").as_int()));
-    if (sha256_file(p.string()) != f.at("sha256").as_string()) return fail(rel + "'s SHA-256 does not match");
-  }
-  if (!has_state) return fail(std::string(kManifest) + " does not list " + kState);
   if (why) why->clear();
   return true;
 }
@@ -208,7 +625,37 @@ void Accelerator::register_for_checkpointing(const std::string& name, std::funct
   custom_.push_back({name, std::move(save), std::move(load)});
 }
 
-std::string Accelerator::checkpoint_root() const { return (fs::path(s_.project_dir) / "checkpoints").string(); }
+std::string Accelerator::checkpoint_root() const {
+  return (fs::path(s_.project_dir) / "checkpoints").string();
+}
+
+namespace {
+
+// Runs `body`, catching its error; then every rank learns whether any rank failed. The failing
+// ranks throw their own error, the others one that says another rank failed: no rank is left
+// waiting in a collective that the others never reach.
+void on_every_rank(dist::ProcessGroup* pg, int world_size, const char* op, const std::function<void()>& body,
+                   const std::function<void()>& on_failure = {}) {
+  std::string error;
+  try {
+    body();
+  } catch (const Error& e) {
+    error = e.message();
+  } catch (const std::exception& e) {
+    error = std::string(op) + ": " + e.what();
+  }
+  bool failed_elsewhere = false;
+  if (world_size > 1) {
+    Tensor flag = full({1}, error.empty() ? 0.0 : 1.0, {.dtype = DType::I64});
+    pg->all_reduce(flag, {.op = dist::ReduceOp::Max});
+    failed_elsewhere = error.empty() && flag.item<int64_t>() != 0;
+  }
+  if ((!error.empty() || failed_elsewhere) && on_failure) on_failure();
+  if (!error.empty()) BRISK_THROW(error);
+  if (failed_elsewhere) BRISK_THROW(op, ": another rank failed (see its error)");
+}
+
+}  // namespace
 
 std::string Accelerator::save_state(const std::string& dir) {
   auto span = dist::trace_span("save_state", "checkpoint");
@@ -220,11 +667,12 @@ std::string Accelerator::save_state(const std::string& dir) {
     // The main process picks the number (one more than the highest there) and tells the others.
     const fs::path root = checkpoint_root();
     Tensor n = zeros({1}, {.dtype = DType::I64});
-    if (is_main_process()) {
+    on_every_rank(pg_, world_size_, "Accelerator::save_state", [&] {
+      if (!is_main_process()) return;
       fs::create_directories(root);
       auto existing = numbered_checkpoints(root);
       n.data<int64_t>()[0] = existing.empty() ? 0 : existing.back().first + 1;
-    }
+    });
     if (world_size_ > 1) pg_->broadcast(n, {.root = 0});
     final_dir = root / ("checkpoint_" + std::to_string(n.item<int64_t>()));
   } else {
@@ -233,134 +681,365 @@ std::string Accelerator::save_state(const std::string& dir) {
   final_dir = final_dir.lexically_normal();
   if (final_dir.filename().empty()) final_dir = final_dir.parent_path();
   const fs::path parent = final_dir.parent_path().empty() ? fs::path(".") : final_dir.parent_path();
-  const fs::path tmp = parent / ("." + final_dir.filename().string() + ".partial");
+  std::string tmp_name = ".";  // (not "." + name: GCC 12 warns falsely about that at -O3)
+  tmp_name += final_dir.filename().string();
+  tmp_name += ".partial";
+  const fs::path tmp = parent / tmp_name;
+  // A failed save leaves nothing behind but the checkpoints that were there before.
+  auto discard = [&] {
+    std::error_code ec;
+    if (is_main_process()) fs::remove_all(tmp, ec);
+  };
 
-  if (is_main_process()) {
+  on_every_rank(pg_, world_size_, "Accelerator::save_state", [&] {
+    if (!is_main_process()) return;
     fs::create_directories(parent);
     fs::remove_all(tmp);  // a save that died earlier
     fs::create_directories(tmp);
-  }
-  wait_for_everyone();
+  });
 
-  // Every rank: its own random state.
-  {
-    const Generator::State g = default_generator().state();
-    json::Value r = json::Value::object();
-    r.set("rank", rank_);
-    json::Value gen = json::Value::object();
-    gen.set("seed", static_cast<uint64_t>(g.seed));
-    gen.set("offset", static_cast<uint64_t>(g.offset));
-    r.set("default_generator", gen);
-    write_synced(tmp / rng_file(rank_), r.dump(2) + "\n");
-  }
-  if (is_main_process()) {
-    json::Value st = json::Value::object();
-    st.set("format", kFormat);
-    st.set("version", kVersion);
-    st.set("num_processes", world_size_);
-    st.set("step", step_);
-    json::Value cfg = json::Value::object();
-    cfg.set("mixed_precision", s_.mixed_precision);
-    cfg.set("gradient_accumulation_steps", s_.gradient_accumulation_steps);
-    cfg.set("split_batches", s_.split_batches);
-    cfg.set("even_batches", s_.even_batches);
-    cfg.set("seed", s_.seed ? json::Value(static_cast<uint64_t>(*s_.seed)) : json::Value());
-    st.set("config", cfg);
+  // What this process wrote, with sizes and checksums (the main process hashes the others' files).
+  std::map<std::string, CheckpointFolder::Entry> written;
+  auto put = [&](const std::string& name, const std::string& bytes) {
+    write_synced(tmp / name, bytes);
+    written[name] = {static_cast<int64_t>(bytes.size()), accelerate::sha256_hex(bytes)};
+  };
 
-    json::Value models = json::Value::array();
-    for (size_t i = 0; i < models_.size(); ++i) {
-      nn::NamedTensors sd = nn::remove_tied_duplicates(models_[i]->model->state_dict());
-      write_synced(tmp / model_file(i), data::safetensors_bytes(sd, {{"format", "pt"}}));
-      json::Value m = json::Value::object();
-      m.set("file", model_file(i));
-      // Gradients accumulated by micro-steps that did not sync yet (saved in the middle of an
-      // accumulation): without them the resumed run would step with part of its gradient.
-      nn::NamedTensors grads;
-      for (auto& [name, p] : models_[i]->model->named_parameters())
-        if (p.grad().defined()) grads.emplace_back(name, p.grad());
-      if (!grads.empty()) {
-        write_synced(tmp / gradients_file(i), data::safetensors_bytes(grads));
-        m.set("gradients", gradients_file(i));
-      }
-      models.push_back(m);
-    }
-    st.set("models", models);
-    json::Value opts = json::Value::array();
-    for (size_t i = 0; i < optimizers_.size(); ++i) {
-      optim::StateDict sd = optimizers_[i]->opt->state_dict();
-      write_synced(tmp / optimizer_file(i), data::safetensors_bytes(sd.tensors));
-      json::Value o = json::Value::object();
-      o.set("file", optimizer_file(i));
-      o.set("name", optimizers_[i]->opt->name());
-      o.set("scalars", scalars_json(sd.scalars));
-      opts.push_back(o);
-    }
-    st.set("optimizers", opts);
-    json::Value scheds = json::Value::array();
-    for (optim::LRScheduler* s : schedulers_) {
-      json::Value o = json::Value::object();
-      o.set("scalars", scalars_json(s->state_dict().scalars));
-      scheds.push_back(o);
-    }
-    st.set("schedulers", scheds);
-    st.set("scaler", scaler_ ? scalars_json(scaler_->state_dict().scalars) : json::Value());
-    json::Value loaders = json::Value::array();
-    for (auto& l : loaders_) {
-      json::Value o = json::Value::object();
-      o.set("epoch", static_cast<uint64_t>(l->loader->epoch()));
-      o.set("position", l->loader->position());
-      o.set("iterable", l->iterable);
-      loaders.push_back(o);
-    }
-    st.set("data_loaders", loaders);
-    json::Value custom = json::Value::object();
-    for (const CustomState& c : custom_) custom.set(c.name, c.save());
-    st.set("custom", custom);
-    write_synced(tmp / kState, st.dump(2) + "\n");
-  }
-  wait_for_everyone();  // every rank's file is on disk
+  on_every_rank(
+      pg_, world_size_, "Accelerator::save_state",
+      [&] {
+        // Every rank: what differs between ranks, in files of its own. Its random state; its
+        // data loaders' epoch and position; and, saved in the middle of a gradient accumulation,
+        // the gradients its micro-steps accumulated so far (not synchronised yet, so different on
+        // every rank: without them the resumed run would step with part of its gradient).
+        {
+          const Generator::State g = default_generator().state();
+          json::Value r = json::Value::object();
+          r.set("rank", rank_);
+          json::Value gen = json::Value::object();
+          gen.set("seed", static_cast<uint64_t>(g.seed));
+          gen.set("offset", static_cast<uint64_t>(g.offset));
+          r.set("default_generator", gen);
+          json::Value loaders = json::Value::array();
+          for (auto& l : loaders_) {
+            json::Value o = json::Value::object();
+            o.set("epoch", static_cast<uint64_t>(l->loader->epoch()));
+            o.set("position", l->loader->position());
+            o.set("iterable", l->iterable);
+            loaders.push_back(o);
+          }
+          r.set("data_loaders", loaders);
+          json::Value grad_files = json::Value::array();
+          for (size_t i = 0; i < models_.size(); ++i) {
+            nn::NamedTensors grads;
+            for (auto& [name, p] : models_[i]->model->named_parameters())
+              if (p.grad().defined()) grads.emplace_back(name, p.grad());
+            if (grads.empty()) {
+              grad_files.push_back(json::Value());
+              continue;
+            }
+            put(gradients_file(i, rank_), data::safetensors_bytes(grads));
+            grad_files.push_back(gradients_file(i, rank_));
+          }
+          r.set("gradients", grad_files);
+          put(rank_file(rank_), r.dump(2) + "\n");
+        }
+        if (!is_main_process()) return;
+        json::Value st = json::Value::object();
+        st.set("format", kFormat);
+        st.set("version", kVersion);
+        st.set("num_processes", world_size_);
+        st.set("step", step_);
+        json::Value cfg = json::Value::object();
+        cfg.set("mixed_precision", s_.mixed_precision);
+        cfg.set("gradient_accumulation_steps", s_.gradient_accumulation_steps);
+        cfg.set("split_batches", s_.split_batches);
+        cfg.set("even_batches", s_.even_batches);
+        cfg.set("seed", s_.seed ? json::Value(static_cast<uint64_t>(*s_.seed)) : json::Value());
+        st.set("config", cfg);
 
-  if (is_main_process()) {
-    // The manifest, written last, lists every file with its size and SHA-256 and carries its
-    // own checksum: it is what makes the checkpoint complete.
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(tmp)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    json::Value files = json::Value::array();
-    for (const std::string& name : names) {
-      json::Value f = json::Value::object();
-      f.set("path", name);
-      f.set("size", static_cast<int64_t>(fs::file_size(tmp / name)));
-      f.set("sha256", accelerate::sha256_file((tmp / name).string()));
-      files.push_back(f);
-    }
-    json::Value m = json::Value::object();
-    m.set("format", std::string(kFormat) + "-manifest");
-    m.set("version", kVersion);
-    m.set("files", files);
-    m.set("manifest_sha256", manifest_checksum(m));
-    write_synced(tmp / kManifest, m.dump(2) + "\n");
-    fsync_path(tmp, true);
-    // Publish: rename the finished folder into place (replacing an older one of that name).
-    if (fs::exists(final_dir)) {
-      const fs::path old = parent / ("." + final_dir.filename().string() + ".old");
-      fs::remove_all(old);
-      fs::rename(final_dir, old);
-      fs::rename(tmp, final_dir);
-      fs::remove_all(old);
-    } else {
-      fs::rename(tmp, final_dir);
-    }
-    fsync_path(parent, true);
-    // total_limit: the oldest automatic checkpoints go once the new one is in place.
-    if (dir.empty() && s_.total_limit) {
-      auto existing = numbered_checkpoints(checkpoint_root());
-      for (size_t i = 0; i + static_cast<size_t>(*s_.total_limit) < existing.size(); ++i)
-        fs::remove_all(existing[i].second);
-    }
-  }
-  wait_for_everyone();
+        json::Value models = json::Value::array();
+        for (size_t i = 0; i < models_.size(); ++i) {
+          nn::NamedTensors sd = nn::remove_tied_duplicates(models_[i]->model->state_dict());
+          put(model_file(i), data::safetensors_bytes(sd, {{"format", "pt"}}));
+          json::Value m = json::Value::object();
+          m.set("file", model_file(i));
+          models.push_back(m);
+        }
+        st.set("models", models);
+        json::Value opts = json::Value::array();
+        for (size_t i = 0; i < optimizers_.size(); ++i) {
+          optim::StateDict sd = optimizers_[i]->opt->state_dict();
+          put(optimizer_file(i), data::safetensors_bytes(sd.tensors));
+          json::Value o = json::Value::object();
+          o.set("file", optimizer_file(i));
+          o.set("name", optimizers_[i]->opt->name());
+          o.set("scalars", scalars_json(sd.scalars));
+          opts.push_back(o);
+        }
+        st.set("optimizers", opts);
+        json::Value scheds = json::Value::array();
+        for (optim::LRScheduler* s : schedulers_) {
+          json::Value o = json::Value::object();
+          o.set("scalars", scalars_json(s->state_dict().scalars));
+          scheds.push_back(o);
+        }
+        st.set("schedulers", scheds);
+        st.set("scaler", scaler_ ? scalars_json(scaler_->state_dict().scalars) : json::Value());
+        json::Value custom = json::Value::object();
+        for (const CustomState& c : custom_) custom.set(c.name, c.save());
+        st.set("custom", custom);
+        put(kState, st.dump(2) + "\n");
+      },
+      discard);  // after this, every rank's files are on disk
+
+  on_every_rank(
+      pg_, world_size_, "Accelerator::save_state",
+      [&] {
+        if (!is_main_process()) return;
+        // The manifest, written last, lists every file with its size and SHA-256 and carries
+        // its own checksum: it is what makes the checkpoint complete.
+        std::vector<std::string> names;
+        for (const auto& e : fs::directory_iterator(tmp)) names.push_back(e.path().filename().string());
+        std::sort(names.begin(), names.end());
+        json::Value files = json::Value::array();
+        for (const std::string& name : names) {
+          auto it = written.find(name);
+          const CheckpointFolder::Entry e =
+              it != written.end() ? it->second
+                                  : CheckpointFolder::Entry{static_cast<int64_t>(fs::file_size(tmp / name)),
+                                                            accelerate::sha256_file((tmp / name).string())};
+          json::Value f = json::Value::object();
+          f.set("path", name);
+          f.set("size", e.size);
+          f.set("sha256", e.sha256);
+          files.push_back(f);
+        }
+        json::Value m = json::Value::object();
+        m.set("format", kManifestFormat);
+        m.set("version", kManifestVersion);
+        m.set("files", files);
+        m.set("manifest_sha256", manifest_checksum(m));
+        write_synced(tmp / kManifest, m.dump(2) + "\n");
+        fsync_path(tmp, true);
+        // Publish: swap the finished folder with an older one of that name in one atomic step
+        // (renameat2 RENAME_EXCHANGE), so that a crash at any point leaves a complete
+        // checkpoint there; then remove the old one.
+        std::error_code ec;
+        if (fs::exists(final_dir, ec)) {
+          if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+            fsync_path(parent, true);
+            fs::remove_all(tmp);
+          } else {
+            // A file system without RENAME_EXCHANGE: move the old one aside first.
+            BRISK_CHECK(errno == EINVAL || errno == ENOSYS || errno == ENOTSUP,
+                        "Accelerator::save_state: cannot replace '", final_dir.string(), "': ", std::strerror(errno));
+            const fs::path old = parent / ("." + final_dir.filename().string() + ".old");
+            fs::remove_all(old);
+            fs::rename(final_dir, old);
+            fs::rename(tmp, final_dir);
+            fs::remove_all(old);
+          }
+        } else {
+          fs::rename(tmp, final_dir);
+        }
+        fsync_path(parent, true);
+        // total_limit: the oldest automatic checkpoints go once the new one is in place.
+        if (dir.empty() && s_.total_limit) {
+          auto existing = numbered_checkpoints(checkpoint_root());
+          for (size_t i = 0; i + static_cast<size_t>(*s_.total_limit) < existing.size(); ++i)
+            fs::remove_all(existing[i].second);
+        }
+      },
+      discard);
   return final_dir.string();
+}
+
+// What load_state reads and checks before it changes anything.
+struct Accelerator::LoadedCheckpoint {
+  struct Loader {
+    uint64_t epoch = 0;
+    int64_t position = 0;
+  };
+  std::vector<data::NamedTensors> models;
+  std::vector<std::map<std::string, Tensor>> gradients;  // per model; empty: none saved
+  std::vector<optim::StateDict> optimizers;
+  std::vector<optim::StateDict> schedulers;
+  std::optional<optim::StateDict> scaler;
+  std::vector<Loader> loaders;
+  Generator::State generator{};
+  std::vector<const json::Value*> custom;
+  std::optional<uint64_t> seed;
+  int64_t step = 0;
+  json::Value state, rank;  // the parsed documents (custom points into state)
+};
+
+void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out) const {
+  const std::string where = "Accelerator::load_state: '" + dir + "' is not a complete checkpoint: ";
+  CheckpointFolder folder(dir, where);
+  auto parse = [&](const std::string& name, const Fields& f) {
+    const std::string bytes = folder.read(name, kMaxJsonBytes);
+    try {
+      return json::parse(bytes);
+    } catch (const Error& e) {
+      f.fail("", "not valid JSON: ", e.message());
+    }
+  };
+  // state.json: what every rank shares.
+  const Fields sf((fs::path(dir) / kState).string());
+  out.state = parse(kState, sf);
+  const json::Value& st = sf.object(out.state, "");
+  if (sf.string(sf.member(st, "", "format"), "format") != kFormat) sf.fail("format", "not a brisk checkpoint");
+  const int64_t version = sf.integer(sf.member(st, "", "version"), "version", 0, kMaxCount);
+  if (version != kVersion)
+    sf.fail("version", "checkpoint format version ", version, "; this brisk reads version ", kVersion,
+            version == 1 ? " (version 1 kept only the main process's gradients: resume it with the brisk that wrote it)"
+                         : "");
+  const int64_t saved_world = sf.integer(sf.member(st, "", "num_processes"), "num_processes", 1, kMaxCount);
+  if (saved_world != world_size_)
+    sf.fail("num_processes", "the checkpoint was saved by ", saved_world, " processes but this job has ", world_size_,
+            " (each rank restores its own state)");
+  out.step = sf.integer(sf.member(st, "", "step"), "step", 0, kMaxCount);
+  const json::Value& seed = sf.member(sf.member(st, "", "config"), "config", "seed");
+  if (!seed.is_null()) out.seed = sf.uinteger(seed, "config.seed");
+
+  const auto& models = sf.array(sf.member(st, "", "models"), "models", models_.size(), "model(s)");
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string key = Fields::index("models", i);
+    const std::string& file = sf.string(sf.member(models[i], key, "file"), key + ".file");
+    std::map<std::string, Tensor> targets;
+    for (auto& [name, t] : models_[i]->model->state_dict()) targets.emplace(name, t);
+    out.models.push_back(checked_tensors(sf, folder, file, key + ".file", targets, "tensor of the prepared model"));
+    std::set<std::string> have;
+    for (auto& [name, t] : out.models.back()) have.insert(name);
+    for (auto& [name, t] : nn::remove_tied_duplicates(models_[i]->model->state_dict()))
+      if (!have.count(name)) sf.fail(key + ".file", file, " lacks the model's tensor ", quoted(name));
+  }
+  const auto& opts = sf.array(sf.member(st, "", "optimizers"), "optimizers", optimizers_.size(), "optimizer(s)");
+  for (size_t i = 0; i < opts.size(); ++i) {
+    const std::string key = Fields::index("optimizers", i);
+    const optim::Optimizer& opt = *optimizers_[i]->opt;
+    const std::string& name = sf.string(sf.member(opts[i], key, "name"), key + ".name");
+    if (name != opt.name()) sf.fail(key + ".name", "the checkpoint has ", name, " but ", opt.name(), " was prepared");
+    optim::StateDict sd;
+    sd.scalars = optimizer_scalars(sf, sf.member(opts[i], key, "scalars"), key + ".scalars", opt);
+    // The state tensors: state.<parameter index>.<name>, each shaped like its parameter.
+    const std::vector<Tensor> params = opt.all_params();
+    const std::string& file =
+        listed_name(sf, folder, sf.string(sf.member(opts[i], key, "file"), key + ".file"), key + ".file");
+    const std::string& bytes_name = file;
+    {
+      data::SafetensorsFile probe;
+      const std::string bytes = folder.read(bytes_name);
+      try {
+        probe = data::parse_safetensors(bytes, (folder.dir() / bytes_name).string());
+      } catch (const Error& e) {
+        sf.fail(key + ".file", e.message());
+      }
+      for (auto& [tname, t] : probe.tensors) {
+        const std::string at = key + ".file";
+        size_t dot = std::string::npos;
+        int64_t idx = -1;
+        if (tname.rfind("state.", 0) == 0 && (dot = tname.find('.', 6)) != std::string::npos && dot > 6 &&
+            dot - 6 <= 12 && dot + 1 < tname.size() &&
+            std::all_of(tname.begin() + 6, tname.begin() + static_cast<std::ptrdiff_t>(dot),
+                        [](char c) { return c >= '0' && c <= '9'; }))
+          idx = std::stoll(tname.substr(6, dot - 6));
+        if (idx < 0 || idx >= static_cast<int64_t>(params.size()))
+          sf.fail(at, file, " has a tensor ", quoted(tname),
+                  " that is not state.<parameter index>.<name> of one of the ", params.size(), " parameters");
+        const Tensor& p = params[static_cast<size_t>(idx)];
+        if (t.sizes() != p.sizes() || t.dtype() != p.dtype())
+          sf.fail(at, file, ": ", quoted(tname), " is ", dtype_name(t.dtype()), " ", t.sizes(), " but parameter ", idx,
+                  " is ", dtype_name(p.dtype()), " ", p.sizes());
+      }
+      sd.tensors = std::move(probe.tensors);
+    }
+    out.optimizers.push_back(std::move(sd));
+  }
+  const auto& scheds = sf.array(sf.member(st, "", "schedulers"), "schedulers", schedulers_.size(), "scheduler(s)");
+  for (size_t i = 0; i < scheds.size(); ++i) {
+    const std::string key = Fields::index("schedulers", i) + ".scalars";
+    optim::StateDict sd;
+    sd.scalars = checked_scalars(sf, sf.member(scheds[i], Fields::index("schedulers", i), "scalars"), key,
+                                 schedulers_[i]->state_dict().scalars,
+                                 [&](const std::string& k, const json::Value& x, const std::string& at) {
+                                   if (k == "last_step") return static_cast<double>(sf.integer(x, at, 0, kMaxCount));
+                                   if (k.rfind("base_lrs.", 0) == 0) return sf.number(x, at, 0, HUGE_VAL);
+                                   return sf.number(x, at, -HUGE_VAL, HUGE_VAL);
+                                 });
+    out.schedulers.push_back(std::move(sd));
+  }
+  const json::Value& scaler = sf.member(st, "", "scaler");
+  if (scaler_) {
+    if (scaler.is_null())
+      sf.fail("scaler", "the checkpoint has no GradScaler state (it was saved without mixed_precision fp16)");
+    const std::map<std::string, double> current = scaler_->state_dict().scalars;
+    optim::StateDict sd;
+    sd.scalars = checked_scalars(sf, scaler, "scaler", current,
+                                 [&](const std::string& k, const json::Value& x, const std::string& at) -> double {
+                                   if (k == "scale") return sf.number(x, at, 0, HUGE_VAL, true);
+                                   if (k == "growth_factor") {
+                                     const double g = sf.number(x, at, 1, HUGE_VAL, true);
+                                     return g;
+                                   }
+                                   if (k == "backoff_factor") {
+                                     const double b = sf.number(x, at, 0, 1, true);
+                                     if (b >= 1) sf.fail(at, "expected a number in (0, 1), got ", x.dump());
+                                     return b;
+                                   }
+                                   if (k == "growth_interval")
+                                     return static_cast<double>(sf.integer(x, at, 1, kMaxCount));
+                                   if (k == "growth_tracker")
+                                     return static_cast<double>(sf.integer(x, at, 0, kMaxCount));
+                                   return sf.number(x, at, -HUGE_VAL, HUGE_VAL);
+                                 });
+    if (sd.scalars.count("growth_tracker") && sd.scalars.count("growth_interval") &&
+        sd.scalars["growth_tracker"] >= sd.scalars["growth_interval"])
+      sf.fail("scaler.growth_tracker", "must be less than growth_interval (", sd.scalars["growth_interval"], "), got ",
+              sd.scalars["growth_tracker"]);
+    out.scaler = std::move(sd);
+  }
+  const json::Value& custom = sf.object(sf.member(st, "", "custom"), "custom");
+  for (const CustomState& c : custom_) {
+    const json::Value* v = custom.find(c.name);
+    if (!v) sf.fail(Fields::join("custom", c.name), "the checkpoint has no state registered under this name");
+    out.custom.push_back(v);
+  }
+
+  // rank_<r>.json: this rank's own state.
+  const Fields rf((fs::path(dir) / rank_file(rank_)).string());
+  out.rank = parse(rank_file(rank_), rf);
+  const json::Value& rs = rf.object(out.rank, "");
+  if (rf.integer(rf.member(rs, "", "rank"), "rank", 0, kMaxCount) != rank_)
+    rf.fail("rank", "the file belongs to another rank");
+  const json::Value& gen = rf.member(rs, "", "default_generator");
+  out.generator.seed = rf.uinteger(rf.member(gen, "default_generator", "seed"), "default_generator.seed");
+  out.generator.offset = rf.uinteger(rf.member(gen, "default_generator", "offset"), "default_generator.offset");
+  const auto& loaders = rf.array(rf.member(rs, "", "data_loaders"), "data_loaders", loaders_.size(), "data loader(s)");
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    const std::string key = Fields::index("data_loaders", i);
+    const LoaderState& l = *loaders_[i];
+    LoadedCheckpoint::Loader s;
+    s.epoch = static_cast<uint64_t>(rf.integer(rf.member(loaders[i], key, "epoch"), key + ".epoch", 0, kMaxCount));
+    const bool iterable = rf.boolean(rf.member(loaders[i], key, "iterable"), key + ".iterable");
+    if (iterable != l.iterable)
+      rf.fail(key + ".iterable", "the checkpoint's loader ", iterable ? "reads" : "does not read",
+              " an IterableDataset but the prepared one ", l.iterable ? "does" : "does not");
+    const int64_t batches = l.iterable ? kMaxCount : static_cast<int64_t>(l.loader->batch_indices(s.epoch).size());
+    s.position = rf.integer(rf.member(loaders[i], key, "position"), key + ".position", 0, batches);
+    out.loaders.push_back(s);
+  }
+  const auto& grads = rf.array(rf.member(rs, "", "gradients"), "gradients", models_.size(), "model(s)");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    out.gradients.emplace_back();
+    if (grads[i].is_null()) continue;
+    const std::string key = Fields::index("gradients", i);
+    std::map<std::string, Tensor> params;
+    for (auto& [name, p] : models_[i]->model->named_parameters()) params.emplace(name, p);
+    for (auto& [name, t] : checked_tensors(rf, folder, rf.string(grads[i], key), key, params, "parameter of the model"))
+      out.gradients.back()[name] = t;
+  }
 }
 
 std::string Accelerator::load_state(const std::string& dir) {
@@ -383,39 +1062,18 @@ std::string Accelerator::load_state(const std::string& dir) {
     path = root / ("checkpoint_" + std::to_string(n.item<int64_t>()));
   } else {
     path = dir;
-    std::string why;
-    BRISK_CHECK(accelerate::is_complete_checkpoint(path.string(), &why), "Accelerator::load_state: '", path.string(),
-                "' is not a complete checkpoint: ", why);
   }
 
-  const json::Value st = json::parse(read_file(path / kState));
-  BRISK_CHECK(st.at("format").as_string() == kFormat, "Accelerator::load_state: '", path.string(),
-              "' is not a brisk checkpoint");
-  const json::Value& models = st.at("models");
-  const json::Value& opts = st.at("optimizers");
-  const json::Value& scheds = st.at("schedulers");
-  const json::Value& loaders = st.at("data_loaders");
-  auto check_count = [&](size_t saved, size_t prepared, const char* what) {
-    BRISK_CHECK(saved == prepared, "Accelerator::load_state: the checkpoint has ", saved, " ", what, " but ", prepared,
-                " were prepared (prepare the same objects, in the same order, before load_state)");
-  };
-  check_count(models.size(), models_.size(), "model(s)");
-  check_count(opts.size(), optimizers_.size(), "optimizer(s)");
-  check_count(scheds.size(), schedulers_.size(), "scheduler(s)");
-  check_count(loaders.size(), loaders_.size(), "data loader(s)");
-  const int64_t saved_world = st.at("num_processes").as_int();
-  BRISK_CHECK(saved_world == world_size_, "Accelerator::load_state: the checkpoint was saved by ", saved_world,
-              " processes but this job has ", world_size_, " (each rank restores its own random state)");
+  // Everything is read and checked first, on every rank; only when every rank succeeded is
+  // anything changed.
+  LoadedCheckpoint ck;
+  on_every_rank(pg_, world_size_, "Accelerator::load_state", [&] { read_checkpoint(path.string(), ck); });
 
   for (size_t i = 0; i < models_.size(); ++i) {
-    data::SafetensorsFile f = data::load_safetensors((path / models[i].at("file").as_string()).string());
-    models_[i]->model->load_state_dict(f.tensors, true);
-    std::map<std::string, Tensor> grads;
-    if (const json::Value* g = models[i].find("gradients"))
-      for (auto& [name, t] : data::load_safetensors((path / g->as_string()).string()).tensors) grads[name] = t;
+    models_[i]->model->load_state_dict(ck.models[i], true);
     for (auto& [name, p] : models_[i]->model->named_parameters()) {
-      auto it = grads.find(name);
-      if (it == grads.end()) {
+      auto it = ck.gradients[i].find(name);
+      if (it == ck.gradients[i].end()) {
         p.set_grad(Tensor());
         continue;
       }
@@ -424,36 +1082,16 @@ std::string Accelerator::load_state(const std::string& dir) {
       p.set_grad(g);
     }
   }
-  for (size_t i = 0; i < optimizers_.size(); ++i) {
-    optim::StateDict sd;
-    sd.tensors = data::load_safetensors((path / opts[i].at("file").as_string()).string()).tensors;
-    sd.scalars = json_scalars(opts[i].at("scalars"));
-    optimizers_[i]->opt->load_state_dict(sd);
-  }
-  for (size_t i = 0; i < schedulers_.size(); ++i) {
-    optim::StateDict sd;
-    sd.scalars = json_scalars(scheds[i].at("scalars"));
-    // load_state_dict re-applies the rate; the gate must not interfere.
-    schedulers_[i]->load_state_dict(sd);
-  }
-  if (scaler_) {
-    BRISK_CHECK(!st.at("scaler").is_null(),
-                "Accelerator::load_state: the checkpoint has no GradScaler state "
-                "(it was saved without mixed_precision fp16)");
-    optim::StateDict sd;
-    sd.scalars = json_scalars(st.at("scaler"));
-    scaler_->load_state_dict(sd);
-  }
-  {
-    const json::Value r = json::parse(read_file(path / rng_file(rank_)));
-    const json::Value& g = r.at("default_generator");
-    default_generator().set_state({g.at("seed").as_uint(), g.at("offset").as_uint()});
-  }
+  for (size_t i = 0; i < optimizers_.size(); ++i) optimizers_[i]->opt->load_state_dict(ck.optimizers[i]);
+  // load_state_dict re-applies the rate; the gate must not interfere.
+  for (size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(ck.schedulers[i]);
+  if (scaler_) scaler_->load_state_dict(*ck.scaler);
+  default_generator().set_state(ck.generator);
   // Each loader continues with the batch the saved run would have taken next.
   for (size_t i = 0; i < loaders_.size(); ++i) {
     LoaderState& l = *loaders_[i];
-    const uint64_t epoch = loaders[i].at("epoch").as_uint();
-    const int64_t position = loaders[i].at("position").as_int();
+    const uint64_t epoch = ck.loaders[i].epoch;
+    const int64_t position = ck.loaders[i].position;
     if (l.iterable) {
       // A stream cannot seek: a save in the middle of an epoch restarts that epoch.
       if (position > 0 && !l.at_end())
@@ -472,17 +1110,13 @@ std::string Accelerator::load_state(const std::string& dir) {
       l.loader->set_start_batch(position);
     }
   }
-  for (const CustomState& c : custom_) {
-    const json::Value* v = st.at("custom").find(c.name);
-    BRISK_CHECK(v != nullptr, "Accelerator::load_state: the checkpoint has no state registered as '", c.name, "'");
-    c.load(*v);
-  }
+  for (size_t i = 0; i < custom_.size(); ++i) custom_[i].load(*ck.custom[i]);
   // The shuffling seed is part of the loaders' state.
-  if (const json::Value* seed = st.at("config").find("seed"); seed && !seed->is_null()) {
-    s_.seed = seed->as_uint();
+  if (ck.seed) {
+    s_.seed = *ck.seed;
     sh_->seed = s_.seed;
   }
-  step_ = st.at("step").as_int();
+  step_ = ck.step;
   resumed_ = true;
   return path.string();
 }

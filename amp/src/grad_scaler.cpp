@@ -3,12 +3,28 @@
 #include "brisk/amp/grad_scaler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "brisk/autograd/autograd.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/optim.h"
 
 namespace brisk::amp {
+
+namespace {
+
+// A count from a state dict: an integer in [lo, hi]. Casting anything else (-1 to size_t, 1e300
+// or NaN to int64) would be undefined behaviour.
+int64_t count_from(const optim::StateDict& sd, const std::string& key, int64_t lo, int64_t hi, const char* who) {
+  const double v = sd.scalar(key);
+  BRISK_CHECK(std::isfinite(v) && v == std::floor(v) && v >= static_cast<double>(lo) && v <= static_cast<double>(hi),
+              who, "::load_state_dict: '", key, "' must be an integer from ", lo, " to ", hi, ", got ", v);
+  return static_cast<int64_t>(v);
+}
+
+constexpr int64_t kMaxCount = int64_t{1} << 53;  // integers a double holds exactly
+
+}  // namespace
 
 GradScaler::GradScaler(GradScalerOptions o) : o_(o), scale_(o.init_scale) {
   BRISK_CHECK(o.init_scale > 0, "GradScaler: init_scale must be positive, got ", o.init_scale);
@@ -83,11 +99,21 @@ optim::StateDict GradScaler::state_dict() const {
 }
 
 void GradScaler::load_state_dict(const optim::StateDict& sd) {
-  scale_ = sd.scalar("scale");
-  o_.growth_factor = sd.scalar("growth_factor");
-  o_.backoff_factor = sd.scalar("backoff_factor");
-  o_.growth_interval = static_cast<int64_t>(sd.scalar("growth_interval"));
-  growth_tracker_ = static_cast<int64_t>(sd.scalar("growth_tracker"));
+  // Everything is checked before anything changes.
+  const double scale = sd.scalar("scale"), growth = sd.scalar("growth_factor"), backoff = sd.scalar("backoff_factor");
+  BRISK_CHECK(std::isfinite(scale) && scale > 0,
+              "GradScaler::load_state_dict: 'scale' must be finite and positive, got ", scale);
+  BRISK_CHECK(std::isfinite(growth) && growth > 1, "GradScaler::load_state_dict: 'growth_factor' must be > 1, got ",
+              growth);
+  BRISK_CHECK(backoff > 0 && backoff < 1, "GradScaler::load_state_dict: 'backoff_factor' must be in (0, 1), got ",
+              backoff);
+  const int64_t interval = count_from(sd, "growth_interval", 1, kMaxCount, "GradScaler");
+  const int64_t tracker = count_from(sd, "growth_tracker", 0, interval - 1, "GradScaler");
+  scale_ = scale;
+  o_.growth_factor = growth;
+  o_.backoff_factor = backoff;
+  o_.growth_interval = interval;
+  growth_tracker_ = tracker;
 }
 
 }  // namespace brisk::amp

@@ -7,6 +7,21 @@
 
 namespace brisk::optim {
 
+namespace {
+
+// A count from a state dict: an integer in [lo, hi]. Casting anything else (-1 to size_t, 1e300
+// or NaN to int64) would be undefined behaviour.
+int64_t count_from(const StateDict& sd, const std::string& key, int64_t lo, int64_t hi, const char* who) {
+  const double v = sd.scalar(key);
+  BRISK_CHECK(std::isfinite(v) && v == std::floor(v) && v >= static_cast<double>(lo) && v <= static_cast<double>(hi),
+              who, "::load_state_dict: '", key, "' must be an integer from ", lo, " to ", hi, ", got ", v);
+  return static_cast<int64_t>(v);
+}
+
+constexpr int64_t kMaxCount = int64_t{1} << 53;  // integers a double holds exactly
+
+}  // namespace
+
 LRScheduler::LRScheduler(Optimizer& opt) : opt_(opt) {
   for (size_t g = 0; g < opt.num_groups(); ++g) base_lrs_.push_back(opt.lr(g));
 }
@@ -33,7 +48,7 @@ StateDict LRScheduler::state_dict() const {
 }
 
 void LRScheduler::load_state_dict(const StateDict& sd) {
-  last_step_ = static_cast<int64_t>(sd.scalar("last_step"));
+  last_step_ = count_from(sd, "last_step", 0, kMaxCount, "LRScheduler");
   for (size_t g = 0; g < base_lrs_.size(); ++g) base_lrs_[g] = sd.scalar("base_lrs." + std::to_string(g));
   apply();
 }

@@ -2,12 +2,28 @@
 #include "brisk/optim/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 
 namespace brisk::optim {
+
+namespace {
+
+// A count from a state dict: an integer in [lo, hi]. Casting anything else (-1 to size_t, 1e300
+// or NaN to int64) would be undefined behaviour.
+int64_t count_from(const StateDict& sd, const std::string& key, int64_t lo, int64_t hi, const char* who) {
+  const double v = sd.scalar(key);
+  BRISK_CHECK(std::isfinite(v) && v == std::floor(v) && v >= static_cast<double>(lo) && v <= static_cast<double>(hi),
+              who, "::load_state_dict: '", key, "' must be an integer from ", lo, " to ", hi, ", got ", v);
+  return static_cast<int64_t>(v);
+}
+
+constexpr int64_t kMaxCount = int64_t{1} << 53;  // integers a double holds exactly
+
+}  // namespace
 
 const Tensor* StateDict::tensor(const std::string& key) const {
   for (const auto& [k, t] : tensors)
@@ -148,13 +164,13 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   size_t i = 0;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const std::string pre = "param_groups." + std::to_string(gi) + ".";
-    auto np = static_cast<size_t>(sd.scalar(pre + "num_params"));
+    auto np = static_cast<size_t>(count_from(sd, pre + "num_params", 0, kMaxCount, name()));
     BRISK_CHECK(np == groups_[gi].params.size(), name(), "::load_state_dict: group ", gi, " has ",
                 groups_[gi].params.size(), " parameters but the state dict has ", np);
     for (auto& [k, v] : groups_[gi].hyper) v = sd.scalar(pre + k);
     for (size_t j = 0; j < groups_[gi].params.size(); ++j, ++i) {
       const Tensor& p = groups_[gi].params[j];
-      steps_[i] = static_cast<int64_t>(sd.scalar("state." + std::to_string(i) + ".step"));
+      steps_[i] = count_from(sd, "state." + std::to_string(i) + ".step", 0, kMaxCount, name());
       state_[i].clear();
       const std::string sp = "state." + std::to_string(i) + ".";
       for (const auto& [k, t] : sd.tensors) {
@@ -169,7 +185,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     }
   }
   BRISK_CHECK(i == steps_.size(), name(), "::load_state_dict: parameter count mismatch");
-  steps_taken_ = static_cast<int64_t>(sd.scalar("steps_taken"));
+  steps_taken_ = count_from(sd, "steps_taken", 0, kMaxCount, name());
 }
 
 }  // namespace brisk::optim

@@ -8,6 +8,12 @@ if(TARGET brisk_dist_mpi)
   add_dependencies(accelerator_worker brisk_dist_mpi)
 endif()
 
+# The checkpoint fault tests (test_checkpoint_faults.cpp) run the worker as the process they kill.
+if(TARGET test_accelerate)
+  add_dependencies(test_accelerate accelerator_worker)
+  target_compile_definitions(test_accelerate PRIVATE BRISK_ACCELERATOR_WORKER="$<TARGET_FILE:accelerator_worker>")
+endif()
+
 set(_acc_run_mpi ${BRISK_TEST_JOB})
 set(_acc_worker $<TARGET_FILE:accelerator_worker>)
 
@@ -23,6 +29,13 @@ add_test(NAME accelerate.resume.np1
     -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh 1 ${_acc_worker} ${_acc_run_mpi}
     ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_np1)
 set_tests_properties(accelerate.resume.np1 PROPERTIES LABELS "unit" TIMEOUT 300
+  ENVIRONMENT "OMP_NUM_THREADS=1")
+# The same with the save inside a gradient accumulation window (micro-step 101 of 2-step windows).
+add_test(NAME accelerate.resume.window.np1
+  COMMAND ${BRISK_TEST_JOB} --timeout 280 --grep "RESUME-OK"
+    -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh 1 ${_acc_worker} ${_acc_run_mpi}
+    ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_window_np1 101)
+set_tests_properties(accelerate.resume.window.np1 PROPERTIES LABELS "unit" TIMEOUT 300
   ENVIRONMENT "OMP_NUM_THREADS=1")
 
 if(BRISK_HAVE_MPI)
@@ -41,4 +54,14 @@ if(BRISK_HAVE_MPI)
       ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_np2)
   set_tests_properties(accelerate.mp.resume.np2 PROPERTIES LABELS "multiprocess" RESOURCE_LOCK cpu_cores
     TIMEOUT 600 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
+  # Saved inside a gradient accumulation window: every rank's own unsynchronised gradients (and
+  # the rest of its per-rank state) must come back on that rank.
+  foreach(np 2 4)
+    add_test(NAME accelerate.mp.resume.window.np${np}
+      COMMAND ${BRISK_TEST_JOB} --timeout 570 --grep "RESUME-OK"
+        -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_resume.sh ${np} ${_acc_worker} ${_acc_run_mpi}
+        ${CMAKE_CURRENT_BINARY_DIR}/accelerate_resume_window_np${np} 101)
+    set_tests_properties(accelerate.mp.resume.window.np${np} PROPERTIES LABELS "multiprocess"
+      RESOURCE_LOCK cpu_cores TIMEOUT 600 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
+  endforeach()
 endif()

@@ -94,13 +94,16 @@ TEST(Checkpoint, ManifestListsEveryFileWithSizeAndSha256AndItsOwnChecksum) {
     if (e.path().filename() != "manifest.json") on_disk.insert(e.path().filename().string());
   EXPECT_EQ(listed, on_disk);
   EXPECT_TRUE(listed.count("model.safetensors") && listed.count("optimizer.safetensors") &&
-              listed.count("state.json") && listed.count("random_states_0.json"));
+              listed.count("state.json") && listed.count("rank_0.json"));
   EXPECT_EQ(m.at("manifest_sha256").as_string().size(), 64u);
   EXPECT_TRUE(accelerate::is_complete_checkpoint(dir));
-  // The state file carries the loader's epoch and position, the step and the config.
+  // The state file carries the step and the config; the rank's own file its loader's epoch and
+  // position and its random state.
   auto st = data::json::parse(read(fs::path(dir) / "state.json"));
-  EXPECT_EQ(st.at("data_loaders")[0].at("position").as_int(), 3);
   EXPECT_EQ(st.at("config").at("mixed_precision").as_string(), "no");
+  auto rs = data::json::parse(read(fs::path(dir) / "rank_0.json"));
+  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 3);
+  EXPECT_EQ(rs.at("rank").as_int(), 0);
   // Any change to a listed file, or to the manifest itself, makes the checkpoint incomplete.
   {
     std::ofstream f(fs::path(dir) / "state.json", std::ios::app);

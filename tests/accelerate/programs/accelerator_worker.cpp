@@ -327,7 +327,7 @@ std::string tensor_sha(const nn::NamedTensors& tensors) {
 // saving (and resuming) with save_state / load_state. Writes each step's loss in hex to
 // losses_rank<r>_<tag>.txt and, when it reaches --steps, the final state to final_rank<r>.txt.
 int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const std::string& out, const std::string& tag,
-          int64_t gas) {
+          int64_t gas, const std::string& load) {
   Accelerator acc({.gradient_accumulation_steps = gas,
                    .seed = 7,
                    .project_dir = out,
@@ -341,8 +341,8 @@ int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const st
   int64_t done = 0;
   acc.register_for_checkpointing(
       "done", [&] { return data::json::Value(done); }, [&](const data::json::Value& v) { done = v.as_int(); });
-  if (resume) {
-    std::string path = acc.load_state();
+  if (resume || !load.empty()) {
+    std::string path = acc.load_state(load);
     acc.print("loaded ", path, " at step ", done);
   }
   std::ofstream losses(out + "/losses_rank" + std::to_string(acc.process_index()) + "_" + tag + ".txt",
@@ -357,7 +357,14 @@ int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const st
       opt.zero_grad();
       ++done;
       losses << done << " " << hex(loss.item<double>()) << "\n" << std::flush;
-      if (done == save_at) acc.print("saved ", acc.save_state());
+      if (done == save_at) {
+        // Inside an accumulation window each rank holds its own, not yet synchronised gradients.
+        const bool window = !acc.sync_gradients();
+        const std::string path = acc.save_state();
+        std::printf("rank %d saved %s%s\n", acc.process_index(), path.c_str(),
+                    window ? " inside an accumulation window" : "");
+        std::fflush(stdout);
+      }
       if (done == stop_at) return 0;
       if (done == steps) break;
     }
@@ -375,26 +382,63 @@ int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const st
   return 0;
 }
 
+// The child of the checkpoint fault tests (test_checkpoint_faults.cpp): resumes from the newest
+// complete checkpoint under `out` (or from out/fixed with `fixed`), says "ready <micro-steps>",
+// then does one micro-step and a save_state, `saves` times (0: until it is killed).
+int save_loop(const std::string& out, int64_t saves, bool fixed) {
+  Accelerator acc({.gradient_accumulation_steps = 2,
+                   .seed = 3,
+                   .project_dir = out,
+                   .automatic_checkpoint_naming = true,
+                   .total_limit = 2});
+  TinyNet net(0.2);
+  optim::Adam opt(net.parameters(), {.lr = 0.01});
+  data::DataLoader loader(tiny_data(40), {.batch_size = 4, .shuffle = true, .seed = 5});
+  acc.prepare(net, opt, loader);
+  int64_t done = 0;
+  acc.register_for_checkpointing(
+      "done", [&] { return data::json::Value(done); }, [&](const data::json::Value& v) { done = v.as_int(); });
+  const std::string fixed_dir = out + "/fixed";
+  if (fixed ? std::filesystem::exists(fixed_dir) : std::filesystem::exists(out + "/checkpoints"))
+    acc.load_state(fixed ? fixed_dir : "");
+  std::printf("ready %lld\n", static_cast<long long>(done));
+  std::fflush(stdout);
+  for (int64_t s = 0;;)
+    for (auto& [x, y] : loader) {
+      auto a = acc.accumulate(net);
+      acc.backward(cross_entropy(net(x), y));
+      opt.step();
+      opt.zero_grad();
+      ++done;
+      acc.save_state(fixed ? fixed_dir : "");
+      if (saves > 0 && ++s >= saves) return 0;
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   cli::Parser p("accelerator_worker", "One rank of an Accelerator test scenario.");
-  std::string token, out = "out/accelerator_worker", tag = "run";
-  int64_t steps = 200, save_at = 0, stop_at = 0, gas = 2;
-  bool resume = false;
+  std::string token, out = "out/accelerator_worker", tag = "run", load;
+  int64_t steps = 200, save_at = 0, stop_at = 0, gas = 2, saves = 0;
+  bool resume = false, fixed = false;
   p.add("token", "ignored (lets the test runner find leftover processes)", &token);
   p.add("steps", "train: micro-steps in all", &steps);
   p.add("save_at", "train: save_state after this micro-step (0: never)", &save_at);
   p.add("stop_at", "train: exit after this micro-step (0: run to --steps)", &stop_at);
   p.add("resume", "train: load_state() the newest checkpoint first", &resume);
+  p.add("load", "train: load_state(this folder) first", &load);
   p.add("out", "train: project folder", &out);
   p.add("tag", "train: names this run's loss file", &tag);
   p.add("gas", "train: gradient_accumulation_steps", &gas);
+  p.add("saves", "save_loop: checkpoints to save (0: until killed)", &saves);
+  p.add("fixed", "save_loop: save to <out>/fixed again and again (not checkpoint_<n>)", &fixed);
   p.allow_positionals("SCENARIO");
   if (!p.parse(argc, argv)) return p.exit_code();
   if (p.positionals().size() != 1) {
     std::fprintf(stderr,
-                 "usage: accelerator_worker SCENARIO (sharding, accumulate, equivalence, collectives, train)\n");
+                 "usage: accelerator_worker SCENARIO (sharding, accumulate, equivalence, collectives, train, "
+                 "save_loop)\n");
     return 2;
   }
   const std::string scenario = p.positionals()[0];
@@ -410,7 +454,11 @@ int main(int argc, char** argv) {
       collectives();
     else if (scenario == "train") {
       std::filesystem::create_directories(out);
-      int rc = train(steps, save_at, stop_at, resume, out, tag, gas);
+      int rc = train(steps, save_at, stop_at, resume, out, tag, gas, load);
+      if (rc != 0) return rc;
+    } else if (scenario == "save_loop") {
+      std::filesystem::create_directories(out);
+      int rc = save_loop(out, saves, fixed);
       if (rc != 0) return rc;
     } else {
       std::fprintf(stderr, "accelerator_worker: unknown scenario '%s'\n", scenario.c_str());

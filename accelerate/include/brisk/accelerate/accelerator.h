@@ -325,6 +325,8 @@ class Accelerator {
   void on_synced_backward();
   LoaderState* active_loader();
   std::string checkpoint_root() const;
+  struct LoadedCheckpoint;
+  void read_checkpoint(const std::string& dir, LoadedCheckpoint& out) const;
   void check_not_prepared(const void* object, const char* what);
   static void move_state_to_params(optim::Optimizer& optimizer);
 
