@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "accelerator_impl.h"
+#include "brisk/core/fs.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/safetensors.h"
 #include "brisk/dist/trace.h"
@@ -39,38 +40,19 @@ void count_file_written() {
 }
 
 void fsync_path(const fs::path& p, bool directory) {
-  int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
+  if (directory) io::fsync_dir(p.string(), "Accelerator::save_state");
 }
 
 // Writes bytes to path and fsyncs it (the folder it is in is published by a rename later).
 void write_synced(const fs::path& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  BRISK_CHECK(fd >= 0, "Accelerator::save_state: cannot create '", path.string(), "'");
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      ::close(fd);
-      BRISK_THROW("Accelerator::save_state: writing '", path.string(), "' failed");
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  BRISK_CHECK(ok, "Accelerator::save_state: fsync of '", path.string(), "' failed");
+  io::write_file_synced(path.string(), bytes, "Accelerator::save_state");
   count_file_written();
 }
 
-// Writes via "<path>.tmp", fsync, rename (a reader sees the old file or the whole new one).
+// A temp file beside it, fsync, rename, fsync the folder (a reader sees the old file or the whole new one).
 void write_atomic(const fs::path& path, const std::string& bytes) {
-  fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  write_synced(tmp, bytes);
-  fs::rename(tmp, path);
-  fsync_path(path.parent_path().empty() ? fs::path(".") : path.parent_path(), true);
+  io::write_file_atomic(path.string(), bytes, "Accelerator::save_state");
+  count_file_written();
 }
 
 std::string read_file(const fs::path& path) {
@@ -128,7 +110,9 @@ std::string gradients_file(size_t i) {
 std::string optimizer_file(size_t i) {
   return i == 0 ? "optimizer.safetensors" : "optimizer_" + std::to_string(i) + ".safetensors";
 }
-std::string rng_file(int rank) { return "random_states_" + std::to_string(rank) + ".json"; }
+std::string rng_file(int rank) {
+  return "random_states_" + std::to_string(rank) + ".json";
+}
 
 }  // namespace
 
@@ -208,7 +192,9 @@ void Accelerator::register_for_checkpointing(const std::string& name, std::funct
   custom_.push_back({name, std::move(save), std::move(load)});
 }
 
-std::string Accelerator::checkpoint_root() const { return (fs::path(s_.project_dir) / "checkpoints").string(); }
+std::string Accelerator::checkpoint_root() const {
+  return (fs::path(s_.project_dir) / "checkpoints").string();
+}
 
 std::string Accelerator::save_state(const std::string& dir) {
   auto span = dist::trace_span("save_state", "checkpoint");

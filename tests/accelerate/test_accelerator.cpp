@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 
+#include <sys/stat.h>
+
 #include "accelerate/programs/tiny_net.h"
 
 using namespace brisk;
@@ -410,6 +412,40 @@ TEST(Accelerator, LogWritesJsonlAndCsvInTheProjectDir) {
   std::stringstream text;
   text << csv.rdbuf();
   EXPECT_EQ(text.str(), "step,loss,accuracy\n1,0.5,\n2,0.25,0.75\n");
+}
+
+// A log call that brings no new key appends one row to metrics.csv instead of rewriting the file
+// (the inode stays); a new key rewrites it atomically with the wider header.
+TEST(Accelerator, LogAppendsCsvRowsAndRewritesOnlyForANewKey) {
+  const std::string dir = ::testing::TempDir() + "/brisk_acc_log_append";
+  std::filesystem::remove_all(dir);
+  Accelerator acc({.project_dir = dir});
+  auto inode = [&](const std::string& f) {
+    struct stat st {};
+    EXPECT_EQ(::stat((dir + "/" + f).c_str(), &st), 0);
+    return st.st_ino;
+  };
+  auto slurp = [&](const std::string& f) {
+    std::ifstream in(dir + "/" + f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  acc.log({{"loss", 1.0}}, 1);
+  const auto csv0 = inode("metrics.csv"), jsonl0 = inode("metrics.jsonl");
+  for (int i = 2; i <= 4; ++i) acc.log({{"loss", 1.0 / i}}, i);
+  EXPECT_EQ(inode("metrics.csv"), csv0) << "metrics.csv was rewritten by a call with no new key";
+  EXPECT_EQ(slurp("metrics.csv"), "step,loss\n1,1.0\n2,0.5\n3,0.3333333333333333\n4,0.25\n");
+  acc.log({{"loss", 0.125}, {"note", "a,b"}}, 5);
+  EXPECT_NE(inode("metrics.csv"), csv0);
+  EXPECT_EQ(inode("metrics.jsonl"), jsonl0);
+  EXPECT_EQ(slurp("metrics.csv"), "step,loss,note\n1,1.0,\n2,0.5,\n3,0.3333333333333333,\n4,0.25,\n5,0.125,\"a,b\"\n");
+  const auto csv1 = inode("metrics.csv");
+  acc.log({{"note", "x"}}, 6);
+  EXPECT_EQ(inode("metrics.csv"), csv1);
+  EXPECT_EQ(slurp("metrics.csv").substr(slurp("metrics.csv").rfind("5,")), "5,0.125,\"a,b\"\n6,,x\n");
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 TEST(Accelerator, ProgressBarDrawsOnTheMainProcess) {

@@ -30,6 +30,7 @@
 
 #include "brisk/amp/autocast.h"
 #include "brisk/amp/grad_scaler.h"
+#include "brisk/core/fs.h"
 #include "brisk/core/progress.h"
 #include "brisk/core/tensor.h"
 #include "brisk/data/dataloader.h"
@@ -309,8 +310,9 @@ class Accelerator {
   void save(const nn::NamedTensors& state, const std::string& path);
 
   // --- trackers ----------------------------------------------------------------------------------
-  // Main process: appends {"step": step, ...values} to <project_dir>/metrics.jsonl and rewrites
-  // <project_dir>/metrics.csv (a column per key seen so far).
+  // Main process: appends {"step": step, ...values} to <project_dir>/metrics.jsonl and a row to
+  // <project_dir>/metrics.csv (a column per key seen so far), each fsynced; only a call that brings
+  // a new key rewrites metrics.csv (atomically, with the wider header).
   void log(const data::json::Value::Object& values, std::optional<int64_t> step = std::nullopt);
   // A progress bar only the main process draws (the others' bars count silently).
   [[nodiscard]] ProgressBar progress_bar(int64_t total, const std::string& description,
@@ -361,6 +363,8 @@ class Accelerator {
   bool resumed_ = false;
   std::vector<data::json::Value> log_rows_;
   bool log_started_ = false;
+  io::AppendFile log_jsonl_, log_csv_;    // open once logging starts; each log() appends a line
+  std::vector<std::string> log_columns_;  // metrics.csv's header
 };
 
 }  // namespace brisk
