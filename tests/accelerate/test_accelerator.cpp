@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include <sys/stat.h>
@@ -295,6 +296,113 @@ TEST(Accelerator, ClipGradNormReturnsTheTotalNorm) {
   for (float g : brisk::testing::flat_grads(net)) EXPECT_LE(std::fabs(g), 1e-5f);
 }
 
+// --- nan_watch and deterministic -------------------------------------------------------------------
+
+namespace {
+// A linear layer plus a parameter `extra` that enters the loss as sqrt(0 * extra): the loss stays
+// finite while extra's gradient is 0 * inf = NaN.
+struct NanGradNet : nn::Module {
+  nn::Linear f{4, 3};
+  Tensor extra;
+  NanGradNet() {
+    register_modules({{"f", f}});
+    extra = register_parameter("extra", zeros({2}));
+  }
+  Tensor forward(const Tensor& x) override { return f(x); }
+  Tensor loss(const Tensor& x, bool poison) {
+    Tensor l = forward(x).sum();
+    return poison ? l + sqrt(extra * 0.0).sum() : l;
+  }
+};
+}  // namespace
+
+TEST(AcceleratorOptions, NanWatchAndDeterministicFromProgramAndEnvironment) {
+  AcceleratorSettings d = resolve_accelerator_options({}, fake_env({}));
+  EXPECT_FALSE(d.nan_watch);
+  EXPECT_FALSE(d.deterministic.has_value());
+  AcceleratorSettings e =
+      resolve_accelerator_options({}, fake_env({{"BRISK_NAN_WATCH", "TRUE"}, {"BRISK_DETERMINISTIC", "off"}}));
+  EXPECT_TRUE(e.nan_watch);
+  EXPECT_EQ(e.deterministic, false);
+  EXPECT_EQ(e.source.at("nan_watch"), "env BRISK_NAN_WATCH");
+  EXPECT_EQ(e.source.at("deterministic"), "env BRISK_DETERMINISTIC");
+  AcceleratorSettings p = resolve_accelerator_options(
+      {.nan_watch = false, .deterministic = true}, fake_env({{"BRISK_NAN_WATCH", "1"}, {"BRISK_DETERMINISTIC", "0"}}));
+  EXPECT_FALSE(p.nan_watch);
+  EXPECT_EQ(p.deterministic, true);
+  for (const char* var : {"BRISK_NAN_WATCH", "BRISK_DETERMINISTIC", "BRISK_CPU"}) {
+    const std::string msg = error_of([&] { resolve_accelerator_options({}, fake_env({{var, "sometimes"}})); });
+    EXPECT_NE(msg.find(var), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'sometimes'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("yes/no"), std::string::npos) << msg;
+  }
+  // Every boolean spelling, in any case (BRISK_CPU=TRUE used to be read differently by different parsers).
+  for (const char* on : {"TRUE", "True", "1", "yes", "ON"})
+    EXPECT_TRUE(resolve_accelerator_options({}, fake_env({{"BRISK_CPU", on}})).cpu) << on;
+}
+
+TEST(Accelerator, NanWatchNamesTheFirstParameterWithANonFiniteGradient) {
+  Accelerator acc({.nan_watch = true});
+  NanGradNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  acc.prepare(net, opt);
+  Generator g(1);
+  const Tensor x = randn({5, 4}, {}, &g);
+  acc.backward(net.loss(x, false));  // finite: no error
+  opt.step();
+  opt.zero_grad();
+  const std::vector<float> before = brisk::testing::flat_params(net);
+  const std::string msg = error_of([&] { acc.backward(net.loss(x, true)); });
+  EXPECT_NE(msg.find("gradient of parameter 'extra'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("NaN"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nan_watch"), std::string::npos) << msg;
+  EXPECT_EQ(brisk::testing::flat_params(net), before);
+  opt.zero_grad();
+  // A non-finite loss is named as such.
+  const std::string lmsg =
+      error_of([&] { acc.backward(net.loss(x, false) * std::numeric_limits<double>::infinity()); });
+  EXPECT_NE(lmsg.find("the loss is inf"), std::string::npos) << lmsg;
+}
+
+TEST(Accelerator, WithoutNanWatchANanGradientPassesSilently) {
+  Accelerator acc;
+  NanGradNet net;
+  acc.prepare(net);
+  Generator g(1);
+  EXPECT_NO_THROW(acc.backward(net.loss(randn({5, 4}, {}, &g), true)));
+  EXPECT_TRUE(std::isnan(net.extra.grad().to_vector<float>()[0]));
+}
+
+TEST(Accelerator, DeterministicOptionSetsTheKernelSwitch) {
+  kernels::DeterministicGuard restore(kernels::deterministic());
+  {
+    Accelerator acc({.deterministic = false});
+    EXPECT_FALSE(kernels::deterministic());
+    // Without a deterministic algorithm an op may then go ahead.
+    EXPECT_NO_THROW(kernels::check_nondeterministic_allowed("conv2d backward (filter)", "no deterministic algorithm"));
+  }
+  {
+    Accelerator acc({.deterministic = true});
+    EXPECT_TRUE(kernels::deterministic());
+    const std::string msg = error_of([] {
+      kernels::check_nondeterministic_allowed("cudnnConvolutionBackwardFilter", "no deterministic algorithm");
+    });
+    EXPECT_NE(msg.find("cudnnConvolutionBackwardFilter: no deterministic algorithm"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("BRISK_DETERMINISTIC=0"), std::string::npos) << msg;
+  }
+  kernels::set_deterministic(false);
+  {
+    Accelerator acc;  // unset: the process's setting stays
+    EXPECT_FALSE(kernels::deterministic());
+  }
+  ::setenv("BRISK_DETERMINISTIC", "TRUE", 1);
+  {
+    Accelerator acc;
+    EXPECT_TRUE(kernels::deterministic());
+  }
+  ::unsetenv("BRISK_DETERMINISTIC");
+}
+
 // --- sharding plans (pure functions, any world size) --------------------------------------------
 
 TEST(ShardBatchPlan, EvenBatchesCyclesFromTheStart) {
@@ -443,7 +551,8 @@ TEST(Accelerator, LogAppendsCsvRowsAndRewritesOnlyForANewKey) {
   const auto csv1 = inode("metrics.csv");
   acc.log({{"note", "x"}}, 6);
   EXPECT_EQ(inode("metrics.csv"), csv1);
-  EXPECT_EQ(slurp("metrics.csv").substr(slurp("metrics.csv").rfind("5,")), "5,0.125,\"a,b\"\n6,,x\n");
+  const std::string text = slurp("metrics.csv");
+  EXPECT_EQ(text.substr(text.rfind("\n5,") + 1), "5,0.125,\"a,b\"\n6,,x\n");
   for (const auto& e : std::filesystem::directory_iterator(dir))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }

@@ -61,6 +61,12 @@ struct AcceleratorOptions {
   std::optional<int64_t> total_limit = std::nullopt;               // keep at most this many automatic checkpoints (all)
   std::optional<double> bucket_cap_mb = std::nullopt;              // Reducer buckets after the first (25)
   std::optional<bool> find_unused_parameters = std::nullopt;       // (false)
+  // Every backward() checks the loss and the gradients for inf/NaN and throws, naming the first
+  // parameter whose gradient is not finite (one host synchronisation per step on a GPU). (false)
+  std::optional<bool> nan_watch = std::nullopt;
+  // kernels::set_deterministic: deterministic kernels everywhere, or an error naming an op that has
+  // none (torch.use_deterministic_algorithms). Unset: the process's setting is left as it is (on).
+  std::optional<bool> deterministic = std::nullopt;
   // GradScaler (fp16 only), PyTorch's defaults.
   std::optional<double> scaler_init_scale = std::nullopt;        // 65536
   std::optional<double> scaler_growth_factor = std::nullopt;     // 2
@@ -82,6 +88,8 @@ struct AcceleratorSettings {
   std::optional<int64_t> total_limit;
   double bucket_cap_mb = 25.0;
   bool find_unused_parameters = false;
+  bool nan_watch = false;
+  std::optional<bool> deterministic;  // applied by the Accelerator when set
   amp::GradScalerOptions scaler;
   // Where each value came from: "program", "env BRISK_..." or "default" (by field name).
   std::map<std::string, std::string> source;
@@ -325,6 +333,7 @@ class Accelerator {
   struct ModelState;
   struct OptimizerState;
   void on_synced_backward();
+  void check_finite(const Tensor& loss);
   LoaderState* active_loader();
   std::string checkpoint_root() const;
   void check_not_prepared(const void* object, const char* what);
@@ -359,6 +368,7 @@ class Accelerator {
   std::shared_ptr<Shared> sh_ = std::make_shared<Shared>();
   bool unscaled_ = false;
   int64_t step_ = 0;
+  int64_t backward_calls_ = 0;  // counted by nan_watch, for its messages
   LoaderState* active_ = nullptr;
   bool resumed_ = false;
   std::vector<data::json::Value> log_rows_;
