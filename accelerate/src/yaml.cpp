@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <unordered_map>
 
 #include "brisk/core/env.h"
 #include "brisk/core/error.h"
@@ -182,6 +183,7 @@ std::string Value::as_string(const std::string& what) const {
 
 Document parse(const std::string& text, const std::string& source) {
   Document doc;
+  std::unordered_map<std::string, size_t> seen;  // key -> index in doc
   size_t pos = 0;
   int line_no = 0;
   while (pos < text.size()) {
@@ -298,8 +300,9 @@ Document parse(const std::string& text, const std::string& source) {
       v.text = rest;
       v.kind = classify(rest);
     }
-    for (const auto& [k, old] : doc)
-      if (k == key) fail("duplicate key '" + key + "' (first on line " + std::to_string(old.line) + ")");
+    // A hash set of the keys so far: a file of many keys is read in linear time.
+    if (auto [it, fresh] = seen.emplace(key, doc.size()); !fresh)
+      fail("duplicate key '" + key + "' (first on line " + std::to_string(doc[it->second].second.line) + ")");
     doc.emplace_back(key, std::move(v));
   }
   return doc;
