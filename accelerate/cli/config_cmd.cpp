@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <limits>
 
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/host.h"
 #include "brisk/core/cli.h"
+#include "brisk/core/env.h"
 #include "brisk/core/error.h"
 #include "commands.h"
 
@@ -51,16 +53,10 @@ class Asker {
 };
 
 int to_int(const std::string& s, const char* what, int min) {
-  size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  BRISK_CHECK(used == s.size() && used > 0 && v >= min, what, ": expected a whole number of at least ", min, ", got '",
-              s, "'");
-  return v;
+  const std::optional<int> v = parse_integer<int>(s);
+  BRISK_CHECK(v && *v >= min, what, ": expected a whole number in [", min, ", ", std::numeric_limits<int>::max(),
+              "], got '", s, "'");
+  return *v;
 }
 
 bool to_bool(const std::string& s, const char* what) {

@@ -11,6 +11,7 @@
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/autograd/autograd.h"
+#include "brisk/core/env.h"
 #include "brisk/dist/dist.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
@@ -22,15 +23,16 @@ namespace brisk::selftest {
 
 namespace {
 
-const char* get(const char* name) { return std::getenv(name); }
+const char* get(const char* name) {
+  return std::getenv(name);
+}
 
 bool read_int(const char* name, int& out) {
   const char* v = get(name);
   if (!v || !*v) return false;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > 1 << 24) return false;
-  out = static_cast<int>(x);
+  const std::optional<int> x = parse_integer<int>(v);
+  if (!x || *x < 0 || *x > 1 << 24) return false;
+  out = *x;
   return true;
 }
 
@@ -109,14 +111,17 @@ CheckResult all_reduce_check(const RankInfo&) {
         std::vector<double> want(kN);
         for (int64_t i = 0; i < kN; ++i) {
           double sum = N * (i + 1.0) + kN * N * (N - 1) / 2.0;
-          want[i] = op == dist::ReduceOp::Sum ? sum : op == dist::ReduceOp::Avg ? sum / N
-                  : op == dist::ReduceOp::Max ? i + 1.0 + kN * (N - 1) : i + 1.0;
+          want[i] = op == dist::ReduceOp::Sum   ? sum
+                    : op == dist::ReduceOp::Avg ? sum / N
+                    : op == dist::ReduceOp::Max ? i + 1.0 + kN * (N - 1)
+                                                : i + 1.0;
         }
         if (op == dist::ReduceOp::Avg && dt != DType::F32) {  // 16-bit averages round: compare after rounding
           want = kernels::cast(from_vector<double>(want, {kN}), dt).to_vector<double>();
         }
         expect_values(std::string("all_reduce ") + dist::reduce_op_name(op) + " " + dtype_name(dt) + " " +
-                          dist::algorithm_name(algo), t, want);
+                          dist::algorithm_name(algo),
+                      t, want);
         ++cases;
       }
     }
@@ -139,7 +144,8 @@ CheckResult broadcast_reduce_check(const RankInfo&) {
   }
   Tensor t = rank_input(r, DType::I64);
   pg.broadcast(t, {.root = N - 1});
-  expect_values("broadcast from the last rank", t, {1.0 + kN * (N - 1), 2.0 + kN * (N - 1), 3.0 + kN * (N - 1), 4.0 + kN * (N - 1)});
+  expect_values("broadcast from the last rank", t,
+                {1.0 + kN * (N - 1), 2.0 + kN * (N - 1), 3.0 + kN * (N - 1), 4.0 + kN * (N - 1)});
   Tensor red = rank_input(r, DType::F32);
   pg.reduce(red, {.root = 0, .op = dist::ReduceOp::Sum});
   if (r == 0) {
@@ -258,7 +264,6 @@ CheckResult data_parallel_step(const RankInfo&) {
                             " process(es): parameters identical on every rank and equal to 1 process with batch " +
                             std::to_string(N * b)};
 }
-
 
 }  // namespace
 

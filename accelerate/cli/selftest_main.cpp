@@ -13,20 +13,22 @@
 
 #include "brisk/core/cli.h"
 #include "brisk/core/error.h"
+#include "brisk/core/fs.h"
 #include "selftest_checks.h"
 
 using namespace brisk::selftest;
 
 namespace {
 
+// Writes the file atomically; on failure prints why (the path and the system's reason) and returns false.
 bool write_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) return false;
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok &= std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  ok &= std::fclose(f) == 0;
-  return ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+  try {
+    brisk::io::write_file_atomic(path, text, "brisk-selftest");
+    return true;
+  } catch (const brisk::Error& e) {
+    std::fprintf(stderr, "%s\n", e.message().c_str());
+    return false;
+  }
 }
 
 }  // namespace
@@ -77,8 +79,6 @@ int main(int argc, char** argv) {
   if (report_dir.empty()) {
     std::fputs(text.c_str(), stdout);
   } else if (!write_atomically(report_dir + "/report-" + std::to_string(report.pid) + ".txt", text)) {
-    std::fprintf(stderr, "brisk-selftest: cannot write a report into '%s': %s\n", report_dir.c_str(),
-                 std::strerror(errno));
     return 1;
   }
   if (fail_rank >= 0) {

@@ -3,13 +3,16 @@
 #include "brisk/accelerate/accelerator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "accelerator_impl.h"
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/accelerate/host.h"
 #include "brisk/autograd/autograd.h"
+#include "brisk/core/env.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/sampler.h"
 #include "brisk/dist/trace.h"
@@ -17,6 +20,8 @@
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/kernels/index.h"
+#include "brisk/kernels/optim.h"
+#include "brisk/kernels/settings.h"
 #include "brisk/optim/clip.h"
 
 namespace brisk {
@@ -44,18 +49,16 @@ T pick(const std::optional<T>& program, const char* var, Parse parse, T fallback
 }
 
 bool parse_bool(const std::string& v, const std::string& what) {
-  std::string s = v;
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
-  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
-  BRISK_THROW("Accelerator: ", what, " must be a boolean (1/0, true/false, yes/no), got '", v, "'");
+  const std::optional<bool> b = parse_bool_word(v);
+  BRISK_CHECK(b.has_value(), "Accelerator: ", what, " must be a boolean (", kBoolWords, "), got '", v, "'");
+  return *b;
 }
 
 int64_t parse_int(const std::string& v, const std::string& what) {
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  BRISK_CHECK(end && *end == '\0' && !v.empty(), "Accelerator: ", what, " must be an integer, got '", v, "'");
-  return x;
+  const std::optional<int64_t> x = parse_integer<int64_t>(v);
+  BRISK_CHECK(x.has_value(), "Accelerator: ", what, " must be an integer in [", std::numeric_limits<int64_t>::min(),
+              ", ", std::numeric_limits<int64_t>::max(), "], got '", v, "'");
+  return *x;
 }
 
 double parse_double(const std::string& v, const std::string& what) {
@@ -100,9 +103,10 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
     s.seed = *o.seed;
     src["seed"] = "program";
   } else if (const char* v = getenv(env::kSeed); v && *v) {
-    int64_t x = parse_int(v, env::kSeed);
-    BRISK_CHECK(x >= 0, "Accelerator: seed (from ", env::kSeed, ") must be non-negative, got ", x);
-    s.seed = static_cast<uint64_t>(x);
+    const std::optional<uint64_t> x = parse_integer<uint64_t>(v);
+    BRISK_CHECK(x.has_value(), "Accelerator: seed (from ", env::kSeed, ") must be an integer in [0, ",
+                std::numeric_limits<uint64_t>::max(), "], got '", v, "'");
+    s.seed = *x;
     src["seed"] = std::string("env ") + env::kSeed;
   } else {
     src["seed"] = "default";
@@ -119,6 +123,16 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
   s.bucket_cap_mb = pick<double>(o.bucket_cap_mb, env::kBucketCapMb, parse_double, 25.0, "bucket_cap_mb", getenv, src);
   s.find_unused_parameters = pick<bool>(o.find_unused_parameters, env::kFindUnusedParameters, parse_bool, false,
                                         "find_unused_parameters", getenv, src);
+  s.nan_watch = pick<bool>(o.nan_watch, env::kNanWatch, parse_bool, false, "nan_watch", getenv, src);
+  if (o.deterministic) {
+    s.deterministic = o.deterministic;
+    src["deterministic"] = "program";
+  } else if (const char* v = getenv(env::kDeterministic); v && *v) {
+    s.deterministic = parse_bool(v, env::kDeterministic);
+    src["deterministic"] = std::string("env ") + env::kDeterministic;
+  } else {
+    src["deterministic"] = "default";
+  }
   s.scaler.init_scale =
       pick<double>(o.scaler_init_scale, nullptr, parse_double, 65536.0, "scaler_init_scale", getenv, src);
   s.scaler.growth_factor =
@@ -151,6 +165,7 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
 // --- construction and process facts ----------------------------------------------------------
 
 Accelerator::Accelerator(AcceleratorOptions options) : s_(resolve_accelerator_options(options)) {
+  if (s_.deterministic) kernels::set_deterministic(*s_.deterministic);
   pg_ = &dist::init();
   rank_ = pg_->rank();
   world_size_ = pg_->size();
@@ -469,7 +484,45 @@ void Accelerator::backward(const Tensor& loss) {
     for (auto& m : models_)
       if (m->reducer && m->reducer->sync()) m->reducer->finalize();
   }
+  if (s_.nan_watch) check_finite(loss);
   if (sh_->sync_gradients) on_synced_backward();
+}
+
+// nan_watch: one reduction over the loss and every gradient (max |x|, NaN winning) per device, read
+// once; only when it is not finite are the tensors looked at one by one to name the culprit. Under
+// fp16 the gradients are still scaled here and an overflow is the GradScaler's business (it skips
+// the step), so only the loss is checked there. After the reducers finished, every rank holds the
+// same gradients and so stops at the same step.
+void Accelerator::check_finite(const Tensor& loss) {
+  auto span = dist::trace_span("nan_watch", "compute");
+  ++backward_calls_;
+  std::vector<std::pair<Device, std::vector<Tensor>>> by_device;
+  auto add = [&](const Tensor& t) {
+    for (auto& [d, list] : by_device)
+      if (d == t.device()) return list.push_back(t);
+    by_device.push_back({t.device(), {t}});
+  };
+  const Tensor l = loss.detach();
+  if (is_floating(l.dtype())) add(l);
+  if (!scaler_)
+    for (auto& m : models_)
+      for (const Tensor& p : m->model->parameters())
+        if (Tensor g = p.grad(); g.defined() && is_floating(g.dtype())) add(g);
+  bool finite = true;
+  for (const auto& [device, tensors] : by_device) finite &= std::isfinite(kernels::max_abs(tensors));
+  if (finite) return;
+  const std::string when = " (nan_watch, backward call " + std::to_string(backward_calls_) + ")";
+  const double lv = is_floating(l.dtype()) ? kernels::max_abs({l}) : 0.0;
+  BRISK_CHECK(std::isfinite(lv), "Accelerator::backward: the loss is ", std::isnan(lv) ? "NaN" : "inf", when);
+  for (size_t i = 0; i < models_.size(); ++i)
+    for (const auto& [name, p] : models_[i]->model->named_parameters()) {
+      const Tensor g = p.grad();
+      if (!g.defined() || !is_floating(g.dtype())) continue;
+      const double v = kernels::max_abs({g});
+      BRISK_CHECK(std::isfinite(v), "Accelerator::backward: the gradient of parameter '", name, "'",
+                  models_.size() > 1 ? " of model " + std::to_string(i) : std::string(), " contains ",
+                  std::isnan(v) ? "NaN" : "inf", " (shape ", p.sizes(), ")", when);
+    }
 }
 
 // After the backward of a micro-step that syncs: under fp16 the gradients are unscaled now (one

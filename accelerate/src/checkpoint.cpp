@@ -23,6 +23,7 @@
 #include <set>
 
 #include "accelerator_impl.h"
+#include "brisk/core/fs.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/safetensors.h"
 #include "brisk/dist/trace.h"
@@ -63,48 +64,19 @@ void count_file_written() {
 }
 
 void fsync_path(const fs::path& p, bool directory) {
-  int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-std::string errno_text(int e) {
-  std::string s = std::strerror(e);
-  if (e == ENOSPC || e == EFBIG || e == EDQUOT) s += " (the disk is full or a file size limit was reached)";
-  return s;
+  if (directory) io::fsync_dir(p.string(), "Accelerator::save_state");
 }
 
 // Writes bytes to path and fsyncs it (the folder it is in is published by a rename later).
 void write_synced(const fs::path& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  BRISK_CHECK(fd >= 0, "Accelerator::save_state: cannot create '", path.string(), "': ", errno_text(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = n < 0 ? errno : EIO;
-      ::close(fd);
-      BRISK_THROW("Accelerator::save_state: writing '", path.string(), "' failed after ", done, " of ", bytes.size(),
-                  " bytes: ", errno_text(e));
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool ok = ::fsync(fd) == 0;
-  const int e = errno;
-  ::close(fd);
-  BRISK_CHECK(ok, "Accelerator::save_state: fsync of '", path.string(), "' failed: ", errno_text(e));
+  io::write_file_synced(path.string(), bytes, "Accelerator::save_state");
   count_file_written();
 }
 
-// Writes via "<path>.tmp", fsync, rename (a reader sees the old file or the whole new one).
+// A temp file beside it, fsync, rename, fsync the folder (a reader sees the old file or the whole new one).
 void write_atomic(const fs::path& path, const std::string& bytes) {
-  fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  write_synced(tmp, bytes);
-  fs::rename(tmp, path);
-  fsync_path(path.parent_path().empty() ? fs::path(".") : path.parent_path(), true);
+  io::write_file_atomic(path.string(), bytes, "Accelerator::save_state");
+  count_file_written();
 }
 
 json::Value scalars_json(const std::map<std::string, double>& m) {

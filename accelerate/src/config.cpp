@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "brisk/core/error.h"
+#include "brisk/core/fs.h"
 
 namespace brisk::accelerate {
 
@@ -44,7 +45,9 @@ std::string valid_keys_text() {
   return s;
 }
 
-bool is_valid_mixed_precision(const std::string& s) { return s == "no" || s == "fp16" || s == "bf16"; }
+bool is_valid_mixed_precision(const std::string& s) {
+  return s == "no" || s == "fp16" || s == "bf16";
+}
 
 std::vector<int> parse_gpu_ids(const std::string& s, const std::string& what) {
   if (s == "all") return {};
@@ -203,29 +206,7 @@ void save_config(const Config& c, const std::string& path) {
     fs::create_directories(target.parent_path(), ec);
     BRISK_CHECK(!ec, "config: cannot create folder '", target.parent_path().string(), "': ", ec.message());
   }
-  std::string text = config_to_yaml(c);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  BRISK_CHECK(fd >= 0, "config: cannot write '", tmp, "': ", std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::string err = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      BRISK_THROW("config: writing '", tmp, "' failed: ", err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    BRISK_THROW("config: cannot replace '", path, "': ", err);
-  }
+  io::write_file_atomic(path, config_to_yaml(c), "save_config");
 }
 
 }  // namespace brisk::accelerate

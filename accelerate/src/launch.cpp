@@ -84,6 +84,9 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
   if (!inherited("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", std::to_string(std::max(1, host.cpu_cores / per_host)));
 
   bool single_host = s.num_machines == 1 && s.hostfile.empty();
+  // A single-host job keeps every socket on loopback: NCCL's bootstrap and socket transport (the
+  // variable set here, unless the user set their own) and OpenMPI's TCP transports (below).
+  if (single_host && !inherited("NCCL_SOCKET_IFNAME")) set("NCCL_SOCKET_IFNAME", "lo");
   if (s.num_processes == 1 && single_host && !s.tag_output) {
     cmd.argv = program;
     return cmd;
@@ -107,7 +110,8 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
   std::vector<std::string> forward;
   for (const auto& [k, v] : cmd.env) forward.push_back(k);
   for (const auto& [k, v] : environment)
-    if (k.rfind("BRISK_", 0) == 0 || k == "OMP_NUM_THREADS") forward.push_back(k);
+    if (k.rfind("BRISK_", 0) == 0 || k == "OMP_NUM_THREADS" || (single_host && k == "NCCL_SOCKET_IFNAME"))
+      forward.push_back(k);
   std::sort(forward.begin(), forward.end());
   forward.erase(std::unique(forward.begin(), forward.end()), forward.end());
   for (const std::string& name : forward) a.insert(a.end(), {"-x", name});

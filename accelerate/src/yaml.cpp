@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <unordered_map>
 
+#include "brisk/core/env.h"
 #include "brisk/core/error.h"
 
 namespace brisk::accelerate::yaml {
@@ -21,7 +23,9 @@ bool all_digits(const std::string& s, size_t from) {
   return true;
 }
 
-bool is_int_text(const std::string& s) { return all_digits(s, (s[0] == '-' || s[0] == '+') ? 1 : 0); }
+bool is_int_text(const std::string& s) {
+  return all_digits(s, (s[0] == '-' || s[0] == '+') ? 1 : 0);
+}
 
 bool is_float_text(const std::string& s) {
   static const char* specials[] = {".inf", ".Inf", ".INF", "-.inf", "-.Inf", "-.INF", "+.inf", ".nan", ".NaN", ".NAN"};
@@ -103,11 +107,21 @@ std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -123,27 +137,34 @@ std::string quote(const std::string& s) {
 
 }  // namespace
 
-Value Value::null() { return {}; }
-Value Value::boolean(bool v) { return {Kind::Bool, v ? "true" : "false"}; }
-Value Value::integer(int64_t v) { return {Kind::Int, std::to_string(v)}; }
-Value Value::number(double v) { return {Kind::Float, shortest_double(v)}; }
-Value Value::string(std::string v) { return {Kind::String, std::move(v)}; }
+Value Value::null() {
+  return {};
+}
+Value Value::boolean(bool v) {
+  return {Kind::Bool, v ? "true" : "false"};
+}
+Value Value::integer(int64_t v) {
+  return {Kind::Int, std::to_string(v)};
+}
+Value Value::number(double v) {
+  return {Kind::Float, shortest_double(v)};
+}
+Value Value::string(std::string v) {
+  return {Kind::String, std::move(v)};
+}
 
 bool Value::as_bool(const std::string& what) const {
-  std::string l = lower(text);
-  if (kind != Kind::Null) {
-    if (l == "true" || l == "yes" || l == "on") return true;
-    if (l == "false" || l == "no" || l == "off") return false;
-  }
-  BRISK_THROW(what, ": expected true or false, got '", text, "'");
+  if (kind != Kind::Null)
+    if (const std::optional<bool> b = parse_bool_word(text)) return *b;
+  BRISK_THROW(what, ": expected a boolean (", kBoolWords, "), got '", text, "'");
 }
 
 int64_t Value::as_int(const std::string& what) const {
   BRISK_CHECK(kind == Kind::Int, what, ": expected an integer, got '", text, "'");
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), nullptr, 10);
-  BRISK_CHECK(errno != ERANGE, what, ": integer '", text, "' is out of range");
-  return v;
+  const std::optional<int64_t> v = parse_integer<int64_t>(text);
+  BRISK_CHECK(v.has_value(), what, ": integer '", text, "' is out of range [", std::numeric_limits<int64_t>::min(),
+              ", ", std::numeric_limits<int64_t>::max(), "]");
+  return *v;
 }
 
 double Value::as_double(const std::string& what) const {
@@ -162,6 +183,7 @@ std::string Value::as_string(const std::string& what) const {
 
 Document parse(const std::string& text, const std::string& source) {
   Document doc;
+  std::unordered_map<std::string, size_t> seen;  // key -> index in doc
   size_t pos = 0;
   int line_no = 0;
   while (pos < text.size()) {
@@ -232,19 +254,32 @@ Document parse(const std::string& text, const std::string& source) {
         }
         if (++i >= rest.size()) fail("unterminated double-quoted value for '" + key + "'");
         switch (rest[i]) {
-          case 'n': v.text += '\n'; break;
-          case 't': v.text += '\t'; break;
-          case 'r': v.text += '\r'; break;
-          case '"': v.text += '"'; break;
-          case '\\': v.text += '\\'; break;
-          case '/': v.text += '/'; break;
+          case 'n':
+            v.text += '\n';
+            break;
+          case 't':
+            v.text += '\t';
+            break;
+          case 'r':
+            v.text += '\r';
+            break;
+          case '"':
+            v.text += '"';
+            break;
+          case '\\':
+            v.text += '\\';
+            break;
+          case '/':
+            v.text += '/';
+            break;
           case 'x': {
             if (i + 2 >= rest.size()) fail("bad \\x escape in the value of '" + key + "'");
             v.text += static_cast<char>(std::strtol(rest.substr(i + 1, 2).c_str(), nullptr, 16));
             i += 2;
             break;
           }
-          default: fail(std::string("unknown escape '\\") + rest[i] + "' in the value of '" + key + "'");
+          default:
+            fail(std::string("unknown escape '\\") + rest[i] + "' in the value of '" + key + "'");
         }
       }
       only_comment_after(i + 1);
@@ -265,8 +300,9 @@ Document parse(const std::string& text, const std::string& source) {
       v.text = rest;
       v.kind = classify(rest);
     }
-    for (const auto& [k, old] : doc)
-      if (k == key) fail("duplicate key '" + key + "' (first on line " + std::to_string(old.line) + ")");
+    // A hash set of the keys so far: a file of many keys is read in linear time.
+    if (auto [it, fresh] = seen.emplace(key, doc.size()); !fresh)
+      fail("duplicate key '" + key + "' (first on line " + std::to_string(doc[it->second].second.line) + ")");
     doc.emplace_back(key, std::move(v));
   }
   return doc;
@@ -287,11 +323,17 @@ std::string write(const Document& doc, const std::string& comment) {
     for (char c : key) BRISK_CHECK(is_key_char(c), "yaml::write: bad key '", key, "'");
     out += key + ": ";
     switch (v.kind) {
-      case Value::Kind::Null: out += "null"; break;
+      case Value::Kind::Null:
+        out += "null";
+        break;
       case Value::Kind::Bool:
       case Value::Kind::Int:
-      case Value::Kind::Float: out += v.text; break;
-      case Value::Kind::String: out += plain_safe(v.text) ? v.text : quote(v.text); break;
+      case Value::Kind::Float:
+        out += v.text;
+        break;
+      case Value::Kind::String:
+        out += plain_safe(v.text) ? v.text : quote(v.text);
+        break;
     }
     out += "\n";
   }

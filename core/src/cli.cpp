@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "brisk/core/env.h"
+
 namespace brisk::cli {
 
 namespace {
@@ -135,14 +137,12 @@ bool Parser::set(Flag& f, const std::string& value, std::string& error) {
       *p = value;
       return true;
     } else if constexpr (std::is_same_v<T, bool>) {
-      if (value == "true" || value == "1" || value == "yes") {
-        *p = true;
-      } else if (value == "false" || value == "0" || value == "no") {
-        *p = false;
-      } else {
-        error = flag + " expects true or false, got '" + value + "'";
+      const std::optional<bool> b = parse_bool_word(value);
+      if (!b) {
+        error = flag + " expects true or false (" + kBoolWords + "), got '" + value + "'";
         return false;
       }
+      *p = *b;
       return true;
     } else if constexpr (std::is_same_v<T, double>) {
       return real(p);
@@ -160,18 +160,21 @@ bool Parser::set(Flag& f, const std::string& value, std::string& error) {
 }
 
 bool Parser::fail(const std::string& msg) {
-  std::fprintf(stderr, "%s: %s\nRun '%s --help' to see the options.\n", program_.c_str(), msg.c_str(),
-               program_.c_str());
+  error_ = msg;
+  if (!quiet_)
+    std::fprintf(stderr, "%s: %s\nRun '%s --help' to see the options.\n", program_.c_str(), msg.c_str(),
+                 program_.c_str());
   exit_code_ = 2;
   return false;
 }
 
 bool Parser::parse(int argc, const char* const* argv) {
   positionals_.clear();
+  error_.clear();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
-      std::fputs(help().c_str(), stdout);
+      if (!quiet_) std::fputs(help().c_str(), stdout);
       exit_code_ = 0;
       return false;
     }

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 
+#include "brisk/core/fs.h"
 #include "brisk/data/json.h"
 #include "brisk/kernels/elementwise.h"
 
@@ -26,14 +27,22 @@ constexpr const char* kMetadataKey = "__metadata__";
 // BOOL, U8, I8, F8*, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64), descending.
 int reference_rank(DType t) {
   switch (t) {
-    case DType::Bool: return 0;
-    case DType::U8: return 1;
-    case DType::F16: return 7;
-    case DType::BF16: return 8;
-    case DType::I32: return 9;
-    case DType::F32: return 11;
-    case DType::F64: return 12;
-    case DType::I64: return 13;
+    case DType::Bool:
+      return 0;
+    case DType::U8:
+      return 1;
+    case DType::F16:
+      return 7;
+    case DType::BF16:
+      return 8;
+    case DType::I32:
+      return 9;
+    case DType::F32:
+      return 11;
+    case DType::F64:
+      return 12;
+    case DType::I64:
+      return 13;
   }
   return -1;
 }
@@ -51,7 +60,9 @@ void put_le64(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
 }
 
-std::string sys_error() { return std::strerror(errno); }
+std::string sys_error() {
+  return std::strerror(errno);
+}
 
 }  // namespace
 
@@ -126,42 +137,7 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  const std::string bytes = safetensors_bytes(tensors, metadata);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  BRISK_CHECK(fd >= 0, "save_safetensors: cannot create ", tmp, ": ", sys_error());
-  auto fail = [&](const std::string& what) {
-    const std::string err = sys_error();
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    BRISK_THROW("save_safetensors: ", what, " ", tmp, " failed: ", err);
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) fail("writing");
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) fail("fsync of");
-  if (::close(fd) != 0) {
-    const std::string err = sys_error();
-    ::unlink(tmp.c_str());
-    BRISK_THROW("save_safetensors: closing ", tmp, " failed: ", err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = sys_error();
-    ::unlink(tmp.c_str());
-    BRISK_THROW("save_safetensors: renaming ", tmp, " to ", path, " failed: ", err);
-  }
-  // Make the rename itself durable.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  io::write_file_atomic(path, safetensors_bytes(tensors, metadata), "save_safetensors");
 }
 
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& what) {
@@ -232,8 +208,9 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
   }
 
   // Files may list tensors in any order; their data must tile [0, total) exactly.
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   uint64_t expected = 0;
   std::string prev = "";
   for (const Entry& e : entries) {
@@ -249,8 +226,9 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
       BRISK_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel), who, ": tensor \"", e.name,
                   "\" has shape ", e.shape, " whose element count overflows");
     uint64_t nbytes = 0;
-    BRISK_CHECK(!__builtin_mul_overflow(numel, dtype_size(e.dtype), &nbytes) && nbytes <= static_cast<uint64_t>(INT64_MAX),
-                who, ": tensor \"", e.name, "\" has shape ", e.shape, " whose byte size overflows");
+    BRISK_CHECK(
+        !__builtin_mul_overflow(numel, dtype_size(e.dtype), &nbytes) && nbytes <= static_cast<uint64_t>(INT64_MAX), who,
+        ": tensor \"", e.name, "\" has shape ", e.shape, " whose byte size overflows");
     BRISK_CHECK(e.end - e.begin == nbytes, who, ": tensor \"", e.name, "\" has data_offsets ", offs, " (",
                 e.end - e.begin, " bytes) but shape ", e.shape, " of ", traits(e.dtype).safetensors_name, " needs ",
                 nbytes, " bytes");

@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "brisk/core/env.h"
+
 namespace brisk::dist::detail {
 namespace {
 
@@ -23,7 +25,9 @@ constexpr int kTagRing = 101, kTagRhd = 102, kTagTree = 103;
 // MPI counts are ints: whole-segment messages are split below this.
 constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
 
-int mod(int a, int w) { return ((a % w) + w) % w; }
+int mod(int a, int w) {
+  return ((a % w) + w) % w;
+}
 
 // Sends `sbytes` from `sbuf` to `to` while receiving `rbytes` into `rbuf` from `from`
 // (both directions at once, so neighbours in a ring never wait on each other).
@@ -54,11 +58,7 @@ void* Scratch::get(size_t bytes) {
 int64_t ring_chunk_bytes() {
   // 256 KiB: two receive chunks stay in L2 while they are reduced, and a 16 MiB all-reduce
   // on 4 ranks still has 16 chunks per step to pipeline.
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("BRISK_RING_CHUNK_KB");
-    long kb = v ? std::atol(v) : 0;
-    return kb > 0 ? static_cast<int64_t>(kb) * 1024 : int64_t{256} * 1024;
-  }();
+  static const int64_t bytes = [] { return envvar::get_int("BRISK_RING_CHUNK_KB", 256, 1, int64_t{1} << 30) * 1024; }();
   return bytes;
 }
 
@@ -261,7 +261,8 @@ void tree_broadcast(Transport& t, void* data, int64_t bytes, int root) {
   if (parent >= 0) recv[0] = t.irecv(buf, len(0), parent, kTagTree, Channel::Algorithm);
   for (int64_t c = 0; c < chunks; ++c) {
     if (parent >= 0) {
-      if (c + 1 < chunks) recv[(c + 1) % 2] = t.irecv(buf + (c + 1) * chunk, len(c + 1), parent, kTagTree, Channel::Algorithm);
+      if (c + 1 < chunks)
+        recv[(c + 1) % 2] = t.irecv(buf + (c + 1) * chunk, len(c + 1), parent, kTagTree, Channel::Algorithm);
       t.wait(recv[c % 2]);
     }
     for (int child : children) sends.push_back(t.isend(buf + c * chunk, len(c), child, kTagTree, Channel::Algorithm));

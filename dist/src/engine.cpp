@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "brisk/core/env.h"
 #include "group_impl.h"
 
 namespace brisk::dist::detail {
@@ -24,10 +25,7 @@ double env_timeout() {
 }
 
 bool env_debug() {
-  const char* v = std::getenv("BRISK_DEBUG");
-  if (!v) return false;
-  std::string s(v);
-  return s == "1" || s == "true" || s == "yes" || s == "on";
+  return envvar::get_bool("BRISK_DEBUG", false);
 }
 
 std::string message_of(const std::exception& e) {

@@ -3,9 +3,11 @@
 #include "brisk/dist/launch_env.h"
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "brisk/core/env.h"
 #include "brisk/core/error.h"
 
 namespace brisk::dist {
@@ -16,14 +18,15 @@ const char* env(const char* name) {
   return (v && *v) ? v : nullptr;
 }
 
-int env_int(const char* name, int fallback) {
+// A count or an index from the launcher: an exact decimal integer in [lo, 2^30) (the message names the variable).
+int env_int(const char* name, int fallback, int lo = 0) {
   const char* v = env(name);
   if (!v) return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  BRISK_CHECK(end && *end == '\0' && x >= 0 && x < (1L << 30), "dist::detect_launch: environment variable ", name,
-              "='", v, "' is not a non-negative integer");
-  return static_cast<int>(x);
+  constexpr int hi = (1 << 30) - 1;
+  const std::optional<int> x = parse_integer<int>(v);
+  BRISK_CHECK(x && *x >= lo && *x <= hi, "dist::detect_launch: environment variable ", name, "='", v,
+              "' is not an integer in [", lo, ", ", hi, "]");
+  return *x;
 }
 
 // Slurm writes tasks per node compressed: "2(x3),1" = 2, 2, 2, 1. Returns the entry of `node`.
@@ -33,12 +36,20 @@ int slurm_tasks_on_node(const std::string& spec, int node) {
   while (pos < spec.size()) {
     size_t comma = spec.find(',', pos);
     std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    int count = std::atoi(item.c_str());
-    int repeat = 1;
-    if (size_t x = item.find("(x"); x != std::string::npos) repeat = std::atoi(item.c_str() + x + 2);
-    BRISK_CHECK(count > 0 && repeat > 0, "dist::detect_launch: cannot parse SLURM_TASKS_PER_NODE='", spec, "'");
-    if (node < index + repeat) return count;
-    index += repeat;
+    // "<count>" or "<count>(x<repeat>)", each an exact decimal integer.
+    std::optional<int> count, repeat = 1;
+    if (size_t x = item.find("(x"); x != std::string::npos) {
+      count = parse_integer<int>(std::string_view(item).substr(0, x));
+      repeat = item.back() == ')' ? parse_integer<int>(std::string_view(item).substr(x + 2, item.size() - x - 3))
+                                  : std::nullopt;
+    } else {
+      count = parse_integer<int>(item);
+    }
+    BRISK_CHECK(count && repeat && *count > 0 && *repeat > 0 && *repeat < (1 << 30),
+                "dist::detect_launch: cannot parse SLURM_TASKS_PER_NODE='", spec,
+                "' (expected entries such as 2 or 2(x3), separated by commas)");
+    if (node < index + *repeat) return *count;
+    index += *repeat;
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
@@ -52,16 +63,16 @@ LaunchInfo detect_launch() {
   if (env("OMPI_COMM_WORLD_SIZE")) {
     info.launcher = "openmpi";
     info.rank = env_int("OMPI_COMM_WORLD_RANK", 0);
-    info.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1);
+    info.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1, 1);
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    info.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    info.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
   } else if (env("SLURM_PROCID") && env_int("SLURM_NTASKS", 1) > 1) {
     info.launcher = "slurm";
     info.rank = env_int("SLURM_PROCID", 0);
-    info.world_size = env_int("SLURM_NTASKS", 1);
+    info.world_size = env_int("SLURM_NTASKS", 1, 1);
     info.local_rank = env_int("SLURM_LOCALID", 0);
     if (const char* per_node = env("SLURM_NTASKS_PER_NODE"); per_node && !env("SLURM_TASKS_PER_NODE")) {
-      info.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 1);
+      info.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 1, 1);
     } else if (const char* spec = env("SLURM_TASKS_PER_NODE")) {
       info.local_world_size = slurm_tasks_on_node(spec, env_int("SLURM_NODEID", 0));
     } else {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "brisk/core/error.h"
+#include "brisk/core/fs.h"
 #include "brisk/dist/launch_env.h"
 
 namespace brisk::dist {
@@ -45,7 +46,6 @@ Recorder& recorder() {
 
 // -1: BRISK_TRACE not read yet, 0 off, 1 on.
 std::atomic<int> g_state{-1};
-
 
 void flush_at_exit() {
   try {
@@ -142,7 +142,9 @@ std::string trace_file() {
 
 // The steady clock's own epoch (boot, for Linux's CLOCK_MONOTONIC) rather than the process's
 // start: every process on a host reads the same clock, so the ranks' files line up in Perfetto.
-double trace_now_us() { return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count(); }
+double trace_now_us() {
+  return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
+}
 
 void trace_complete(const std::string& name, const std::string& category, double start_us, double end_us, int tid) {
   if (!trace_enabled()) return;
@@ -161,15 +163,13 @@ std::string trace_flush() {
   if (r.path.empty()) return "";
   const int rank = trace_rank();
   const std::string file = file_for(r.path, rank);
-  // Write next to the target and rename, so a reader never sees half a file.
-  const std::string tmp = file + ".tmp";
+  // Written atomically (a temp file beside it, renamed), so a reader never sees half a file.
   {
-    std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
-    BRISK_CHECK(os.good(), "trace_flush: cannot write the BRISK_TRACE file '", tmp, "'");
+    std::ostringstream os;
     os << "{\"traceEvents\":[\n";
     // Metadata: Perfetto shows "rank r" with named threads instead of bare numbers.
-    os << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":0,\"args\":{\"name\":\"rank "
-       << rank << "\"}},\n";
+    os << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":0,\"args\":{\"name\":\"rank " << rank
+       << "\"}},\n";
     os << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << kTraceComputeTid
        << ",\"args\":{\"name\":\"compute\"}},\n";
     os << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << kTraceCommTid
@@ -193,11 +193,8 @@ std::string trace_flush() {
     }
     os << "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"brisk BRISK_TRACE\",\"dropped_events\":"
        << r.dropped << "}}\n";
-    os.flush();
-    BRISK_CHECK(os.good(), "trace_flush: writing the BRISK_TRACE file '", tmp, "' failed");
+    io::write_file_atomic(file, os.str(), "trace_flush (BRISK_TRACE)");
   }
-  BRISK_CHECK(std::rename(tmp.c_str(), file.c_str()) == 0, "trace_flush: cannot rename '", tmp, "' to '", file,
-              "'");
   return file;
 }
 

@@ -19,6 +19,7 @@
 #include "brisk/core/allocator.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/elementwise.h"
+#include "brisk/kernels/settings.h"
 #include "cuda/library.h"
 
 namespace brisk::kernels::cuda {
@@ -142,7 +143,7 @@ struct Choice {
   size_t memory = 0;
 };
 
-using CacheKey = std::array<int64_t, 23>;
+using CacheKey = std::array<int64_t, 24>;
 
 CacheKey cache_key(const Problem& p) {
   CacheKey k{};
@@ -156,6 +157,7 @@ CacheKey cache_key(const Problem& p) {
     k[i++] = v;
   k[i++] = static_cast<int64_t>(math_type(p.dtype));
   k[i++] = brisk::cuda::cudnn_benchmark() ? 1 : 0;
+  k[i++] = kernels::deterministic() ? 1 : 0;
   return k;
 }
 
@@ -177,7 +179,7 @@ struct Buffers {
 };
 
 // Candidate algorithms, best first: deterministic ones first (brisk's kernels give the same
-// result on every run), then any others cuDNN can run.
+// result on every run), then, only when kernels::deterministic() is off, any others cuDNN can run.
 template <class Perf>
 std::vector<Choice> rank(const Perf* perf, int count) {
   std::vector<Choice> det, rest;
@@ -186,7 +188,7 @@ std::vector<Choice> rank(const Perf* perf, int count) {
     const Choice c{static_cast<int>(perf[i].algo), perf[i].mathType, perf[i].memory};
     (perf[i].determinism == CUDNN_DETERMINISTIC ? det : rest).push_back(c);
   }
-  det.insert(det.end(), rest.begin(), rest.end());
+  if (!kernels::deterministic()) det.insert(det.end(), rest.begin(), rest.end());
   return det;
 }
 
@@ -358,6 +360,10 @@ void run(const Problem& p, const Buffers& b, bool accumulate) {
       return;
     }
   }
+  // Deterministic mode kept only cuDNN's deterministic algorithms, and none of them could run.
+  kernels::check_nondeterministic_allowed(
+      pass_call(p.pass), brisk::detail::str_cat("cuDNN has no deterministic algorithm that runs for this convolution (",
+                                                candidates.size(), " deterministic candidates failed)"));
   bd::throw_cudnn_error(
       last,
       brisk::detail::str_cat(pass_call(p.pass), " (no algorithm of ", candidates.size(), " candidates could run)")

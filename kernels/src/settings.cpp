@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "brisk/core/error.h"
+
 namespace brisk::kernels {
 
 namespace {
@@ -14,6 +16,13 @@ void set_deterministic(bool on) {
 }
 bool deterministic() {
   return g_deterministic.load(std::memory_order_relaxed);
+}
+
+void check_nondeterministic_allowed(const std::string& op, const std::string& why) {
+  BRISK_CHECK(!deterministic(), op, ": ", why,
+              "; deterministic algorithms are required (kernels::set_deterministic(true), the Accelerator's "
+              "deterministic option or BRISK_DETERMINISTIC=1). Allow non-deterministic ones with "
+              "kernels::set_deterministic(false) or BRISK_DETERMINISTIC=0");
 }
 
 }  // namespace brisk::kernels

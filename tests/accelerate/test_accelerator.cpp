@@ -7,9 +7,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <regex>
 #include <sstream>
+
+#include <sys/stat.h>
 
 #include "accelerate/programs/tiny_net.h"
 
@@ -295,6 +298,113 @@ TEST(Accelerator, ClipGradNormReturnsTheTotalNorm) {
   for (float g : brisk::testing::flat_grads(net)) EXPECT_LE(std::fabs(g), 1e-5f);
 }
 
+// --- nan_watch and deterministic -------------------------------------------------------------------
+
+namespace {
+// A linear layer plus a parameter `extra` that enters the loss as sqrt(0 * extra): the loss stays
+// finite while extra's gradient is 0 * inf = NaN.
+struct NanGradNet : nn::Module {
+  nn::Linear f{4, 3};
+  Tensor extra;
+  NanGradNet() {
+    register_modules({{"f", f}});
+    extra = register_parameter("extra", zeros({2}));
+  }
+  Tensor forward(const Tensor& x) override { return f(x); }
+  Tensor loss(const Tensor& x, bool poison) {
+    Tensor l = forward(x).sum();
+    return poison ? l + sqrt(extra * 0.0).sum() : l;
+  }
+};
+}  // namespace
+
+TEST(AcceleratorOptions, NanWatchAndDeterministicFromProgramAndEnvironment) {
+  AcceleratorSettings d = resolve_accelerator_options({}, fake_env({}));
+  EXPECT_FALSE(d.nan_watch);
+  EXPECT_FALSE(d.deterministic.has_value());
+  AcceleratorSettings e =
+      resolve_accelerator_options({}, fake_env({{"BRISK_NAN_WATCH", "TRUE"}, {"BRISK_DETERMINISTIC", "off"}}));
+  EXPECT_TRUE(e.nan_watch);
+  EXPECT_EQ(e.deterministic, false);
+  EXPECT_EQ(e.source.at("nan_watch"), "env BRISK_NAN_WATCH");
+  EXPECT_EQ(e.source.at("deterministic"), "env BRISK_DETERMINISTIC");
+  AcceleratorSettings p = resolve_accelerator_options(
+      {.nan_watch = false, .deterministic = true}, fake_env({{"BRISK_NAN_WATCH", "1"}, {"BRISK_DETERMINISTIC", "0"}}));
+  EXPECT_FALSE(p.nan_watch);
+  EXPECT_EQ(p.deterministic, true);
+  for (const char* var : {"BRISK_NAN_WATCH", "BRISK_DETERMINISTIC", "BRISK_CPU"}) {
+    const std::string msg = error_of([&] { resolve_accelerator_options({}, fake_env({{var, "sometimes"}})); });
+    EXPECT_NE(msg.find(var), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'sometimes'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("yes/no"), std::string::npos) << msg;
+  }
+  // Every boolean spelling, in any case (BRISK_CPU=TRUE used to be read differently by different parsers).
+  for (const char* on : {"TRUE", "True", "1", "yes", "ON"})
+    EXPECT_TRUE(resolve_accelerator_options({}, fake_env({{"BRISK_CPU", on}})).cpu) << on;
+}
+
+TEST(Accelerator, NanWatchNamesTheFirstParameterWithANonFiniteGradient) {
+  Accelerator acc({.nan_watch = true});
+  NanGradNet net;
+  optim::SGD opt(net.parameters(), {.lr = 0.1});
+  acc.prepare(net, opt);
+  Generator g(1);
+  const Tensor x = randn({5, 4}, {}, &g);
+  acc.backward(net.loss(x, false));  // finite: no error
+  opt.step();
+  opt.zero_grad();
+  const std::vector<float> before = brisk::testing::flat_params(net);
+  const std::string msg = error_of([&] { acc.backward(net.loss(x, true)); });
+  EXPECT_NE(msg.find("gradient of parameter 'extra'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("NaN"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nan_watch"), std::string::npos) << msg;
+  EXPECT_EQ(brisk::testing::flat_params(net), before);
+  opt.zero_grad();
+  // A non-finite loss is named as such.
+  const std::string lmsg =
+      error_of([&] { acc.backward(net.loss(x, false) * std::numeric_limits<double>::infinity()); });
+  EXPECT_NE(lmsg.find("the loss is inf"), std::string::npos) << lmsg;
+}
+
+TEST(Accelerator, WithoutNanWatchANanGradientPassesSilently) {
+  Accelerator acc;
+  NanGradNet net;
+  acc.prepare(net);
+  Generator g(1);
+  EXPECT_NO_THROW(acc.backward(net.loss(randn({5, 4}, {}, &g), true)));
+  EXPECT_TRUE(std::isnan(net.extra.grad().to_vector<float>()[0]));
+}
+
+TEST(Accelerator, DeterministicOptionSetsTheKernelSwitch) {
+  kernels::DeterministicGuard restore(kernels::deterministic());
+  {
+    Accelerator acc({.deterministic = false});
+    EXPECT_FALSE(kernels::deterministic());
+    // Without a deterministic algorithm an op may then go ahead.
+    EXPECT_NO_THROW(kernels::check_nondeterministic_allowed("conv2d backward (filter)", "no deterministic algorithm"));
+  }
+  {
+    Accelerator acc({.deterministic = true});
+    EXPECT_TRUE(kernels::deterministic());
+    const std::string msg = error_of([] {
+      kernels::check_nondeterministic_allowed("cudnnConvolutionBackwardFilter", "no deterministic algorithm");
+    });
+    EXPECT_NE(msg.find("cudnnConvolutionBackwardFilter: no deterministic algorithm"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("BRISK_DETERMINISTIC=0"), std::string::npos) << msg;
+  }
+  kernels::set_deterministic(false);
+  {
+    Accelerator acc;  // unset: the process's setting stays
+    EXPECT_FALSE(kernels::deterministic());
+  }
+  ::setenv("BRISK_DETERMINISTIC", "TRUE", 1);
+  {
+    Accelerator acc;
+    EXPECT_TRUE(kernels::deterministic());
+  }
+  ::unsetenv("BRISK_DETERMINISTIC");
+}
+
 // --- sharding plans (pure functions, any world size) --------------------------------------------
 
 TEST(ShardBatchPlan, EvenBatchesCyclesFromTheStart) {
@@ -412,6 +522,41 @@ TEST(Accelerator, LogWritesJsonlAndCsvInTheProjectDir) {
   std::stringstream text;
   text << csv.rdbuf();
   EXPECT_EQ(text.str(), "step,loss,accuracy\n1,0.5,\n2,0.25,0.75\n");
+}
+
+// A log call that brings no new key appends one row to metrics.csv instead of rewriting the file
+// (the inode stays); a new key rewrites it atomically with the wider header.
+TEST(Accelerator, LogAppendsCsvRowsAndRewritesOnlyForANewKey) {
+  const std::string dir = ::testing::TempDir() + "/brisk_acc_log_append";
+  std::filesystem::remove_all(dir);
+  Accelerator acc({.project_dir = dir});
+  auto inode = [&](const std::string& f) {
+    struct stat st {};
+    EXPECT_EQ(::stat((dir + "/" + f).c_str(), &st), 0);
+    return st.st_ino;
+  };
+  auto slurp = [&](const std::string& f) {
+    std::ifstream in(dir + "/" + f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  acc.log({{"loss", 1.0}}, 1);
+  const auto csv0 = inode("metrics.csv"), jsonl0 = inode("metrics.jsonl");
+  for (int i = 2; i <= 4; ++i) acc.log({{"loss", 1.0 / i}}, i);
+  EXPECT_EQ(inode("metrics.csv"), csv0) << "metrics.csv was rewritten by a call with no new key";
+  EXPECT_EQ(slurp("metrics.csv"), "step,loss\n1,1.0\n2,0.5\n3,0.3333333333333333\n4,0.25\n");
+  acc.log({{"loss", 0.125}, {"note", "a,b"}}, 5);
+  EXPECT_NE(inode("metrics.csv"), csv0);
+  EXPECT_EQ(inode("metrics.jsonl"), jsonl0);
+  EXPECT_EQ(slurp("metrics.csv"), "step,loss,note\n1,1.0,\n2,0.5,\n3,0.3333333333333333,\n4,0.25,\n5,0.125,\"a,b\"\n");
+  const auto csv1 = inode("metrics.csv");
+  acc.log({{"note", "x"}}, 6);
+  EXPECT_EQ(inode("metrics.csv"), csv1);
+  const std::string text = slurp("metrics.csv");
+  EXPECT_EQ(text.substr(text.rfind("\n5,") + 1), "5,0.125,\"a,b\"\n6,,x\n");
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 // What the bar draws, line by line: on a pipe or file (as under ctest) one line per tenth of

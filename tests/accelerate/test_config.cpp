@@ -137,6 +137,25 @@ TEST(Config, BadValuesNameTheKeyTheValueAndWhatIsAllowed) {
             std::string::npos);
 }
 
+// Integers are exact and range-checked against the field, booleans take one set of words; every
+// error names the file, the line and the key.
+TEST(Config, IntegersAreExactAndBooleansHaveOneSpelling) {
+  for (const char* bad : {"num_processes: 3000000000\n", "num_processes: 99999999999999999999\n",
+                          "num_processes: 1e3\n", "num_processes: 0x10\n", "num_processes: 4.0\n"}) {
+    const std::string msg = error_of([&] { config_from_yaml(bad, "c.yaml"); });
+    EXPECT_NE(msg.find("c.yaml:1: num_processes"), std::string::npos) << bad << ": " << msg;
+  }
+  EXPECT_EQ(*config_from_yaml("num_processes: +4\n", "c.yaml").num_processes, 4);
+  for (const char* on : {"TRUE", "true", "True", "yes", "On", "1"})
+    EXPECT_TRUE(*config_from_yaml(std::string("use_cpu: ") + on + "\n", "c.yaml").use_cpu) << on;
+  for (const char* off : {"FALSE", "no", "OFF", "0"})
+    EXPECT_FALSE(*config_from_yaml(std::string("debug: ") + off + "\n", "c.yaml").debug) << off;
+  const std::string msg = error_of([] { config_from_yaml("debug: maybe\n", "c.yaml"); });
+  EXPECT_NE(msg.find("c.yaml:1: debug"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'maybe'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("yes/no"), std::string::npos) << msg;
+}
+
 TEST(Config, GpuIdsParseAsAllOrAList) {
   EXPECT_TRUE(parse_gpu_ids("all").empty());
   EXPECT_EQ(parse_gpu_ids("2, 0"), (std::vector<int>{2, 0}));

@@ -77,6 +77,31 @@ TEST(LaunchCommand, HostfileGoesToMpirunAndLiftsTheLoopbackRestriction) {
   EXPECT_EQ(*env_of(c, "OMP_NUM_THREADS"), "1");  // 8 processes per host on 8 cores
 }
 
+// Single-host jobs keep OpenMPI's out-of-band and TCP transports and NCCL's bootstrap on loopback;
+// a user's own NCCL_SOCKET_IFNAME is kept (and forwarded); a host list lifts all of it.
+TEST(LaunchCommand, SingleHostKeepsEverySocketOnLoopback) {
+  LaunchCommand c = build_launch_command(with_n(2), kUser, kProgram, {});
+  ASSERT_NE(env_of(c, "NCCL_SOCKET_IFNAME"), nullptr);
+  EXPECT_EQ(*env_of(c, "NCCL_SOCKET_IFNAME"), "lo");
+  EXPECT_TRUE(has_pair(c.argv, "-x", "NCCL_SOCKET_IFNAME"));
+  EXPECT_TRUE(has_pair(c.argv, "oob_tcp_if_include", "lo"));
+  EXPECT_TRUE(has_pair(c.argv, "btl_tcp_if_include", "lo"));
+  // One process runs directly, still told to stay on loopback.
+  LaunchCommand one = build_launch_command(with_n(1), kUser, kProgram, {});
+  EXPECT_FALSE(one.uses_mpirun);
+  EXPECT_EQ(*env_of(one, "NCCL_SOCKET_IFNAME"), "lo");
+  // The user's choice wins and travels to every rank.
+  LaunchCommand mine = build_launch_command(with_n(2), kUser, kProgram, {{"NCCL_SOCKET_IFNAME", "eth1"}});
+  EXPECT_EQ(env_of(mine, "NCCL_SOCKET_IFNAME"), nullptr);
+  EXPECT_TRUE(has_pair(mine.argv, "-x", "NCCL_SOCKET_IFNAME"));
+  LaunchSettings multi = with_n(16);
+  multi.num_machines = 2;
+  multi.hostfile = "hosts";
+  LaunchCommand m = build_launch_command(multi, kUser, kProgram, {});
+  EXPECT_EQ(env_of(m, "NCCL_SOCKET_IFNAME"), nullptr);
+  EXPECT_FALSE(has(m.argv, "oob_tcp_if_include"));
+}
+
 TEST(LaunchCommand, TagOutputAsksMpirunToPrefixLines) {
   LaunchSettings s = with_n(2);
   s.tag_output = true;
@@ -146,7 +171,9 @@ TEST(LaunchCommand, ExtraMpirunArgsComeBeforeTheProgram) {
   EXPECT_LT(it - c.argv.begin(), static_cast<long>(c.argv.size() - kProgram.size()));
 }
 
-TEST(LaunchCommand, NoProgramIsAnError) { EXPECT_THROW(build_launch_command(with_n(2), kUser, {}, {}), brisk::Error); }
+TEST(LaunchCommand, NoProgramIsAnError) {
+  EXPECT_THROW(build_launch_command(with_n(2), kUser, {}, {}), brisk::Error);
+}
 
 TEST(LaunchDefaults, ProcessCountComesFromConfigThenGpuIdsThenGpusThenTwo) {
   HostFacts gpus{.is_root = false, .cpu_cores = 16, .gpu_count = 4};

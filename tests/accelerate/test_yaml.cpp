@@ -3,6 +3,7 @@
 #include <brisk/core/error.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 namespace yaml = brisk::accelerate::yaml;
@@ -116,6 +117,21 @@ TEST(Yaml, RejectsWhatItDoesNotSupportNamingTheLine) {
   EXPECT_NE(error_of("a: 'x' y\n").find("unexpected text"), std::string::npos);
   EXPECT_NE(error_of("just text\n").find("expected `key: value`"), std::string::npos);
   EXPECT_NE(error_of("a: &anchor 1\n").find("anchors"), std::string::npos);
+}
+
+// The duplicate-key check was quadratic (every key compared with all before it): 200,000 keys took
+// minutes. It is a hash lookup now; the bound is far above the linear time even on a loaded machine.
+TEST(Yaml, ManyKeysParseInLinearTime) {
+  std::string text;
+  for (int i = 0; i < 200000; ++i) text += "key_" + std::to_string(i) + ": " + std::to_string(i) + "\n";
+  const auto start = std::chrono::steady_clock::now();
+  const yaml::Document doc = yaml::parse(text, "big.yaml");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(doc.size(), 200000u);
+  EXPECT_EQ(doc.back().second.text, "199999");
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(error_of(text + "key_7: 1\n").find("cfg.yaml:200001: duplicate key 'key_7' (first on line 8)"),
+            std::string::npos);
 }
 
 TEST(Yaml, AcceptsWindowsLineEndings) {

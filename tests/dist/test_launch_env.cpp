@@ -18,8 +18,8 @@ class EnvGuard {
   using Vars = std::initializer_list<std::pair<const char*, const char*>>;
   explicit EnvGuard(Vars vars) {
     for (const char* k : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                          "SLURM_NODEID", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "PMIX_RANK"}) {
+                          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID",
+                          "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "PMIX_RANK"}) {
       const char* v = std::getenv(k);
       if (v) saved_[k] = v;
       unsetenv(k);
@@ -50,7 +50,9 @@ TEST(LaunchEnv, PlainProcessIsAWorldOfOne) {
 }
 
 TEST(LaunchEnv, ReadsOpenMpiVariables) {
-  EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+  EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "8"},
+              {"OMPI_COMM_WORLD_RANK", "5"},
+              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
               {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
   auto info = dist::detect_launch();
   EXPECT_EQ(info.launcher, "openmpi");
@@ -62,15 +64,18 @@ TEST(LaunchEnv, ReadsOpenMpiVariables) {
 }
 
 TEST(LaunchEnv, OpenMpiWinsOverSlurm) {
-  EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"SLURM_PROCID", "0"},
-              {"SLURM_NTASKS", "16"}});
+  EnvGuard g(
+      {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}});
   EXPECT_EQ(dist::detect_launch().launcher, "openmpi");
   EXPECT_EQ(dist::detect_launch().world_size, 2);
 }
 
 TEST(LaunchEnv, ReadsSlurmWithCompressedTasksPerNode) {
   // 2(x3),1: nodes 0..2 run 2 tasks, node 3 runs 1.
-  EnvGuard g({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "3"},
+  EnvGuard g({{"SLURM_PROCID", "6"},
+              {"SLURM_NTASKS", "7"},
+              {"SLURM_LOCALID", "0"},
+              {"SLURM_NODEID", "3"},
               {"SLURM_TASKS_PER_NODE", "2(x3),1"}});
   auto info = dist::detect_launch();
   EXPECT_EQ(info.launcher, "slurm");
@@ -103,6 +108,39 @@ TEST(LaunchEnv, MalformedValueNamesTheVariable) {
   }
 }
 
+// Launcher variables are exact decimal integers in range: no "1e3", "0x10", spaces, signs on counts,
+// wrap-around of huge values or a world of zero; the message names the variable and the value.
+TEST(LaunchEnv, IntegersAreExactAndRangeChecked) {
+  for (const char* bad :
+       {"1e3", "0x10", " 4", "4 ", "4.0", "-1", "+-1", "99999999999999999999", "3000000000", "0", ""}) {
+    EnvGuard g({{"OMPI_COMM_WORLD_SIZE", bad}, {"OMPI_COMM_WORLD_RANK", "0"}});
+    if (*bad == '\0') {
+      EXPECT_EQ(dist::detect_launch().launcher, "none");  // empty is unset
+      continue;
+    }
+    try {
+      dist::detect_launch();
+      ADD_FAILURE() << "OMPI_COMM_WORLD_SIZE='" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("OMPI_COMM_WORLD_SIZE='") + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  {
+    EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "+4"}, {"OMPI_COMM_WORLD_RANK", "3"}});
+    EXPECT_EQ(dist::detect_launch().world_size, 4);
+  }
+  {
+    EnvGuard g(
+        {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "2x(3)"}});
+    EXPECT_THROW(dist::detect_launch(), Error);
+  }
+  for (const char* bad : {"2(x3", "2(x3)junk", "1e3", "2(x99999999999)", "0", "2,,1"}) {
+    EnvGuard g({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "1"}, {"SLURM_TASKS_PER_NODE", bad}});
+    EXPECT_THROW(dist::detect_launch(), Error) << bad;
+  }
+}
+
 TEST(LaunchEnv, RankBeyondWorldIsAnError) {
   EnvGuard g({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "2"}});
   EXPECT_THROW(dist::detect_launch(), Error);
@@ -119,4 +157,29 @@ TEST(Algorithms, NamesRoundTrip) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'butterfly'"), std::string::npos);
   }
+}
+
+// BRISK_DEBUG takes every boolean spelling (TRUE used to leave debug off) and refuses other words.
+TEST(LaunchEnv, DebugVariableTakesEveryBooleanSpelling) {
+  const char* old = std::getenv("BRISK_DEBUG");
+  const std::string saved = old ? old : "";
+  for (const char* on : {"TRUE", "true", "1", "yes", "on", "On"}) {
+    setenv("BRISK_DEBUG", on, 1);
+    EXPECT_TRUE(dist::fake_group(2)->debug()) << on;
+  }
+  for (const char* off : {"FALSE", "0", "no", "off", ""}) {
+    setenv("BRISK_DEBUG", off, 1);
+    EXPECT_FALSE(dist::fake_group(2)->debug()) << off;
+  }
+  setenv("BRISK_DEBUG", "verbose", 1);
+  try {
+    dist::fake_group(2);
+    ADD_FAILURE() << "BRISK_DEBUG=verbose was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BRISK_DEBUG='verbose'"), std::string::npos) << e.what();
+  }
+  if (old)
+    setenv("BRISK_DEBUG", saved.c_str(), 1);
+  else
+    unsetenv("BRISK_DEBUG");
 }

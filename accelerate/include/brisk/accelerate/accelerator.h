@@ -30,6 +30,7 @@
 
 #include "brisk/amp/autocast.h"
 #include "brisk/amp/grad_scaler.h"
+#include "brisk/core/fs.h"
 #include "brisk/core/progress.h"
 #include "brisk/core/tensor.h"
 #include "brisk/data/dataloader.h"
@@ -60,6 +61,12 @@ struct AcceleratorOptions {
   std::optional<int64_t> total_limit = std::nullopt;               // keep at most this many automatic checkpoints (all)
   std::optional<double> bucket_cap_mb = std::nullopt;              // Reducer buckets after the first (25)
   std::optional<bool> find_unused_parameters = std::nullopt;       // (false)
+  // Every backward() checks the loss and the gradients for inf/NaN and throws, naming the first
+  // parameter whose gradient is not finite (one host synchronisation per step on a GPU). (false)
+  std::optional<bool> nan_watch = std::nullopt;
+  // kernels::set_deterministic: deterministic kernels everywhere, or an error naming an op that has
+  // none (torch.use_deterministic_algorithms). Unset: the process's setting is left as it is (on).
+  std::optional<bool> deterministic = std::nullopt;
   // GradScaler (fp16 only), PyTorch's defaults.
   std::optional<double> scaler_init_scale = std::nullopt;        // 65536
   std::optional<double> scaler_growth_factor = std::nullopt;     // 2
@@ -81,6 +88,8 @@ struct AcceleratorSettings {
   std::optional<int64_t> total_limit;
   double bucket_cap_mb = 25.0;
   bool find_unused_parameters = false;
+  bool nan_watch = false;
+  std::optional<bool> deterministic;  // applied by the Accelerator when set
   amp::GradScalerOptions scaler;
   // Where each value came from: "program", "env BRISK_..." or "default" (by field name).
   std::map<std::string, std::string> source;
@@ -309,8 +318,9 @@ class Accelerator {
   void save(const nn::NamedTensors& state, const std::string& path);
 
   // --- trackers ----------------------------------------------------------------------------------
-  // Main process: appends {"step": step, ...values} to <project_dir>/metrics.jsonl and rewrites
-  // <project_dir>/metrics.csv (a column per key seen so far).
+  // Main process: appends {"step": step, ...values} to <project_dir>/metrics.jsonl and a row to
+  // <project_dir>/metrics.csv (a column per key seen so far), each fsynced; only a call that brings
+  // a new key rewrites metrics.csv (atomically, with the wider header).
   void log(const data::json::Value::Object& values, std::optional<int64_t> step = std::nullopt);
   // A progress bar only the main process draws (the others' bars count silently).
   [[nodiscard]] ProgressBar progress_bar(int64_t total, const std::string& description,
@@ -323,6 +333,7 @@ class Accelerator {
   struct ModelState;
   struct OptimizerState;
   void on_synced_backward();
+  void check_finite(const Tensor& loss);
   LoaderState* active_loader();
   std::string checkpoint_root() const;
   struct LoadedCheckpoint;
@@ -359,10 +370,13 @@ class Accelerator {
   std::shared_ptr<Shared> sh_ = std::make_shared<Shared>();
   bool unscaled_ = false;
   int64_t step_ = 0;
+  int64_t backward_calls_ = 0;  // counted by nan_watch, for its messages
   LoaderState* active_ = nullptr;
   bool resumed_ = false;
   std::vector<data::json::Value> log_rows_;
   bool log_started_ = false;
+  io::AppendFile log_jsonl_, log_csv_;    // open once logging starts; each log() appends a line
+  std::vector<std::string> log_columns_;  // metrics.csv's header
 };
 
 }  // namespace brisk

@@ -29,6 +29,10 @@ inline constexpr const char* kSeed = "BRISK_SEED";
 inline constexpr const char* kProjectDir = "BRISK_PROJECT_DIR";
 inline constexpr const char* kBucketCapMb = "BRISK_BUCKET_CAP_MB";
 inline constexpr const char* kFindUnusedParameters = "BRISK_FIND_UNUSED_PARAMETERS";
+// Booleans (any of 1/0, true/false, yes/no, on/off, in any case): the Accelerator's nan_watch and
+// deterministic options.
+inline constexpr const char* kNanWatch = "BRISK_NAN_WATCH";
+inline constexpr const char* kDeterministic = "BRISK_DETERMINISTIC";
 // The config file the launch read (absent when none was found).
 inline constexpr const char* kConfigFile = "BRISK_CONFIG_FILE";
 

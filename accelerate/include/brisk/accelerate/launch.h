@@ -49,7 +49,9 @@ struct LaunchCommand {
 // (and no --tag-output) runs the program directly, so `brisk launch -n 1` needs no OpenMPI.
 // mpirun gets: --allow-run-as-root when root; -n; --oversubscribe when this host gets more
 // processes than cores; --hostfile; --tag-output; --bind-to none (ranks use OpenMP threads);
-// loopback-only TCP for single-host jobs; -x for each forwarded variable.
+// loopback-only TCP for single-host jobs (btl and oob_tcp_if_include lo, and NCCL_SOCKET_IFNAME=lo
+// unless the environment sets it: no socket of a single-host job listens beyond this host);
+// -x for each forwarded variable.
 LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& host,
                                    const std::vector<std::string>& program, const EnvList& environment,
                                    const std::string& mpirun = "mpirun");

@@ -42,6 +42,10 @@ class Parser {
   bool parse(int argc, const char* const* argv);
   bool parse(int argc, char** argv) { return parse(argc, const_cast<const char* const*>(argv)); }
   int exit_code() const { return exit_code_; }
+  // The last usage error's message ("" after a successful parse or --help).
+  const std::string& error() const { return error_; }
+  // Quiet: parse() prints neither usage errors nor --help (for callers that report error() themselves).
+  void set_quiet(bool quiet) { quiet_ = quiet; }
   const std::vector<std::string>& positionals() const { return positionals_; }
   // True if the flag was given on the command line (not just defaulted).
   bool given(const std::string& name) const;
@@ -67,8 +71,9 @@ class Parser {
   std::string program_, description_, positional_usage_;
   std::vector<Flag> flags_;
   std::vector<std::string> positionals_;
-  bool allow_positionals_ = false, stop_at_first_ = false;
+  bool allow_positionals_ = false, stop_at_first_ = false, quiet_ = false;
   int exit_code_ = 0;
+  std::string error_;
 };
 
 // "1.5 GB/s"-style formatting helpers for progress output.

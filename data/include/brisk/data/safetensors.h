@@ -27,7 +27,7 @@ struct SafetensorsFile {
 // Any device and layout; data is copied to the host in C order. Names must be unique.
 std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
 
-// Writes safetensors_bytes(...) atomically: to "<path>.tmp.<pid>", fsync, rename over path,
+// Writes safetensors_bytes(...) atomically (io::write_file_atomic): a temp file beside it, fsync, rename,
 // fsync the folder, so a crash leaves either the old file or the complete new one.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});

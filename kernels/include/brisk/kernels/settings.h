@@ -1,6 +1,7 @@
 // Process-wide kernel settings: whether ops must be deterministic (PyTorch's
 // torch.use_deterministic_algorithms).
 #pragma once
+#include <string>
 
 namespace brisk::kernels {
 
@@ -13,6 +14,13 @@ namespace brisk::kernels {
 // read by each op when it starts.
 void set_deterministic(bool on);
 bool deterministic();
+
+// Every non-deterministic CUDA path has a deterministic variant that this switch selects
+// (embedding_backward, index_add_, scatter_add; cuDNN convolutions keep to cuDNN's deterministic
+// algorithms). Where a call has none that can run (a convolution for which cuDNN offers no
+// deterministic algorithm), the op calls this: with the switch on it throws brisk::Error naming
+// the op, why, and how to allow non-deterministic algorithms; with it off it does nothing.
+void check_nondeterministic_allowed(const std::string& op, const std::string& why);
 
 // Sets the switch for a scope and restores the previous value.
 class DeterministicGuard {
