@@ -210,6 +210,12 @@ LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
                                    shape_str(it->second.sizes()));
       continue;
     }
+    // Only floating types convert into one another (a NaN cast to an integer is undefined; an
+    // integer or bool in a float slot, or the reverse, is a different tensor): refuse, strict or not.
+    const DType want = dst.dtype(), have = it->second.dtype();
+    BRISK_CHECK(want == have || (is_floating(want) && is_floating(have)), "load_state_dict: \"", name, "\" is ",
+                traits(want).safetensors_name, " but the state dict holds ", traits(have).safetensors_name,
+                "; only floating-point dtypes (F64, F32, F16, BF16) are converted into one another");
     copies.emplace_back(dst, it->second);
   }
   for (size_t i = 0; i < state.size(); ++i)
