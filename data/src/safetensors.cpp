@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 
+#include "brisk/core/checked_size.h"
 #include "brisk/data/json.h"
 #include "brisk/kernels/elementwise.h"
 
@@ -201,13 +202,18 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
                   json::type_name(value.type()));
       for (const auto& [mk, mv] : value.items()) {
         BRISK_CHECK(mv.is_string(), who, ": metadata \"", mk, "\" must be a string, got ", json::type_name(mv.type()));
-        out.metadata[mk] = mv.as_string();
+        BRISK_CHECK(out.metadata.emplace(mk, mv.as_string()).second, who, ": duplicated metadata key \"", mk, "\"");
       }
       continue;
     }
     BRISK_CHECK(names.insert(key).second, who, ": duplicate tensor name \"", key, "\"");
     BRISK_CHECK(value.is_object(), who, ": tensor \"", key, "\" must be described by an object, got ",
                 json::type_name(value.type()));
+    for (const char* field : {"dtype", "shape", "data_offsets"}) {
+      const size_t count = static_cast<size_t>(
+          std::count_if(value.items().begin(), value.items().end(), [&](const auto& kv) { return kv.first == field; }));
+      BRISK_CHECK(count <= 1, who, ": tensor \"", key, "\" has a duplicated field \"", field, "\"");
+    }
     const json::Value* dt = value.find("dtype");
     const json::Value* sh = value.find("shape");
     const json::Value* off = value.find("data_offsets");
@@ -244,13 +250,8 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
                 "\", which ends at ", expected);
     BRISK_CHECK(e.begin == expected, who, ": tensor \"", e.name, "\" has data_offsets ", offs,
                 " that are not contiguous: expected it to begin at ", expected);
-    uint64_t numel = 1;
-    for (int64_t s : e.shape)
-      BRISK_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel), who, ": tensor \"", e.name,
-                  "\" has shape ", e.shape, " whose element count overflows");
-    uint64_t nbytes = 0;
-    BRISK_CHECK(!__builtin_mul_overflow(numel, dtype_size(e.dtype), &nbytes) && nbytes <= static_cast<uint64_t>(INT64_MAX),
-                who, ": tensor \"", e.name, "\" has shape ", e.shape, " whose byte size overflows");
+    const auto nbytes = static_cast<uint64_t>(
+        checked_nbytes(e.shape, static_cast<int64_t>(dtype_size(e.dtype)), who + ": tensor \"" + e.name + "\""));
     BRISK_CHECK(e.end - e.begin == nbytes, who, ": tensor \"", e.name, "\" has data_offsets ", offs, " (",
                 e.end - e.begin, " bytes) but shape ", e.shape, " of ", traits(e.dtype).safetensors_name, " needs ",
                 nbytes, " bytes");
@@ -263,6 +264,13 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
 
   const char* data = bytes.data() + 8 + n;
   for (const Entry& e : entries) {
+    if (e.dtype == DType::Bool) {
+      // Any other byte would be a bool holding neither value (undefined behaviour in C++).
+      const auto* p = reinterpret_cast<const unsigned char*>(data + e.begin);
+      const auto* bad = std::find_if(p, p + (e.end - e.begin), [](unsigned char b) { return b > 1; });
+      BRISK_CHECK(bad == p + (e.end - e.begin), who, ": tensor \"", e.name, "\" (BOOL) has byte ", int{*bad},
+                  " at element ", bad - p, "; BOOL bytes must be 0 or 1");
+    }
     Tensor t = empty(e.shape, e.dtype);
     if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
     out.tensors.emplace_back(e.name, std::move(t));
