@@ -36,7 +36,7 @@ build() {
   ensure_clang
   mkdir -p "$build_dir"
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DBRISK_CUDA=OFF -DBRISK_BUILD_FUZZ=ON -DBRISK_BUILD_TESTS=OFF -DBRISK_BUILD_BENCH=OFF \
+    -DBRISK_CUDA=OFF -DBRISK_WERROR=OFF -DBRISK_BUILD_FUZZ=ON -DBRISK_BUILD_TESTS=OFF -DBRISK_BUILD_BENCH=OFF \
     -DBRISK_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
     "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
     > "$build_dir/configure.log" || { cat "$build_dir/configure.log"; exit 1; }
