@@ -5,10 +5,13 @@
 
 #include <brisk/brisk.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 
 #include "data/temp_dir.h"
 
@@ -343,4 +346,51 @@ TEST(SafetensorsReader, LoadingIntoAModuleConvertsOnlyBetweenFloatingTypes) {
   m.load_state_dict(f.tensors);
   EXPECT_EQ(m.get("w").to_vector<float>(), (std::vector<float>{0.5, 0.5}));
   EXPECT_EQ(m.get("n").to_vector<int64_t>(), std::vector<int64_t>{7});
+}
+
+namespace {
+
+// Peak resident memory of this process so far, in MiB (ctest runs each test in its own process).
+long peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
+// A header of `size` bytes made of as many `tail` entries as fit (numbered names), then `last`.
+std::string header_of(size_t size, const std::string& open, const std::string& tail, const std::string& last,
+                      size_t* count) {
+  std::string bytes = le64(size) + open;
+  bytes.reserve(size + 8);
+  *count = 0;
+  while (bytes.size() + 100 < size) {
+    bytes += std::to_string((*count)++);
+    bytes += tail;
+  }
+  bytes += last;
+  bytes.append(size + 8 - bytes.size(), ' ');
+  return bytes;
+}
+
+}  // namespace
+
+// The header is read value by value, never held as a JSON tree (which cost ~100 bytes per input
+// byte), so memory is bounded by what is kept: under 10 bytes per header byte for the worst cases,
+// the smallest entries there are (empty tensors) and metadata entries with empty values. The same
+// at the 100 MB the format allows: tests/data/large (label slow).
+TEST(SafetensorsReader, HeaderOfManyTensorsCostsUnderTenBytesPerByte) {
+  size_t count = 0;
+  const std::string bytes = header_of(10'000'000, R"({")", R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},")",
+                                      R"(last":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})", &count);
+  const long before = peak_rss_mib();
+  EXPECT_EQ(parse_safetensors(bytes).tensors.size(), count + 1);
+  EXPECT_LT(peak_rss_mib() - before, 100) << "MiB for a 10 MB header";
+}
+
+TEST(SafetensorsReader, HeaderOfManyMetadataEntriesCostsUnderTenBytesPerByte) {
+  size_t count = 0;
+  const std::string bytes = header_of(10'000'000, R"({"__metadata__":{")", R"(":"",")", R"(last":""}})", &count);
+  const long before = peak_rss_mib();
+  EXPECT_EQ(parse_safetensors(bytes).metadata.size(), count + 1);
+  EXPECT_LT(peak_rss_mib() - before, 100) << "MiB for a 10 MB header";
 }
