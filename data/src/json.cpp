@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <new>
 
 #include "brisk/core/error.h"
 
@@ -22,7 +23,7 @@ const char* type_name(Type t) {
   return "?";
 }
 
-Value::Value(uint64_t v) : type_(Type::Number), dbl_(static_cast<double>(v)) {
+Value::Value(uint64_t v) : type_(Type::Number) {
   if (v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     num_ = Num::Int;
     int_ = static_cast<int64_t>(v);
@@ -34,16 +35,112 @@ Value::Value(uint64_t v) : type_(Type::Number), dbl_(static_cast<double>(v)) {
 
 Value Value::array(Array items) {
   Value v;
+  new (&v.arr_) Array(std::move(items));
   v.type_ = Type::Array;
-  v.arr_ = std::move(items);
   return v;
 }
 
 Value Value::object(Object items) {
   Value v;
+  new (&v.obj_) Object(std::move(items));
   v.type_ = Type::Object;
-  v.obj_ = std::move(items);
   return v;
+}
+
+void Value::destroy() {
+  switch (type_) {
+    case Type::String:
+      str_.~basic_string();
+      break;
+    case Type::Array:
+      arr_.~Array();
+      break;
+    case Type::Object:
+      obj_.~Object();
+      break;
+    default:
+      break;
+  }
+  type_ = Type::Null;
+  num_ = Num::Int;
+  int_ = 0;
+}
+
+void Value::copy_from(const Value& o) {
+  switch (o.type_) {
+    case Type::Null:
+      int_ = 0;
+      break;
+    case Type::Bool:
+      bool_ = o.bool_;
+      break;
+    case Type::Number:
+      if (o.num_ == Num::Int)
+        int_ = o.int_;
+      else if (o.num_ == Num::UInt)
+        uint_ = o.uint_;
+      else
+        dbl_ = o.dbl_;
+      break;
+    case Type::String:
+      new (&str_) std::string(o.str_);
+      break;
+    case Type::Array:
+      new (&arr_) Array(o.arr_);
+      break;
+    case Type::Object:
+      new (&obj_) Object(o.obj_);
+      break;
+  }
+  num_ = o.num_;
+  type_ = o.type_;  // last: if a copy above throws, *this stays null
+}
+
+void Value::move_from(Value&& o) {
+  switch (o.type_) {
+    case Type::String:
+      new (&str_) std::string(std::move(o.str_));
+      break;
+    case Type::Array:
+      new (&arr_) Array(std::move(o.arr_));
+      break;
+    case Type::Object:
+      new (&obj_) Object(std::move(o.obj_));
+      break;
+    default:
+      copy_from(o);
+      return;
+  }
+  num_ = o.num_;
+  type_ = o.type_;
+}
+
+Value::Value(const Value& o) : int_(0) {
+  copy_from(o);
+}
+Value::Value(Value&& o) noexcept : int_(0) {
+  move_from(std::move(o));
+}
+Value::~Value() {
+  destroy();
+}
+
+Value& Value::operator=(const Value& o) {
+  if (this != &o) {
+    Value copy(o);  // first: o may live inside *this
+    destroy();
+    move_from(std::move(copy));
+  }
+  return *this;
+}
+
+Value& Value::operator=(Value&& o) noexcept {
+  if (this != &o) {
+    Value moved(std::move(o));  // first: o may live inside *this
+    destroy();
+    move_from(std::move(moved));
+  }
+  return *this;
 }
 
 void Value::check(Type t) const {
@@ -56,6 +153,7 @@ bool Value::as_bool() const {
 }
 double Value::as_double() const {
   check(Type::Number);
+  if (num_ == Num::Int) return static_cast<double>(int_);
   return num_ == Num::UInt ? static_cast<double>(uint_) : dbl_;
 }
 int64_t Value::as_int() const {
@@ -105,7 +203,10 @@ const Value& Value::at(size_t i) const {
 }
 
 void Value::push_back(Value v) {
-  if (type_ == Type::Null) type_ = Type::Array;
+  if (type_ == Type::Null) {
+    new (&arr_) Array();
+    type_ = Type::Array;
+  }
   check(Type::Array);
   arr_.push_back(std::move(v));
 }
@@ -124,7 +225,10 @@ const Value& Value::at(std::string_view key) const {
 }
 
 Value& Value::operator[](std::string_view key) {
-  if (type_ == Type::Null) type_ = Type::Object;
+  if (type_ == Type::Null) {
+    new (&obj_) Object();
+    type_ = Type::Object;
+  }
   check(Type::Object);
   for (auto& [k, v] : obj_)
     if (k == key) return v;
