@@ -14,7 +14,9 @@ namespace brisk::nn {
 
 NamedTensors remove_tied_duplicates(const NamedTensors& state) {
   NamedTensors out;
-  for (const auto& [name, t] : state) {
+  for (const auto& entry : state) {  // no structured bindings: clang 14 cannot capture them
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     bool tied = std::any_of(out.begin(), out.end(), [&](const auto& kv) { return kv.second.is_same(t); });
     if (!tied) out.emplace_back(name, t);
   }
@@ -193,7 +195,9 @@ LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors mine = state_dict();
   std::vector<bool> used(state.size(), false);
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
-  for (auto& [name, dst] : mine) {
+  for (auto& entry : mine) {                      // no structured bindings: clang 14 cannot capture them
+    const std::string& name = entry.first;
+    Tensor& dst = entry.second;
     auto it = std::find_if(state.begin(), state.end(), [&](const auto& kv) { return kv.first == name; });
     if (it == state.end()) {
       // A tied duplicate is filled through the name it shares its tensor with.
