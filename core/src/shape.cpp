@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "brisk/core/checked_size.h"
 #include "brisk/core/error.h"
 
 namespace brisk {
@@ -22,9 +23,37 @@ Strides contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    // Zero sizes count as one, so [0, 2^32, 2^32] (no element) still has strides past int64.
+    BRISK_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(s[i], 1), &acc), "shape ", s,
+                ": strides overflow int64");
   }
   return st;
+}
+
+int64_t checked_nbytes(const Shape& sizes, int64_t itemsize, std::string_view what) {
+  BRISK_CHECK(sizes.size() <= kMaxUntrustedDims, what, ": shape has ", sizes.size(), " dims, more than the ",
+              kMaxUntrustedDims, " allowed");
+  BRISK_CHECK(itemsize > 0, what, ": element size ", itemsize, " must be positive");
+  int64_t numel = 1, extent = itemsize;
+  for (int64_t d : sizes) {
+    BRISK_CHECK(d >= 0, what, ": shape ", sizes, " has a negative size ", d);
+    BRISK_CHECK(!__builtin_mul_overflow(extent, std::max<int64_t>(d, 1), &extent), what, ": shape ", sizes,
+                " is too large: its strides (in bytes, ", itemsize, " per element) overflow int64");
+    numel *= d;  // cannot overflow: |numel| <= extent
+  }
+  return numel * itemsize;  // <= extent
+}
+
+uint64_t checked_mul(uint64_t a, uint64_t b, std::string_view what) {
+  uint64_t r = 0;
+  BRISK_CHECK(!__builtin_mul_overflow(a, b, &r), what, ": ", a, " * ", b, " overflows 64 bits");
+  return r;
+}
+
+uint64_t checked_add(uint64_t a, uint64_t b, std::string_view what) {
+  uint64_t r = 0;
+  BRISK_CHECK(!__builtin_add_overflow(a, b, &r), what, ": ", a, " + ", b, " overflows 64 bits");
+  return r;
 }
 
 std::string shape_str(const Shape& s) {

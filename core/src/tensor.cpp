@@ -167,11 +167,15 @@ void Tensor::set_data(const Tensor& src) const {
 }
 
 Tensor empty(const Shape& sizes, DType dtype, Device device) {
-  int64_t n = shape_numel(sizes);
+  const int64_t n = shape_numel(sizes);
+  int64_t nbytes = 0;
+  BRISK_CHECK(!__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(dtype)), &nbytes), "empty: shape ", sizes,
+              " of ", dtype_name(dtype), " is too large: its byte size overflows int64");
+  Strides strides = contiguous_strides(sizes);  // checked before anything is allocated
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = make_storage(static_cast<size_t>(n) * dtype_size(dtype), device, tl_category);
+  impl->storage = make_storage(static_cast<size_t>(nbytes), device, tl_category);
   impl->sizes = sizes;
-  impl->strides = contiguous_strides(sizes);
+  impl->strides = std::move(strides);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }

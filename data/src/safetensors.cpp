@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string_view>
 
 #include "brisk/core/fs.h"
+#include "brisk/core/checked_size.h"
 #include "brisk/data/json.h"
 #include "brisk/kernels/elementwise.h"
 
@@ -140,6 +142,122 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   io::write_file_atomic(path, safetensors_bytes(tensors, metadata), "save_safetensors");
 }
 
+namespace {
+
+// An entry of the header: where a tensor's bytes are and what they hold.
+struct Entry {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+// The text of the value that began at `start` and ends at the reader's position, for messages.
+std::string excerpt(const json::Reader& r, size_t start) {
+  std::string_view v = r.text().substr(start, r.offset() - start);
+  if (v.size() <= 80) return std::string(v);
+  return std::string(v.substr(0, 77)) + "...";
+}
+
+// Where the next value begins (after any whitespace).
+size_t value_start(json::Reader& r) {
+  r.next_type();
+  return r.offset();
+}
+
+// Reads one tensor's {dtype, shape, data_offsets} object (any other field is skipped). The header
+// is read value by value (never as a whole tree), so memory stays with what is kept: a name, a
+// dtype, at most kMaxUntrustedDims sizes and two offsets per tensor.
+Entry read_entry(json::Reader& r, std::string name, const std::string& who) {
+  const std::string tensor = who + ": tensor \"" + name + "\"";
+  BRISK_CHECK(r.next_type() == json::Type::Object, tensor, " must be described by an object, got ",
+              json::type_name(r.next_type()));
+  Entry e;
+  e.name = std::move(name);
+  bool have_dtype = false, have_shape = false, have_offsets = false;
+  auto once = [&](bool& seen, const std::string& field) {
+    BRISK_CHECK(!seen, tensor, " has a duplicated field \"", field, "\"");
+    seen = true;
+  };
+  r.begin_object();
+  std::string field, text;
+  while (r.next_key(field)) {
+    if (field == "dtype") {
+      once(have_dtype, field);
+      const size_t start = value_start(r);
+      if (r.next_type() != json::Type::String) {
+        r.skip_value();
+        BRISK_THROW(tensor, " has a non-string dtype ", excerpt(r, start));
+      }
+      text.clear();
+      r.read_string(text);
+      BRISK_CHECK(dtype_from_safetensors(text, &e.dtype), tensor, " has unknown dtype \"", text,
+                  "\" (brisk reads F64, F32, F16, BF16, I32, I64, U8, BOOL)");
+    } else if (field == "shape") {
+      once(have_shape, field);
+      const size_t start = value_start(r);
+      if (r.next_type() != json::Type::Array) {
+        r.skip_value();
+        BRISK_THROW(tensor, " has a shape that is not an array: ", excerpt(r, start));
+      }
+      r.begin_array();
+      bool bad = false;
+      size_t dims = 0;
+      while (r.next_element()) {
+        if (bad || r.next_type() != json::Type::Number) {
+          bad = true;
+          r.skip_value();
+          continue;
+        }
+        const json::Value d = r.read_value();
+        if (!d.is_integer() || d.as_double() < 0 || d.as_uint() > static_cast<uint64_t>(INT64_MAX)) {
+          bad = true;
+          continue;
+        }
+        // Past the limit only count, so that memory stays bounded and the error names the count.
+        if (++dims <= kMaxUntrustedDims) e.shape.push_back(static_cast<int64_t>(d.as_uint()));
+      }
+      BRISK_CHECK(!bad, tensor, " has a bad shape ", excerpt(r, start), " (sizes must be non-negative integers)");
+      BRISK_CHECK(dims <= kMaxUntrustedDims, tensor, ": shape has ", dims, " dims, more than the ", kMaxUntrustedDims,
+                  " allowed");
+    } else if (field == "data_offsets") {
+      once(have_offsets, field);
+      const size_t start = value_start(r);
+      uint64_t offs[2] = {0, 0};
+      size_t count = 0;
+      bool bad = r.next_type() != json::Type::Array;
+      if (bad) {
+        r.skip_value();
+      } else {
+        r.begin_array();
+        while (r.next_element()) {
+          if (bad || count == 2 || r.next_type() != json::Type::Number) {
+            bad = true;
+            r.skip_value();
+            continue;
+          }
+          const json::Value d = r.read_value();
+          if (!d.is_integer() || d.as_double() < 0) {
+            bad = true;
+            continue;
+          }
+          offs[count++] = d.as_uint();
+        }
+      }
+      BRISK_CHECK(!bad && count == 2, tensor, " has bad data_offsets ", excerpt(r, start),
+                  " (expected [begin, end], non-negative integers)");
+      e.begin = offs[0];
+      e.end = offs[1];
+    } else {
+      r.skip_value();
+    }
+  }
+  BRISK_CHECK(have_dtype && have_shape && have_offsets, tensor, " needs \"dtype\", \"shape\" and \"data_offsets\"");
+  return e;
+}
+
+}  // namespace
+
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& what) {
   const std::string who = "load_safetensors: " + what;
   const uint64_t size = bytes.size();
@@ -151,60 +269,52 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
   const std::string_view text(bytes.data() + 8, n);
   size_t bad = 0;
   BRISK_CHECK(json::valid_utf8(text, &bad), who, ": header is not valid UTF-8 (byte ", bad, " of the header)");
-  json::Value header;
+
+  // The JSON syntax first (a pass that keeps nothing), so that a syntax error is reported as such
+  // wherever it is; then the entries, value by value.
   try {
-    header = json::parse(text, {.allow_duplicate_keys = true});
+    json::Reader check(text);
+    check.skip_value();
+    check.finish();
   } catch (const Error& e) {
     BRISK_THROW(who, ": header is not valid JSON: ", e.message());
   }
-  BRISK_CHECK(header.is_object(), who, ": header must be a JSON object, got ", json::type_name(header.type()));
-
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
   SafetensorsFile out;
   std::vector<Entry> entries;
-  std::set<std::string> names;
-  bool have_metadata = false;
-  for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
+  {
+    json::Reader r(text);
+    BRISK_CHECK(r.next_type() == json::Type::Object, who, ": header must be a JSON object, got ",
+                json::type_name(r.next_type()));
+    bool have_metadata = false;
+    r.begin_object();
+    for (std::string key; r.next_key(key);) {
+      if (key != kMetadataKey) {
+        entries.push_back(read_entry(r, std::move(key), who));
+        continue;
+      }
       BRISK_CHECK(!have_metadata, who, ": duplicate \"", kMetadataKey, "\"");
       have_metadata = true;
-      BRISK_CHECK(value.is_object(), who, ": \"", kMetadataKey, "\" must be an object of strings, got ",
-                  json::type_name(value.type()));
-      for (const auto& [mk, mv] : value.items()) {
-        BRISK_CHECK(mv.is_string(), who, ": metadata \"", mk, "\" must be a string, got ", json::type_name(mv.type()));
-        out.metadata[mk] = mv.as_string();
+      BRISK_CHECK(r.next_type() == json::Type::Object, who, ": \"", kMetadataKey,
+                  "\" must be an object of strings, got ", json::type_name(r.next_type()));
+      r.begin_object();
+      for (std::string mk; r.next_key(mk);) {
+        BRISK_CHECK(r.next_type() == json::Type::String, who, ": metadata \"", mk, "\" must be a string, got ",
+                    json::type_name(r.next_type()));
+        auto [it, fresh] = out.metadata.try_emplace(std::move(mk));
+        BRISK_CHECK(fresh, who, ": duplicated metadata key \"", it->first, "\"");
+        r.read_string(it->second);
       }
-      continue;
     }
-    BRISK_CHECK(names.insert(key).second, who, ": duplicate tensor name \"", key, "\"");
-    BRISK_CHECK(value.is_object(), who, ": tensor \"", key, "\" must be described by an object, got ",
-                json::type_name(value.type()));
-    const json::Value* dt = value.find("dtype");
-    const json::Value* sh = value.find("shape");
-    const json::Value* off = value.find("data_offsets");
-    BRISK_CHECK(dt && sh && off, who, ": tensor \"", key, "\" needs \"dtype\", \"shape\" and \"data_offsets\"");
-    BRISK_CHECK(dt->is_string(), who, ": tensor \"", key, "\" has a non-string dtype ", dt->dump());
-    Entry e{key, DType::F32, {}, 0, 0};
-    BRISK_CHECK(dtype_from_safetensors(dt->as_string(), &e.dtype), who, ": tensor \"", key, "\" has unknown dtype \"",
-                dt->as_string(), "\" (brisk reads F64, F32, F16, BF16, I32, I64, U8, BOOL)");
-    BRISK_CHECK(sh->is_array(), who, ": tensor \"", key, "\" has a shape that is not an array: ", sh->dump());
-    for (const json::Value& d : sh->as_array()) {
-      BRISK_CHECK(d.is_integer() && d.as_double() >= 0 && d.as_uint() <= static_cast<uint64_t>(INT64_MAX), who,
-                  ": tensor \"", key, "\" has a bad shape ", sh->dump(), " (sizes must be non-negative integers)");
-      e.shape.push_back(static_cast<int64_t>(d.as_uint()));
-    }
-    BRISK_CHECK(off->is_array() && off->size() == 2 && (*off)[0].is_integer() && (*off)[0].as_double() >= 0 &&
-                    (*off)[1].is_integer() && (*off)[1].as_double() >= 0,
-                who, ": tensor \"", key, "\" has bad data_offsets ", off->dump(),
-                " (expected [begin, end], non-negative integers)");
-    e.begin = (*off)[0].as_uint();
-    e.end = (*off)[1].as_uint();
-    entries.push_back(std::move(e));
+    r.finish();
+  }
+
+  // Tensor names are unique (checked by sorting, in O(n log n)).
+  {
+    std::vector<const Entry*> by_name(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) by_name[i] = &entries[i];
+    std::sort(by_name.begin(), by_name.end(), [](const Entry* a, const Entry* b) { return a->name < b->name; });
+    for (size_t i = 1; i < by_name.size(); ++i)
+      BRISK_CHECK(by_name[i]->name != by_name[i - 1]->name, who, ": duplicate tensor name \"", by_name[i]->name, "\"");
   }
 
   // Files may list tensors in any order; their data must tile [0, total) exactly.
@@ -229,6 +339,8 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
     BRISK_CHECK(
         !__builtin_mul_overflow(numel, dtype_size(e.dtype), &nbytes) && nbytes <= static_cast<uint64_t>(INT64_MAX), who,
         ": tensor \"", e.name, "\" has shape ", e.shape, " whose byte size overflows");
+    const auto nbytes = static_cast<uint64_t>(
+        checked_nbytes(e.shape, static_cast<int64_t>(dtype_size(e.dtype)), who + ": tensor \"" + e.name + "\""));
     BRISK_CHECK(e.end - e.begin == nbytes, who, ": tensor \"", e.name, "\" has data_offsets ", offs, " (",
                 e.end - e.begin, " bytes) but shape ", e.shape, " of ", traits(e.dtype).safetensors_name, " needs ",
                 nbytes, " bytes");
@@ -240,10 +352,19 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
               "the file has ", data_bytes, " data bytes", expected < data_bytes ? " (trailing bytes)" : " (truncated)");
 
   const char* data = bytes.data() + 8 + n;
-  for (const Entry& e : entries) {
+  out.tensors.reserve(entries.size());
+  for (Entry& e : entries) {
+    if (e.dtype == DType::Bool) {
+      // Any other byte would be a bool holding neither value (undefined behaviour in C++).
+      const auto* p = reinterpret_cast<const unsigned char*>(data + e.begin);
+      const auto* bad = std::find_if(p, p + (e.end - e.begin), [](unsigned char b) { return b > 1; });
+      BRISK_CHECK(bad == p + (e.end - e.begin), who, ": tensor \"", e.name, "\" (BOOL) has byte ", int{*bad},
+                  " at element ", bad - p, "; BOOL bytes must be 0 or 1");
+    }
     Tensor t = empty(e.shape, e.dtype);
     if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
-    out.tensors.emplace_back(e.name, std::move(t));
+    out.tensors.emplace_back(std::move(e.name), std::move(t));
+    Shape().swap(e.shape);  // what is handed over is freed as it goes: the peak is one copy
   }
   return out;
 }

@@ -14,7 +14,9 @@ namespace brisk::nn {
 
 NamedTensors remove_tied_duplicates(const NamedTensors& state) {
   NamedTensors out;
-  for (const auto& [name, t] : state) {
+  for (const auto& entry : state) {  // no structured bindings: clang 14 cannot capture them
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     bool tied = std::any_of(out.begin(), out.end(), [&](const auto& kv) { return kv.second.is_same(t); });
     if (!tied) out.emplace_back(name, t);
   }
@@ -193,7 +195,9 @@ LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors mine = state_dict();
   std::vector<bool> used(state.size(), false);
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
-  for (auto& [name, dst] : mine) {
+  for (auto& entry : mine) {                      // no structured bindings: clang 14 cannot capture them
+    const std::string& name = entry.first;
+    Tensor& dst = entry.second;
     auto it = std::find_if(state.begin(), state.end(), [&](const auto& kv) { return kv.first == name; });
     if (it == state.end()) {
       // A tied duplicate is filled through the name it shares its tensor with.
@@ -210,6 +214,12 @@ LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
                                    shape_str(it->second.sizes()));
       continue;
     }
+    // Only floating types convert into one another (a NaN cast to an integer is undefined; an
+    // integer or bool in a float slot, or the reverse, is a different tensor): refuse, strict or not.
+    const DType want = dst.dtype(), have = it->second.dtype();
+    BRISK_CHECK(want == have || (is_floating(want) && is_floating(have)), "load_state_dict: \"", name, "\" is ",
+                traits(want).safetensors_name, " but the state dict holds ", traits(have).safetensors_name,
+                "; only floating-point dtypes (F64, F32, F16, BF16) are converted into one another");
     copies.emplace_back(dst, it->second);
   }
   for (size_t i = 0; i < state.size(); ++i)

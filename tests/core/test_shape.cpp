@@ -5,6 +5,7 @@
 #include <climits>
 #include <string>
 
+#include <brisk/core/checked_size.h>
 #include <brisk/core/error.h>
 #include <brisk/core/shape.h>
 
@@ -238,4 +239,40 @@ TEST(Shape, UnsqueezeMetaInsertsASizeOneDim) {
   EXPECT_EQ(unsqueeze_meta({}, {}, 0, 0).sizes, (Shape{1}));
   EXPECT_CONTAINS(error_of([] { unsqueeze_meta({2, 3}, {3, 1}, 0, 3); }), "unsqueeze");
   EXPECT_THROW(unsqueeze_meta({2, 3}, {3, 1}, 0, -4), Error);
+}
+
+// Zero sizes count as one in strides: [0, 2^32, 2^32] holds no element but its first stride is 2^64.
+TEST(Shape, ContiguousStridesRejectOverflowEvenWithAZeroSize) {
+  EXPECT_CONTAINS(error_of([] {
+                    contiguous_strides({0, int64_t{1} << 32, int64_t{1} << 32});
+                  }),
+                  "strides overflow int64");
+  EXPECT_EQ(contiguous_strides({0, int64_t{1} << 31, int64_t{1} << 31}),
+            (Strides{int64_t{1} << 62, int64_t{1} << 31, 1}));
+}
+
+TEST(Shape, CheckedNbytesValidatesShapesFromFiles) {
+  EXPECT_EQ(checked_nbytes({2, 3}, 4, "t"), 24);
+  EXPECT_EQ(checked_nbytes({}, 8, "t"), 8);
+  EXPECT_EQ(checked_nbytes({0, 5}, 2, "t"), 0);
+  const int64_t big = int64_t{1} << 32;
+  EXPECT_CONTAINS(error_of([&] {
+                    checked_nbytes({0, big, big}, 1, "file x: tensor \"w\"");
+                  }),
+                  "file x: tensor \"w\": shape [0, 4294967296, 4294967296] is too large");
+  EXPECT_CONTAINS(error_of([] { checked_nbytes({0, 0xFFFFFFFF, 0xFFFFFFFF}, 4, "idx"); }), "overflow int64");
+  // Element count fits int64 but the byte size does not.
+  EXPECT_CONTAINS(error_of([] { checked_nbytes({int64_t{1} << 61}, 8, "t"); }), "overflow int64");
+  EXPECT_EQ(checked_nbytes({int64_t{1} << 59}, 8, "t"), int64_t{1} << 62);
+  EXPECT_CONTAINS(error_of([] { checked_nbytes({3, -1}, 4, "t"); }), "t: shape [3, -1] has a negative size -1");
+  EXPECT_CONTAINS(error_of([] { checked_nbytes(Shape(65, 1), 4, "t"); }), "65 dims, more than the 64 allowed");
+  EXPECT_EQ(checked_nbytes(Shape(64, 1), 4, "t"), 4);
+}
+
+TEST(Shape, CheckedArithmeticNamesWhatOverflowed) {
+  EXPECT_EQ(checked_mul(3, 5, "x"), 15u);
+  EXPECT_EQ(checked_add(3, 5, "x"), 8u);
+  EXPECT_CONTAINS(error_of([] { checked_mul(uint64_t{1} << 32, uint64_t{1} << 32, "offsets"); }),
+                  "offsets: 4294967296 * 4294967296 overflows");
+  EXPECT_CONTAINS(error_of([] { checked_add(UINT64_MAX, 1, "end"); }), "end: 18446744073709551615 + 1 overflows");
 }

@@ -144,6 +144,14 @@ TEST(Tensor, UndefinedTensorsThrowOnUse) {
 
 TEST(Tensor, EmptyRejectsNegativeSizes) { EXPECT_THROW(empty({2, -3}), Error); }
 
+// The element count fits int64 but the byte count does not: this used to wrap to a tiny allocation.
+TEST(Tensor, EmptyRejectsByteSizesThatOverflow) {
+  EXPECT_THROW(empty({int64_t{1} << 61}, DType::F64), Error);
+  EXPECT_THROW(empty({int64_t{1} << 62, 2}, DType::F32), Error);
+  // No element, but strides past int64.
+  EXPECT_THROW(empty({0, int64_t{1} << 32, int64_t{1} << 32}, DType::U8), Error);
+}
+
 TEST(Tensor, VersionCountsInPlaceChanges) {
   Tensor t = empty({1});
   EXPECT_EQ(t.version(), 0u);

@@ -5,6 +5,8 @@
 
 #include <brisk/brisk.h>
 
+#include <sys/resource.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -40,6 +42,37 @@ std::string good_images() {
   return idx(0x08, 3, {3, 2, 2}, px);
 }
 std::string good_labels() { return idx(0x08, 1, {3}, {9, 0, 3}); }
+
+// One gzip member holding `bytes`.
+std::string gzip(const std::string& bytes) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, bytes.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  zs.avail_in = static_cast<uInt>(bytes.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// Peak resident memory of this process so far, in MiB (ctest runs each test in its own process).
+long peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
+std::string parse_error(const std::string& bytes, int dims, uint64_t max_payload = kMaxIdxPayload) {
+  try {
+    parse_idx(bytes, dims, "mem.idx", "read_idx", max_payload);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 struct Folder {
   TempDir dir;
@@ -147,8 +180,7 @@ TEST(Mnist, RejectsTruncatedHeader) {
 
 TEST(Mnist, RejectsFileSizeThatDisagreesWithDims) {
   std::string m = load_error(Folder(good_images() + "x", good_labels()));
-  EXPECT_NE(m.find("has 13 bytes of data after its header but dims [3, 2, 2] need exactly 12"), std::string::npos)
-      << m;
+  EXPECT_NE(m.find("has more data after its header than the 12 bytes its dims [3, 2, 2] need"), std::string::npos) << m;
   m = load_error(Folder(good_images(), good_labels().substr(0, 10)));
   EXPECT_NE(m.find("train-labels-idx1-ubyte.gz has 2 bytes of data after its header but dims [3] need exactly 3"),
             std::string::npos)
@@ -202,4 +234,89 @@ TEST(Mnist, FeedsADataLoaderAsInTheReadme) {
   }
   EXPECT_EQ(seen, 3);
   EXPECT_EQ(loader.size(), 2);
+}
+
+// No image, so no byte is needed, but (0, 1, 2^32-1, 2^32-1) f32 images have strides past int64.
+TEST(Mnist, RejectsZeroImagesOfHugeSize) {
+  std::string m = load_error(Folder(idx(0x08, 3, {0, 0xFFFFFFFF, 0xFFFFFFFF}, {}), idx(0x08, 1, {0}, {})));
+  EXPECT_NE(m.find("train-images-idx3-ubyte.gz dims: shape [0, 4294967295, 4294967295] is too large"),
+            std::string::npos)
+      << m;
+  m = load_error(Folder(idx(0x08, 3, {0, 0x7FFFFFFF, 0x7FFFFFFF}, {}), idx(0x08, 1, {0}, {})));
+  EXPECT_NE(m.find("is too large"), std::string::npos) << m;
+}
+
+// A 1-image 1x1 header followed by 256 gzip members of 1 MiB of zeros each (a ~260 KB file):
+// only the header and the one declared byte may be inflated, never the 256 MiB behind them.
+TEST(Mnist, GzipDataIsInflatedOnlyAsFarAsTheHeaderDeclares) {
+  std::string bomb = gzip(idx(0x08, 3, {1, 1, 1}, {7}));
+  const std::string zeros = gzip(std::string(size_t{1} << 20, '\0'));
+  for (int i = 0; i < 256; ++i) bomb += zeros;
+  const long before = peak_rss_mib();
+  std::string m = parse_error(bomb, 3);
+  EXPECT_NE(m.find("mem.idx has more data after its header than the 1 bytes its dims [1, 1, 1] need"),
+            std::string::npos)
+      << m;
+  TempDir dir;
+  brisk::testing::write_file(dir.file("bomb.gz"), bomb);
+  try {
+    read_idx(dir.file("bomb.gz"), 3);
+    ADD_FAILURE() << "expected brisk::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bomb.gz has more data after its header"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(peak_rss_mib() - before, 64) << "inflated far past the declared payload";
+}
+
+TEST(Mnist, TrailingBytesAfterTheGzipDataAreAnError) {
+  const std::string gz = gzip(good_images());
+  EXPECT_EQ(parse_idx(gz, 3).bytes.size(), 12u);
+  std::string m = parse_error(gz + "junk", 3);
+  EXPECT_NE(m.find("mem.idx has trailing bytes after its gzip data"), std::string::npos) << m;
+  m = parse_error(gz + std::string(1, '\0'), 3);
+  EXPECT_NE(m.find("trailing bytes after its gzip data"), std::string::npos) << m;
+  Folder f;
+  const std::string path = f.dir.file("train-images-idx3-ubyte.gz");
+  brisk::testing::write_file(path, gz + "junk");
+  m = load_error(f);
+  EXPECT_NE(m.find("train-images-idx3-ubyte.gz has trailing bytes after its gzip data"), std::string::npos) << m;
+}
+
+TEST(Mnist, ReadsConcatenatedGzipMembersAsOneStream) {
+  const std::string raw = good_images();
+  IdxData d = parse_idx(gzip(raw.substr(0, 7)) + gzip(raw.substr(7)), 3);
+  EXPECT_EQ(d.dims, (std::vector<int64_t>{3, 2, 2}));
+  EXPECT_EQ(d.bytes.size(), 12u);
+  EXPECT_EQ(d.bytes[11], 110);
+}
+
+TEST(Mnist, InMemoryAndFileReadersAgreeOnPlainAndGzipData) {
+  TempDir dir;
+  brisk::testing::write_file(dir.file("plain"), good_labels());
+  brisk::testing::write_file(dir.file("packed.gz"), gzip(good_labels()));
+  for (const std::string& bytes : {good_labels(), gzip(good_labels())}) {
+    IdxData d = parse_idx(bytes, 1);
+    EXPECT_EQ(d.dims, std::vector<int64_t>{3});
+    EXPECT_EQ(d.bytes, (std::vector<uint8_t>{9, 0, 3}));
+  }
+  EXPECT_EQ(read_idx(dir.file("plain"), 1).bytes, (std::vector<uint8_t>{9, 0, 3}));
+  EXPECT_EQ(read_idx(dir.file("packed.gz"), 1).bytes, (std::vector<uint8_t>{9, 0, 3}));
+}
+
+TEST(Mnist, RejectsTruncatedGzipAndPayloadsOverTheLimit) {
+  const std::string gz = gzip(good_images());
+  for (size_t cut : {size_t{3}, size_t{12}, gz.size() / 2, gz.size() - 1}) {
+    std::string m = parse_error(gz.substr(0, cut), 3);
+    EXPECT_NE(m.find("mem.idx"), std::string::npos) << m;
+    EXPECT_EQ(m.find("no error"), std::string::npos) << "cut at " << cut;
+  }
+  std::string m = parse_error(gz.substr(0, gz.size() - 4), 3);  // the length field of the trailer
+  EXPECT_NE(m.find("is not a readable gzip file"), std::string::npos) << m;
+  m = parse_error(good_images(), 3, 11);
+  EXPECT_NE(m.find("declares dims [3, 2, 2] (12 bytes), more than the limit of 11 bytes"), std::string::npos) << m;
+  // A header claiming 2^32-1 labels with 3 bytes behind it: rejected without allocating the claim.
+  m = parse_error(idx(0x08, 1, {0xFFFFFFFF}, {1, 2, 3}), 1);
+  EXPECT_NE(m.find("has 3 bytes of data after its header but dims [4294967295] need exactly 4294967295"),
+            std::string::npos)
+      << m;
 }

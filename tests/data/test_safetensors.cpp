@@ -5,8 +5,13 @@
 
 #include <brisk/brisk.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 
 #include "data/temp_dir.h"
 
@@ -216,6 +221,23 @@ TEST(SafetensorsReader, RejectsDuplicateNames) {
                  "duplicate tensor name \"a\"");
 }
 
+// The reference implementation refuses an entry that repeats one of its fields (which value
+// would count?), and so does brisk, as it refuses repeated tensor names and "__metadata__".
+TEST(SafetensorsReader, RejectsDuplicatedFieldsInAnEntry) {
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","dtype":"I64","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                 "tensor \"a\" has a duplicated field \"dtype\"");
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[2],"shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                 "tensor \"a\" has a duplicated field \"shape\"");
+  EXPECT_REJECTS(
+      craft(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"data_offsets":[0,4]}})", std::string(8, '\0')),
+      "tensor \"a\" has a duplicated field \"data_offsets\"");
+}
+
+TEST(SafetensorsReader, RejectsDuplicatedMetadata) {
+  EXPECT_REJECTS(craft(R"({"__metadata__":{"k":"1"},"__metadata__":{"j":"2"}})"), "duplicate \"__metadata__\"");
+  EXPECT_REJECTS(craft(R"({"__metadata__":{"k":"1","k":"2"}})"), "duplicated metadata key \"k\"");
+}
+
 TEST(SafetensorsReader, RejectsOffsetsThatAreNotContiguous) {
   EXPECT_REJECTS(craft(R"({"a":{)" + kF32x2 + R"("data_offsets":[0,8]},"b":{)" + kF32x2 + R"("data_offsets":[12,20]}})",
                        std::string(20, '\0')),
@@ -248,12 +270,31 @@ TEST(SafetensorsReader, RejectsByteCountThatDisagreesWithShapeAndDtype) {
 }
 
 TEST(SafetensorsReader, RejectsShapesWhoseSizeOverflows) {
-  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})",
-                       std::string(8, '\0')),
-                 "element count overflows");
-  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}})",
-                       std::string(8, '\0')),
-                 "byte size overflows");
+  EXPECT_REJECTS(
+      craft(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})", std::string(8, '\0')),
+      "tensor \"a\": shape [4294967296, 4294967296, 16] is too large");
+  EXPECT_REJECTS(
+      craft(R"({"a":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}})", std::string(8, '\0')),
+      "overflow int64");
+}
+
+// No element, so the byte count (0) matches, but the strides of [0, 2^32, 2^32] overflow int64.
+TEST(SafetensorsReader, RejectsEmptyShapesWhoseStridesOverflow) {
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"U8","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})"),
+                 "tensor \"a\": shape [0, 4294967296, 4294967296] is too large");
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})"),
+                 "overflow int64");
+  // Large but representable: loads as an empty tensor.
+  SafetensorsFile f =
+      parse_safetensors(craft(R"({"a":{"dtype":"U8","shape":[0,2147483648,2147483648],"data_offsets":[0,0]}})"));
+  EXPECT_EQ(f.at("a").sizes(), (Shape{0, int64_t{1} << 31, int64_t{1} << 31}));
+}
+
+TEST(SafetensorsReader, RejectsShapesWithTooManyDims) {
+  std::string dims = "1";
+  for (int i = 1; i < 65; ++i) dims += ",1";
+  EXPECT_REJECTS(craft(R"({"a":{"dtype":"U8","shape":[)" + dims + R"(],"data_offsets":[0,1]}})", "x"),
+                 "65 dims, more than the 64 allowed");
 }
 
 TEST(SafetensorsReader, RejectsDataThatDoesNotEndAtEndOfFile) {
@@ -272,4 +313,84 @@ TEST(SafetensorsReader, RejectsMalformedEntriesAndMetadata) {
   EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[1]}})"), "needs \"dtype\", \"shape\" and \"data_offsets\"");
   EXPECT_REJECTS(craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})"), "bad data_offsets [0]");
   EXPECT_REJECTS(craft(R"({"__metadata__":{"k":1}})"), "metadata \"k\" must be a string, got number");
+}
+
+TEST(SafetensorsReader, RejectsBoolBytesOtherThanZeroAndOne) {
+  const std::string h = R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})";
+  EXPECT_REJECTS(craft(h, std::string("\x01\x02\x00", 3)),
+                 "tensor \"m\" (BOOL) has byte 2 at element 1; BOOL bytes must be 0 or 1");
+  EXPECT_REJECTS(craft(h, std::string("\x00\x00\xff", 3)), "has byte 255 at element 2");
+  SafetensorsFile f = parse_safetensors(craft(h, std::string("\x01\x00\x01", 3)));
+  EXPECT_EQ(f.at("m").to_vector<bool>(), (std::vector<bool>{true, false, true}));
+}
+
+// Loading a file into a module goes through load_state_dict: a float NaN never reaches an
+// integer buffer; floating dtypes convert.
+TEST(SafetensorsReader, LoadingIntoAModuleConvertsOnlyBetweenFloatingTypes) {
+  struct M : nn::Module {
+    M() {
+      register_parameter("w", zeros({2}));
+      register_buffer("n", zeros({1}, {.dtype = DType::I64}));
+    }
+  } m;
+  SafetensorsFile f = parse_safetensors(safetensors_bytes(NamedTensors{
+      {"w", full({2}, 0.5, {.dtype = DType::F16})}, {"n", full({1}, std::nan(""), {.dtype = DType::F32})}}));
+  try {
+    m.load_state_dict(f.tensors);
+    ADD_FAILURE() << "expected brisk::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"n\" is I64 but the state dict holds F32"), std::string::npos) << e.what();
+  }
+  f = parse_safetensors(safetensors_bytes(
+      NamedTensors{{"w", full({2}, 0.5, {.dtype = DType::F16})}, {"n", full({1}, 7, {.dtype = DType::I64})}}));
+  m.load_state_dict(f.tensors);
+  EXPECT_EQ(m.get("w").to_vector<float>(), (std::vector<float>{0.5, 0.5}));
+  EXPECT_EQ(m.get("n").to_vector<int64_t>(), std::vector<int64_t>{7});
+}
+
+namespace {
+
+// Peak resident memory of this process so far, in MiB (ctest runs each test in its own process).
+long peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
+// A header of `size` bytes made of as many `tail` entries as fit (numbered names), then `last`.
+std::string header_of(size_t size, const std::string& open, const std::string& tail, const std::string& last,
+                      size_t* count) {
+  std::string bytes = le64(size) + open;
+  bytes.reserve(size + 8);
+  *count = 0;
+  while (bytes.size() + 100 < size) {
+    bytes += std::to_string((*count)++);
+    bytes += tail;
+  }
+  bytes += last;
+  bytes.append(size + 8 - bytes.size(), ' ');
+  return bytes;
+}
+
+}  // namespace
+
+// The header is read value by value, never held as a JSON tree (which cost ~100 bytes per input
+// byte), so memory is bounded by what is kept: under 10 bytes per header byte for the worst cases,
+// the smallest entries there are (empty tensors) and metadata entries with empty values. The same
+// at the 100 MB the format allows: tests/data/large (label slow).
+TEST(SafetensorsReader, HeaderOfManyTensorsCostsUnderTenBytesPerByte) {
+  size_t count = 0;
+  const std::string bytes = header_of(10'000'000, R"({")", R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},")",
+                                      R"(last":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})", &count);
+  const long before = peak_rss_mib();
+  EXPECT_EQ(parse_safetensors(bytes).tensors.size(), count + 1);
+  EXPECT_LT(peak_rss_mib() - before, 100) << "MiB for a 10 MB header";
+}
+
+TEST(SafetensorsReader, HeaderOfManyMetadataEntriesCostsUnderTenBytesPerByte) {
+  size_t count = 0;
+  const std::string bytes = header_of(10'000'000, R"({"__metadata__":{")", R"(":"",")", R"(last":""}})", &count);
+  const long before = peak_rss_mib();
+  EXPECT_EQ(parse_safetensors(bytes).metadata.size(), count + 1);
+  EXPECT_LT(peak_rss_mib() - before, 100) << "MiB for a 10 MB header";
 }

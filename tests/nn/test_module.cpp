@@ -4,6 +4,8 @@
 
 #include <brisk/brisk.h>
 
+#include <cmath>
+
 using namespace brisk;
 
 namespace {
@@ -97,6 +99,49 @@ TEST(Module, StrictLoadListsMissingUnexpectedAndMismatchedKeys) {
   EXPECT_EQ(r.missing_keys, std::vector<std::string>{"first.weight"});
   EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"extra.weight"});
   EXPECT_EQ(r.shape_mismatches.size(), 1u);
+}
+
+TEST(Module, LoadStateDictConvertsBetweenFloatingTypes) {
+  Net net;
+  nn::NamedTensors sd = net.state_dict();
+  sd[0].second = full({3}, 1.5, {.dtype = DType::F64});    // first.weight
+  sd[1].second = full({3}, 0.25, {.dtype = DType::BF16});  // first.bias
+  net.load_state_dict(sd);
+  EXPECT_EQ(net.first.w.dtype(), DType::F32);
+  EXPECT_EQ(net.first.w.to_vector<float>(), (std::vector<float>{1.5, 1.5, 1.5}));
+  EXPECT_EQ(net.first.b.to_vector<float>(), (std::vector<float>{0.25, 0.25, 0.25}));
+}
+
+// A NaN must never flow through an undefined float -> integer cast, nor an integer into a float
+// parameter silently: only floating types convert into one another, strict or not.
+TEST(Module, LoadStateDictRefusesConversionsInvolvingNonFloatingTypes) {
+  auto error_of = [](Net& net, const nn::NamedTensors& sd, bool strict) -> std::string {
+    try {
+      net.load_state_dict(sd, strict);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Net net;
+  nn::NamedTensors sd = net.state_dict();
+  sd[4].second = full({1}, std::nan(""));  // steps: I64 buffer, F32 in the file
+  for (bool strict : {true, false}) {
+    const std::string m = error_of(net, sd, strict);
+    EXPECT_NE(m.find("\"steps\""), std::string::npos) << m;
+    EXPECT_NE(m.find("I64"), std::string::npos) << m;
+    EXPECT_NE(m.find("F32"), std::string::npos) << m;
+  }
+  EXPECT_EQ(net.get("steps").to_vector<int64_t>(), std::vector<int64_t>{0});
+  sd = net.state_dict();
+  sd[0].second = full({3}, 2, {.dtype = DType::I64});  // first.weight: F32 parameter, I64 given
+  std::string m = error_of(net, sd, true);
+  EXPECT_NE(m.find("\"first.weight\" is F32 but the state dict holds I64"), std::string::npos) << m;
+  sd = net.state_dict();
+  sd[0].second = full({3}, 1, {.dtype = DType::Bool});
+  m = error_of(net, sd, false);
+  EXPECT_NE(m.find("\"first.weight\" is F32 but the state dict holds BOOL"), std::string::npos) << m;
+  EXPECT_EQ(net.first.w.to_vector<float>(), (std::vector<float>{1, 1, 1}));  // nothing loaded
 }
 
 TEST(Module, TrainAndEvalRecurse) {

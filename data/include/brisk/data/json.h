@@ -19,11 +19,11 @@ class Value {
   using Array = std::vector<Value>;
   using Object = std::vector<std::pair<std::string, Value>>;  // keys in insertion order
 
-  Value() = default;  // null
-  Value(std::nullptr_t) {}
+  Value() : int_(0) {}  // null
+  Value(std::nullptr_t) : int_(0) {}
   Value(bool b) : type_(Type::Bool), bool_(b) {}
   Value(int v) : Value(static_cast<int64_t>(v)) {}
-  Value(int64_t v) : type_(Type::Number), num_(Num::Int), int_(v), dbl_(static_cast<double>(v)) {}
+  Value(int64_t v) : type_(Type::Number), num_(Num::Int), int_(v) {}
   Value(uint64_t v);
   Value(double v) : type_(Type::Number), num_(Num::Double), dbl_(v) {}
   Value(const char* s) : type_(Type::String), str_(s) {}
@@ -31,6 +31,11 @@ class Value {
   Value(std::string_view s) : type_(Type::String), str_(s) {}
   static Value array(Array items = {});
   static Value object(Object items = {});
+  Value(const Value& o);
+  Value(Value&& o) noexcept;
+  Value& operator=(const Value& o);
+  Value& operator=(Value&& o) noexcept;
+  ~Value();
 
   Type type() const { return type_; }
   bool is_null() const { return type_ == Type::Null; }
@@ -82,13 +87,20 @@ class Value {
   enum class Num : uint8_t { Int, UInt, Double };
   Type type_ = Type::Null;
   Num num_ = Num::Int;
-  bool bool_ = false;
-  int64_t int_ = 0;
-  uint64_t uint_ = 0;
-  double dbl_ = 0.0;
-  std::string str_;
-  Array arr_;
-  Object obj_;
+  // Only the member that type_ (and num_) name is alive: a value costs 40 bytes, not the ~120 of
+  // all of them side by side (parsed documents hold one per number, string, array and object).
+  union {
+    bool bool_;
+    int64_t int_;
+    uint64_t uint_;
+    double dbl_;
+    std::string str_;
+    Array arr_;
+    Object obj_;
+  };
+  void destroy();                  // ends the live member; the value becomes null
+  void copy_from(const Value& o);  // *this holds no live non-trivial member
+  void move_from(Value&& o);       // *this holds no live non-trivial member
   void check(Type t) const;
   void dump_to(std::string& out, int indent, int depth) const;
 };
@@ -99,8 +111,57 @@ struct ParseOptions {
   int max_depth = 512;
 };
 // Parses exactly one JSON value (surrounding whitespace allowed). Errors throw brisk::Error:
-// "json: <what> at line L, column C (byte B)".
+// "json: <what> at line L, column C (byte B)". Time is linear in the text's length (duplicate
+// keys are found by sorting, not by comparing every pair).
 Value parse(std::string_view text, const ParseOptions& options = {});
+
+// A pull parser over one JSON text with parse()'s grammar, limits and errors that keeps nothing
+// itself: a reader of large untrusted documents (a safetensors header) walks the values and holds
+// only what it keeps, so its memory is bounded by that. Typical use:
+//   Reader r(text);
+//   r.begin_object();
+//   for (std::string key; r.next_key(key);) { if (r.next_type() == Type::String) ... else r.skip_value(); }
+//   r.finish();
+class Reader {
+ public:
+  explicit Reader(std::string_view text, const ParseOptions& options = {});
+  // The type of the value that comes next (throws if none can start here).
+  Type next_type();
+  // Objects: begin_object(), then `while (next_key(key))` reads one value per key; next_key
+  // returns false, having consumed the '}', at the end. Keys are not checked for duplicates.
+  void begin_object();
+  bool next_key(std::string& key);
+  size_t key_offset() const { return key_at_; }  // where the last key began
+  // Arrays: begin_array(), then `while (next_element())` reads one value per element.
+  void begin_array();
+  bool next_element();
+  void read_string(std::string& out);
+  std::string read_string();
+  // The next value (of any type) as a tree; objects check duplicate keys unless allowed.
+  Value read_value();
+  void skip_value();
+  // Only whitespace may follow the value.
+  void finish();
+  size_t offset() const { return pos_; }
+  std::string_view text() const { return s_; }
+  // Throws "json: <what> at line L, column C (byte B)" for offset `at` (default: the current one).
+  [[noreturn]] void fail(const std::string& what, size_t at = std::string_view::npos) const;
+
+ private:
+  std::string_view s_;
+  ParseOptions opt_;
+  size_t pos_ = 0, key_at_ = 0;
+  std::vector<char> open_;  // per open container: 1 before its first element, else 0
+  bool at_end() const { return pos_ >= s_.size(); }
+  char peek() const { return at_end() ? '\0' : s_[pos_]; }
+  void skip_ws();
+  void start_value();
+  void expect_word(std::string_view w);
+  Value read_number();
+  void skip_number();
+  bool scan_number();  // moves past a number's text (checking its grammar); true if it is integral
+  uint32_t parse_hex4();
+};
 
 // Whether `s` is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF);
 // on failure *bad_at is the offset of the first bad byte.

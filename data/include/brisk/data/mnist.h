@@ -2,7 +2,10 @@
 // f32 (N, 1, rows, cols) scaled to [0, 1], labels as i64 (N). Every header field, the file
 // sizes, the counts and the label range are checked, each failure with its own message.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "brisk/data/dataset.h"
 
@@ -16,7 +19,16 @@ struct IdxData {
   std::vector<int64_t> dims;
   std::vector<uint8_t> bytes;
 };
-IdxData read_idx(const std::string& path, int expected_dims, const std::string& who = "read_idx");
+// The largest payload read_idx accepts by default (1 TiB, far beyond any IDX data set).
+inline constexpr uint64_t kMaxIdxPayload = uint64_t{1} << 40;
+// Reads a gzip-compressed (recognised by its magic bytes) or plain IDX file. The header is read
+// and validated first; the payload its dims declare (at most max_payload bytes) bounds what is
+// decompressed, and anything past it, inside the gzip data or after it, is an error.
+IdxData read_idx(const std::string& path, int expected_dims, const std::string& who = "read_idx",
+                 uint64_t max_payload = kMaxIdxPayload);
+// The same for a whole file held in memory; `what` names it in errors.
+IdxData parse_idx(std::string_view bytes, int expected_dims, const std::string& what = "<memory>",
+                  const std::string& who = "read_idx", uint64_t max_payload = kMaxIdxPayload);
 
 class MNIST : public TensorDataset {
  public:

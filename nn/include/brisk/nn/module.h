@@ -72,8 +72,8 @@ class Module {
   // --- state ----------------------------------------------------------------------
   // Parameters then persistent buffers, dotted names, tied tensors listed under each name.
   NamedTensors state_dict() const;
-  // Copies values in place (dtype converted). strict: missing/unexpected keys and shape
-  // mismatches throw one error listing all of them.
+  // Copies values in place (floating dtypes converted; any other dtype mismatch throws). strict:
+  // missing/unexpected keys and shape mismatches throw one error listing all of them.
   LoadResult load_state_dict(const NamedTensors& state, bool strict = true);
 
   void train(bool on = true);
