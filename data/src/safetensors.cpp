@@ -13,8 +13,8 @@
 #include <set>
 #include <string_view>
 
-#include "brisk/core/fs.h"
 #include "brisk/core/checked_size.h"
+#include "brisk/core/fs.h"
 #include "brisk/data/json.h"
 #include "brisk/kernels/elementwise.h"
 
@@ -331,14 +331,6 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
                 "\", which ends at ", expected);
     BRISK_CHECK(e.begin == expected, who, ": tensor \"", e.name, "\" has data_offsets ", offs,
                 " that are not contiguous: expected it to begin at ", expected);
-    uint64_t numel = 1;
-    for (int64_t s : e.shape)
-      BRISK_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel), who, ": tensor \"", e.name,
-                  "\" has shape ", e.shape, " whose element count overflows");
-    uint64_t nbytes = 0;
-    BRISK_CHECK(
-        !__builtin_mul_overflow(numel, dtype_size(e.dtype), &nbytes) && nbytes <= static_cast<uint64_t>(INT64_MAX), who,
-        ": tensor \"", e.name, "\" has shape ", e.shape, " whose byte size overflows");
     const auto nbytes = static_cast<uint64_t>(
         checked_nbytes(e.shape, static_cast<int64_t>(dtype_size(e.dtype)), who + ": tensor \"" + e.name + "\""));
     BRISK_CHECK(e.end - e.begin == nbytes, who, ": tensor \"", e.name, "\" has data_offsets ", offs, " (",

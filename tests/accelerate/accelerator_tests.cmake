@@ -69,12 +69,14 @@ endif()
 # Determinism: two seeded runs of 100 steps give bit-identical state (run_determinism.sh exits
 # non-zero otherwise; judged by its exit status).
 add_test(NAME accelerate.determinism.np1
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_determinism.sh 1 ${_acc_worker} ${_acc_run_mpi}
+  COMMAND ${BRISK_TEST_JOB} --timeout 280
+    -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_determinism.sh 1 ${_acc_worker} ${_acc_run_mpi}
     ${CMAKE_CURRENT_BINARY_DIR}/accelerate_determinism_np1)
 set_tests_properties(accelerate.determinism.np1 PROPERTIES LABELS "unit" TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
 if(BRISK_HAVE_MPI)
   add_test(NAME accelerate.mp.determinism.np2
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_determinism.sh 2 ${_acc_worker} ${_acc_run_mpi}
+    COMMAND ${BRISK_TEST_JOB} --timeout 570
+      -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_determinism.sh 2 ${_acc_worker} ${_acc_run_mpi}
       ${CMAKE_CURRENT_BINARY_DIR}/accelerate_determinism_np2)
   set_tests_properties(accelerate.mp.determinism.np2 PROPERTIES LABELS "multiprocess" RESOURCE_LOCK cpu_cores
     TIMEOUT 600 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")

@@ -5,14 +5,14 @@
 # A third run that differs (no gradient accumulation instead of 2 micro-steps) must give other results, which shows that
 # the comparison can fail.
 #
-#   run_determinism.sh NP WORKER RUN_MPI WORK_DIR
+#   run_determinism.sh NP WORKER TEST_JOB WORK_DIR   (TEST_JOB: brisk_test_job, which runs the mpirun jobs)
 set -u
 np=$1; worker=$2; run_mpi=$3; work=$4
 rm -rf "$work"; mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 run() {
   if [[ $np == 1 ]]; then OMP_NUM_THREADS=1 "$worker" train "$@"
-  else bash "$run_mpi" --np "$np" --expect pass --max-seconds 120 -- "$worker" train "$@"; fi
+  else "$run_mpi" --np "$np" --expect pass --timeout 120 -- "$worker" train "$@"; fi
 }
 run --steps 100 --out "$work/a" --tag run || fail "first run"
 run --steps 100 --out "$work/b" --tag run || fail "second run"

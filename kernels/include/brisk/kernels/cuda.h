@@ -32,7 +32,7 @@ class DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int prev_ = 0;
+  [[maybe_unused]] int prev_ = 0;  // unused in a CPU-only build (the guard does nothing there)
 };
 
 struct DeviceProperties {
@@ -92,7 +92,7 @@ class StreamGuard {
 
  private:
   Stream prev_stream_;
-  int prev_device_ = 0;
+  [[maybe_unused]] int prev_device_ = 0;  // unused in a CPU-only build
 };
 
 // A CUDA event: a marker in a stream that other streams or the host can wait for.
