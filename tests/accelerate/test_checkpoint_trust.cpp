@@ -312,7 +312,7 @@ TEST(CheckpointNumbers, GradScalerStateIsChecked) {
                                                                           {"backoff_factor", json::Value(2.0)},
                                                                           {"growth_factor", json::Value(0.5)}}) {
     const fs::path d = copy_checkpoint(dir, "scaler_" + key);
-    edit_json(d, "state.json", [&](json::Value& st) { st["scaler"].set(key, bad); });
+    edit_json(d, "state.json", [&key = key, &bad = bad](json::Value& st) { st["scaler"].set(key, bad); });
     CkptTrainer t(o);
     std::string e;
     try {

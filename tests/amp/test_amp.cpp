@@ -64,7 +64,7 @@ TEST(Autocast, GradientsMatchF32WithinBf16Tolerance) {
 }
 
 TEST(Autocast, RejectsNonSixteenBitTypesAndBadNames) {
-  EXPECT_THROW(amp::Autocast(DType::F32), Error);
+  EXPECT_THROW((amp::Autocast(DType::F32)), Error);
   bool enabled = true;
   EXPECT_EQ(amp::mixed_precision_dtype("bf16", &enabled), DType::BF16);
   EXPECT_TRUE(enabled);
@@ -98,7 +98,7 @@ TEST(GradScaler, ScalesTheLossAndUnscalesTheGradients) {
   EXPECT_EQ(p.grad().to_vector<float>(), (std::vector<float>{16, 32}));  // 8 * 2p
   EXPECT_TRUE(s.step(opt));
   EXPECT_EQ(p.grad().to_vector<float>(), (std::vector<float>{2, 4}));  // unscaled
-  EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{0, 0}));          // p - 0.5 * 2p
+  EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{0, 0}));         // p - 0.5 * 2p
   s.update();
   EXPECT_EQ(s.get_scale(), 8.0);
   EXPECT_EQ(s.growth_tracker(), 1);

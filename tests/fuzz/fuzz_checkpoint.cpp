@@ -64,7 +64,7 @@ struct Setup {
   Setup() {
     acc.prepare(net, opt, loader, sched);
     acc.register_for_checkpointing(
-        "done", [this] { return json::Value(done); }, [this](const json::Value& v) { (void)v.dump(); });
+        "done", [this] { return json::Value(done); }, [](const json::Value& v) { (void)v.dump(); });
     dir = fs::path("/dev/shm/brisk_fuzz_checkpoint_" + std::to_string(::getpid())) / "ckpt";
     if (!fs::is_directory("/dev/shm")) dir = fs::temp_directory_path() / dir.parent_path().filename() / "ckpt";
     fs::create_directories(dir);
