@@ -1,4 +1,4 @@
-// fashion_mnist: trains the example CNN of DESIGN.md on Fashion-MNIST with the Accelerator (on the GPU of
+// fashion_mnist: trains the example CNN (models/fashion_cnn.h) on Fashion-MNIST with the Accelerator (on the GPU of
 // each process where there are GPUs, as the Accelerator decides, else on the CPU), on one
 // process or data-parallel on several (`brisk launch -n 2 build/examples/fashion_mnist`): a progress
 // bar on the main process, per-epoch test metrics over the whole test set (gather_for_metrics),

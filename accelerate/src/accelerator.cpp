@@ -321,8 +321,8 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
 
 void Accelerator::prepare_one(optim::LRScheduler& scheduler) {
   check_not_prepared(&scheduler, "scheduler");
-  // Once per optimizer step that really happened (REFERENCE.md: a deliberate difference from
-  // Accelerate, which steps it once per process).
+  // Once per optimizer step that really happened (a deliberate difference from Accelerate,
+  // which steps it once per process: docs/accelerator-options.md).
   scheduler.set_step_gate([sh = sh_] { return !sh->alive || (sh->sync_gradients && !sh->step_skipped); });
   schedulers_.push_back(&scheduler);
 }

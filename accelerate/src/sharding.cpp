@@ -1,4 +1,4 @@
-// Sharding data across ranks by batches, as Accelerate does (REFERENCE.md "Data sharding"):
+// Sharding data across ranks by batches, as Accelerate does (docs/accelerator-options.md "Data sharding"):
 // the batch plan of a map-style loader and the stream of an IterableDataset.
 #include "sharding.h"
 
@@ -149,7 +149,9 @@ std::optional<data::Example> IterableShard::next() {
   return cur_[static_cast<size_t>(cursor_++)];
 }
 
-bool IterableShard::at_end() const { return !has_cur_ || (!has_next_ && cursor_ == (rank_ + 1) * per_rank_); }
+bool IterableShard::at_end() const {
+  return !has_cur_ || (!has_next_ && cursor_ == (rank_ + 1) * per_rank_);
+}
 
 }  // namespace detail
 

@@ -66,8 +66,8 @@ std::string shape_str(const Shape& s) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
-  BRISK_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " out of range for a tensor of ", ndim,
-              " dims (expected ", lo, "..", hi, ")");
+  BRISK_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " out of range for a tensor of ", ndim, " dims (expected ", lo,
+              "..", hi, ")");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
@@ -77,8 +77,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    BRISK_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i,
-                ": ", da, " vs ", db, ")");
+    BRISK_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b, " cannot be broadcast (dim ", i, ": ",
+                da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -174,8 +174,8 @@ ViewMeta narrow_meta(const Shape& sizes, const Strides& strides, int64_t offset,
   BRISK_CHECK(n > 0, "narrow: cannot narrow a 0-dim tensor");
   dim = wrap_dim(dim, n, "narrow");
   if (start < 0) start += sizes[dim];
-  BRISK_CHECK(start >= 0 && length >= 0 && start + length <= sizes[dim], "narrow: start ", start, " + length ",
-              length, " exceeds size ", sizes[dim], " of dim ", dim, " in shape ", sizes);
+  BRISK_CHECK(start >= 0 && length >= 0 && start + length <= sizes[dim], "narrow: start ", start, " + length ", length,
+              " exceeds size ", sizes[dim], " of dim ", dim, " in shape ", sizes);
   ViewMeta m{sizes, strides, offset + start * strides[dim]};
   m.sizes[dim] = length;
   return m;
@@ -186,8 +186,8 @@ ViewMeta select_meta(const Shape& sizes, const Strides& strides, int64_t offset,
   BRISK_CHECK(n > 0, "select: cannot select from a 0-dim tensor");
   dim = wrap_dim(dim, n, "select");
   int64_t size = sizes[dim];
-  BRISK_CHECK(index >= -size && index < size, "select: index ", index, " out of range for dim ", dim, " of size ",
-              size, " (shape ", sizes, ")");
+  BRISK_CHECK(index >= -size && index < size, "select: index ", index, " out of range for dim ", dim, " of size ", size,
+              " (shape ", sizes, ")");
   if (index < 0) index += size;
   ViewMeta m{sizes, strides, offset + index * strides[dim]};
   m.sizes.erase(m.sizes.begin() + dim);
@@ -209,8 +209,8 @@ ViewMeta expand_meta(const Shape& sizes, const Strides& strides, int64_t offset,
     }
     int64_t s = sizes[i - lead], t = target[i];
     if (t == -1) t = s;
-    BRISK_CHECK(s == t || s == 1, "expand: cannot expand shape ", sizes, " to ", target, " (dim ", i, ": ", s,
-                " vs ", t, ")");
+    BRISK_CHECK(s == t || s == 1, "expand: cannot expand shape ", sizes, " to ", target, " (dim ", i, ": ", s, " vs ",
+                t, ")");
     m.sizes[i] = t;
     m.strides[i] = s == t ? strides[i - lead] : 0;
   }

@@ -13,12 +13,18 @@ namespace brisk::data::json {
 
 const char* type_name(Type t) {
   switch (t) {
-    case Type::Null: return "null";
-    case Type::Bool: return "bool";
-    case Type::Number: return "number";
-    case Type::String: return "string";
-    case Type::Array: return "array";
-    case Type::Object: return "object";
+    case Type::Null:
+      return "null";
+    case Type::Bool:
+      return "bool";
+    case Type::Number:
+      return "number";
+    case Type::String:
+      return "string";
+    case Type::Array:
+      return "array";
+    case Type::Object:
+      return "object";
   }
   return "?";
 }
@@ -239,17 +245,22 @@ Value& Value::operator[](std::string_view key) {
 bool operator==(const Value& a, const Value& b) {
   if (a.type_ != b.type_) return false;
   switch (a.type_) {
-    case Type::Null: return true;
-    case Type::Bool: return a.bool_ == b.bool_;
+    case Type::Null:
+      return true;
+    case Type::Bool:
+      return a.bool_ == b.bool_;
     case Type::Number:
       if (a.is_integer() && b.is_integer()) {
         if (a.num_ != b.num_) return false;  // one is above int64's range, the other is not
         return a.num_ == Value::Num::Int ? a.int_ == b.int_ : a.uint_ == b.uint_;
       }
       return a.as_double() == b.as_double();
-    case Type::String: return a.str_ == b.str_;
-    case Type::Array: return a.arr_ == b.arr_;
-    case Type::Object: return a.obj_ == b.obj_;
+    case Type::String:
+      return a.str_ == b.str_;
+    case Type::Array:
+      return a.arr_ == b.arr_;
+    case Type::Object:
+      return a.obj_ == b.obj_;
   }
   return false;
 }
@@ -262,13 +273,27 @@ void write_string(std::string& out, std::string_view s) {
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";
@@ -289,8 +314,12 @@ void Value::dump_to(std::string& out, int indent, int depth) const {
     out.append(static_cast<size_t>(indent * d), ' ');
   };
   switch (type_) {
-    case Type::Null: out += "null"; break;
-    case Type::Bool: out += bool_ ? "true" : "false"; break;
+    case Type::Null:
+      out += "null";
+      break;
+    case Type::Bool:
+      out += bool_ ? "true" : "false";
+      break;
     case Type::Number: {
       char buf[64];
       if (num_ == Num::Int) {
@@ -308,7 +337,9 @@ void Value::dump_to(std::string& out, int indent, int depth) const {
       }
       break;
     }
-    case Type::String: write_string(out, str_); break;
+    case Type::String:
+      write_string(out, str_);
+      break;
     case Type::Array:
       out += '[';
       for (size_t i = 0; i < arr_.size(); ++i) {
@@ -358,10 +389,14 @@ bool valid_utf8(std::string_view s, size_t* bad_at) {
     }
     size_t len;
     uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-    else return fail(i);
+    if ((c & 0xE0) == 0xC0)
+      len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0)
+      len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0)
+      len = 4, cp = c & 0x07, min = 0x10000;
+    else
+      return fail(i);
     if (i + len > n) return fail(i);
     for (size_t k = 1; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return fail(i);

@@ -269,7 +269,9 @@ MNIST::MNIST(Split split, const std::string& dir)
     : MNIST(split, Source{"MNIST", dir.empty() ? default_dir() : dir,
                           "put MNIST's four IDX files there, or pass the folder / set BRISK_MNIST_DIR"}) {}
 
-std::string MNIST::default_dir() { return env_or("BRISK_MNIST_DIR", "/usr/share/datasets/mnist"); }
+std::string MNIST::default_dir() {
+  return env_or("BRISK_MNIST_DIR", "/usr/share/datasets/mnist");
+}
 
 FashionMNIST::FashionMNIST(Split split, const std::string& dir)
     : MNIST(split, Source{"FashionMNIST", dir.empty() ? default_dir() : dir,

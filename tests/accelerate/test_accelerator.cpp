@@ -408,7 +408,8 @@ TEST(Accelerator, DeterministicOptionSetsTheKernelSwitch) {
 // --- sharding plans (pure functions, any world size) --------------------------------------------
 
 TEST(ShardBatchPlan, EvenBatchesCyclesFromTheStart) {
-  // REFERENCE.md: range(22), batch 3, 2 ranks: rank 1's last batch is [21, 0, 1].
+  // As Accelerate (docs/accelerator-options.md "Data sharding"): range(22), batch 3, 2 ranks: rank 1's last batch is
+  // [21, 0, 1].
   auto global = plan_of(22, 3);
   auto r0 = accelerate::shard_batch_plan(global, 3, 2, 0, false, true, false);
   auto r1 = accelerate::shard_batch_plan(global, 3, 2, 1, false, true, false);

@@ -1,5 +1,5 @@
 // Test helpers: float64 finite-difference gradient checks (central difference, eps 1e-6,
-// atol 1e-5, rtol 1e-3, as DESIGN.md asks) and non-contiguous copies of inputs.
+// atol 1e-5, rtol 1e-3, the project's default tolerances) and non-contiguous copies of inputs.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -23,7 +23,9 @@ inline int64_t element_offset(const Tensor& t, int64_t i) {
 }
 
 // A one-element view of element i, for reading and perturbing in place.
-inline Tensor element(const Tensor& t, int64_t i) { return t.as_strided({}, {}, element_offset(t, i)); }
+inline Tensor element(const Tensor& t, int64_t i) {
+  return t.as_strided({}, {}, element_offset(t, i));
+}
 
 // The same values in a non-contiguous layout: every element sits at twice its contiguous
 // position inside a bigger buffer, and dims are stored in reverse order.
@@ -53,8 +55,8 @@ inline Tensor leaf(const Tensor& t) {
 // Compares d(sum(fn(x) * w))/dx from autograd with central finite differences, for random w
 // (and for every one-hot w when the output is small: the whole Jacobian).
 inline void expect_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                             const std::vector<Tensor>& inputs, const std::string& what = "",
-                             double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3) {
+                             const std::vector<Tensor>& inputs, const std::string& what = "", double eps = 1e-6,
+                             double atol = 1e-5, double rtol = 1e-3) {
   for (const Tensor& x : inputs) {
     ASSERT_EQ(x.dtype(), DType::F64) << what << ": gradcheck runs in f64";
     ASSERT_TRUE(x.requires_grad()) << what << ": gradcheck inputs must require grad";

@@ -73,7 +73,7 @@ bool same_on_all_ranks(dist::ProcessGroup& pg, const std::vector<float>& v) {
 
 // max over elements of |a - b| / (rtol |b| + atol): <= 1 means within tolerance. The two runs
 // sum the batch in different orders, so they differ by rounding; atol = 1e-7 (100x tighter
-// than REFERENCE.md's fp32 atol of 1e-5) only matters for elements within ~0.1 of zero, where
+// than the usual fp32 atol of 1e-5) only matters for elements within ~0.1 of zero, where
 // no relative tolerance is meaningful.
 double worst_ratio(const std::vector<float>& a, const std::vector<float>& b, double rtol, double atol) {
   double worst = 0;

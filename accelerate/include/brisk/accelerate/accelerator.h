@@ -1,6 +1,6 @@
 // The Accelerator: Hugging Face Accelerate's training-loop helper in C++. It prepares a user's
 // own model, optimizer, data loaders and schedulers in place for data-parallel training
-// (REFERENCE.md "Accelerator", "Data sharding"), and adds mixed precision, gradient
+// (docs/accelerator-options.md), and adds mixed precision, gradient
 // accumulation, collectives for metrics, checkpoints and trackers.
 //
 //   Accelerator acc({.mixed_precision = "bf16", .gradient_accumulation_steps = 2});
@@ -102,7 +102,7 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
 
 namespace accelerate {
 
-// One rank's share of an epoch's batch plan (REFERENCE.md "Data sharding", Accelerate's
+// One rank's share of an epoch's batch plan (docs/accelerator-options.md "Data sharding"; Accelerate's
 // BatchSamplerShard). `global` is the loader's own plan (batch_size samples each, the last
 // possibly short unless drop_last). Without split_batches rank r takes batches r, r+N, ...;
 // with even_batches (and no drop_last) the shortfall is filled by cycling samples from the

@@ -1,6 +1,6 @@
 // The environment variables `brisk launch` sets in every process it starts (and forwards to
 // other hosts with mpirun's `-x`). A program's Accelerator reads them: what the program sets in
-// code wins, then these, then the defaults (REFERENCE.md, Accelerator "options").
+// code wins, then these, then the defaults (docs/accelerator-options.md).
 #pragma once
 
 namespace brisk::accelerate::env {

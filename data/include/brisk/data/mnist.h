@@ -36,15 +36,15 @@ class MNIST : public TensorDataset {
   explicit MNIST(Split split = Split::Train, const std::string& dir = "");
   const std::string& dir() const { return dir_; }
   Split split() const { return split_; }
-  const Tensor& images() const { return data(); }  // f32 (N, 1, rows, cols)
+  const Tensor& images() const { return data(); }     // f32 (N, 1, rows, cols)
   const Tensor& labels() const { return targets(); }  // i64 (N)
   static std::string default_dir();
 
  protected:
   struct Source {
-    std::string name;     // "MNIST", names the dataset in errors
-    std::string dir;      // resolved folder
-    std::string fix;      // how to get the files, appended to "cannot open" errors
+    std::string name;  // "MNIST", names the dataset in errors
+    std::string dir;   // resolved folder
+    std::string fix;   // how to get the files, appended to "cannot open" errors
   };
   MNIST(Split split, const Source& source);
 

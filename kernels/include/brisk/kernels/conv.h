@@ -19,7 +19,9 @@ struct Size2 {
   Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
   bool operator==(const Size2&) const = default;
 };
-inline std::ostream& operator<<(std::ostream& os, const Size2& s) { return os << '(' << s.h << ", " << s.w << ')'; }
+inline std::ostream& operator<<(std::ostream& os, const Size2& s) {
+  return os << '(' << s.h << ", " << s.w << ')';
+}
 
 // conv2d(x, w, b, {.stride = 2, .padding = {1, 0}, .groups = 4})
 struct Conv2dOptions {
