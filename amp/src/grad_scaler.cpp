@@ -11,21 +11,6 @@
 
 namespace brisk::amp {
 
-namespace {
-
-// A count from a state dict: an integer in [lo, hi]. Casting anything else (-1 to size_t, 1e300
-// or NaN to int64) would be undefined behaviour.
-int64_t count_from(const optim::StateDict& sd, const std::string& key, int64_t lo, int64_t hi, const char* who) {
-  const double v = sd.scalar(key);
-  BRISK_CHECK(std::isfinite(v) && v == std::floor(v) && v >= static_cast<double>(lo) && v <= static_cast<double>(hi),
-              who, "::load_state_dict: '", key, "' must be an integer from ", lo, " to ", hi, ", got ", v);
-  return static_cast<int64_t>(v);
-}
-
-constexpr int64_t kMaxCount = int64_t{1} << 53;  // integers a double holds exactly
-
-}  // namespace
-
 GradScaler::GradScaler(GradScalerOptions o) : o_(o), scale_(o.init_scale) {
   BRISK_CHECK(o.init_scale > 0, "GradScaler: init_scale must be positive, got ", o.init_scale);
   BRISK_CHECK(o.growth_factor > 1, "GradScaler: growth_factor must be > 1, got ", o.growth_factor);
@@ -107,8 +92,8 @@ void GradScaler::load_state_dict(const optim::StateDict& sd) {
               growth);
   BRISK_CHECK(backoff > 0 && backoff < 1, "GradScaler::load_state_dict: 'backoff_factor' must be in (0, 1), got ",
               backoff);
-  const int64_t interval = count_from(sd, "growth_interval", 1, kMaxCount, "GradScaler");
-  const int64_t tracker = count_from(sd, "growth_tracker", 0, interval - 1, "GradScaler");
+  const int64_t interval = sd.count("growth_interval", 1, optim::StateDict::kMaxCount, "GradScaler");
+  const int64_t tracker = sd.count("growth_tracker", 0, interval - 1, "GradScaler");
   scale_ = scale;
   o_.growth_factor = growth;
   o_.backoff_factor = backoff;

@@ -5,10 +5,23 @@
 #include <cstring>
 #include <iomanip>
 #include <sstream>
+#include <type_traits>
+
+#include "brisk/core/float_to_integer.h"
 
 namespace brisk {
 
 namespace {
+
+// A stored floating-point value read as T: integers through the defined conversion.
+template <class T, class F>
+T from_floating(F v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return float_to_integer<T>(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
 
 template <class T>
 T load_as(const uint8_t* p, DType dt) {
@@ -16,22 +29,22 @@ T load_as(const uint8_t* p, DType dt) {
     case DType::F64: {
       double v;
       std::memcpy(&v, p, 8);
-      return static_cast<T>(v);
+      return from_floating<T>(v);
     }
     case DType::F32: {
       float v;
       std::memcpy(&v, p, 4);
-      return static_cast<T>(v);
+      return from_floating<T>(v);
     }
     case DType::F16: {
       Half v;
       std::memcpy(&v, p, 2);
-      return static_cast<T>(static_cast<float>(v));
+      return from_floating<T>(static_cast<float>(v));
     }
     case DType::BF16: {
       BFloat16 v;
       std::memcpy(&v, p, 2);
-      return static_cast<T>(static_cast<float>(v));
+      return from_floating<T>(static_cast<float>(v));
     }
     case DType::I32: {
       int32_t v;

@@ -2,10 +2,11 @@
 #include <cmath>
 #include <type_traits>
 
+#include "brisk/kernels/device/convert.h"
+#include "brisk/kernels/dispatch.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/fast_math.h"
 #include "cpu/loops.h"
-#include "brisk/kernels/dispatch.h"
 
 namespace brisk::kernels::cpu {
 
@@ -25,45 +26,66 @@ template <class T>
 void unary_float(UnaryOp op, const Tensor& x, const Tensor& out) {
   using A = acc_t<T>;
   switch (op) {
-    case UnaryOp::Neg: return map1<T, T>(x, out, [](A v) { return -v; });
-    case UnaryOp::Exp: return map1<T, T>(x, out, [](A v) { return fast_exp(v); });
-    case UnaryOp::Log: return map1<T, T>(x, out, [](A v) { return std::log(v); });
-    case UnaryOp::Sqrt: return map1<T, T>(x, out, [](A v) { return std::sqrt(v); });
-    case UnaryOp::Rsqrt: return map1<T, T>(x, out, [](A v) { return A(1) / std::sqrt(v); });
-    case UnaryOp::Abs: return map1<T, T>(x, out, [](A v) { return std::abs(v); });
-    case UnaryOp::Relu: return map1<T, T>(x, out, [](A v) { return v > A(0) ? v : A(0); });
+    case UnaryOp::Neg:
+      return map1<T, T>(x, out, [](A v) { return -v; });
+    case UnaryOp::Exp:
+      return map1<T, T>(x, out, [](A v) { return fast_exp(v); });
+    case UnaryOp::Log:
+      return map1<T, T>(x, out, [](A v) { return std::log(v); });
+    case UnaryOp::Sqrt:
+      return map1<T, T>(x, out, [](A v) { return std::sqrt(v); });
+    case UnaryOp::Rsqrt:
+      return map1<T, T>(x, out, [](A v) { return A(1) / std::sqrt(v); });
+    case UnaryOp::Abs:
+      return map1<T, T>(x, out, [](A v) { return std::abs(v); });
+    case UnaryOp::Relu:
+      return map1<T, T>(x, out, [](A v) { return v > A(0) ? v : A(0); });
     case UnaryOp::GeluTanh:
-      return map1<T, T>(x, out, [](A v) {
-        return A(0.5) * v * (A(1) + std::tanh(A(kSqrt2OverPi) * (v + A(0.044715) * v * v * v)));
-      });
+      return map1<T, T>(
+          x, out, [](A v) { return A(0.5) * v * (A(1) + std::tanh(A(kSqrt2OverPi) * (v + A(0.044715) * v * v * v))); });
     case UnaryOp::GeluErf:
       return map1<T, T>(x, out, [](A v) { return A(0.5) * v * (A(1) + std::erf(v * A(kInvSqrt2))); });
-    case UnaryOp::Silu: return map1<T, T>(x, out, [](A v) { return v * sigmoid_of(v); });
-    case UnaryOp::Sigmoid: return map1<T, T>(x, out, [](A v) { return sigmoid_of(v); });
-    case UnaryOp::Tanh: return map1<T, T>(x, out, [](A v) { return std::tanh(v); });
-    case UnaryOp::Sin: return map1<T, T>(x, out, [](A v) { return std::sin(v); });
-    case UnaryOp::Cos: return map1<T, T>(x, out, [](A v) { return std::cos(v); });
-    case UnaryOp::Square: return map1<T, T>(x, out, [](A v) { return v * v; });
-    case UnaryOp::Reciprocal: return map1<T, T>(x, out, [](A v) { return A(1) / v; });
-    case UnaryOp::Sign: return map1<T, T>(x, out, [](A v) { return A((v > A(0)) - (v < A(0))); });
-    case UnaryOp::Log1p: return map1<T, T>(x, out, [](A v) { return std::log1p(v); });
-    case UnaryOp::Expm1: return map1<T, T>(x, out, [](A v) { return std::expm1(v); });
+    case UnaryOp::Silu:
+      return map1<T, T>(x, out, [](A v) { return v * sigmoid_of(v); });
+    case UnaryOp::Sigmoid:
+      return map1<T, T>(x, out, [](A v) { return sigmoid_of(v); });
+    case UnaryOp::Tanh:
+      return map1<T, T>(x, out, [](A v) { return std::tanh(v); });
+    case UnaryOp::Sin:
+      return map1<T, T>(x, out, [](A v) { return std::sin(v); });
+    case UnaryOp::Cos:
+      return map1<T, T>(x, out, [](A v) { return std::cos(v); });
+    case UnaryOp::Square:
+      return map1<T, T>(x, out, [](A v) { return v * v; });
+    case UnaryOp::Reciprocal:
+      return map1<T, T>(x, out, [](A v) { return A(1) / v; });
+    case UnaryOp::Sign:
+      return map1<T, T>(x, out, [](A v) { return A((v > A(0)) - (v < A(0))); });
+    case UnaryOp::Log1p:
+      return map1<T, T>(x, out, [](A v) { return std::log1p(v); });
+    case UnaryOp::Expm1:
+      return map1<T, T>(x, out, [](A v) { return std::expm1(v); });
   }
 }
 
 template <class T>
 void unary_int(UnaryOp op, const Tensor& x, const Tensor& out) {
   switch (op) {
-    case UnaryOp::Neg: return map1<T, T>(x, out, [](T v) { return static_cast<T>(-v); });
+    case UnaryOp::Neg:
+      return map1<T, T>(x, out, [](T v) { return static_cast<T>(-v); });
     case UnaryOp::Abs:
       return map1<T, T>(x, out, [](T v) {
         if constexpr (std::is_signed_v<T>) return static_cast<T>(v < 0 ? -v : v);
         return v;
       });
-    case UnaryOp::Relu: return map1<T, T>(x, out, [](T v) { return v > 0 ? v : T(0); });
-    case UnaryOp::Square: return map1<T, T>(x, out, [](T v) { return static_cast<T>(v * v); });
-    case UnaryOp::Sign: return map1<T, T>(x, out, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
-    default: BRISK_THROW(op_name(op), ": not implemented for integer dtype ", dtype_name(x.dtype()));
+    case UnaryOp::Relu:
+      return map1<T, T>(x, out, [](T v) { return v > 0 ? v : T(0); });
+    case UnaryOp::Square:
+      return map1<T, T>(x, out, [](T v) { return static_cast<T>(v * v); });
+    case UnaryOp::Sign:
+      return map1<T, T>(x, out, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
+    default:
+      BRISK_THROW(op_name(op), ": not implemented for integer dtype ", dtype_name(x.dtype()));
   }
 }
 
@@ -72,13 +94,20 @@ void unary_backward_float(UnaryOp op, const Tensor& g, const Tensor& x, const Te
   using A = acc_t<T>;
   auto run = [&](auto f) { map3<T, T, T, T>(g, x, y, out, f); };
   switch (op) {
-    case UnaryOp::Neg: return run([](A gv, A, A) { return -gv; });
-    case UnaryOp::Exp: return run([](A gv, A, A yv) { return gv * yv; });
-    case UnaryOp::Log: return run([](A gv, A xv, A) { return gv / xv; });
-    case UnaryOp::Sqrt: return run([](A gv, A, A yv) { return gv / (A(2) * yv); });
-    case UnaryOp::Rsqrt: return run([](A gv, A, A yv) { return A(-0.5) * gv * yv * yv * yv; });
-    case UnaryOp::Abs: return run([](A gv, A xv, A) { return gv * A((xv > A(0)) - (xv < A(0))); });
-    case UnaryOp::Relu: return run([](A gv, A xv, A) { return xv > A(0) ? gv : A(0); });
+    case UnaryOp::Neg:
+      return run([](A gv, A, A) { return -gv; });
+    case UnaryOp::Exp:
+      return run([](A gv, A, A yv) { return gv * yv; });
+    case UnaryOp::Log:
+      return run([](A gv, A xv, A) { return gv / xv; });
+    case UnaryOp::Sqrt:
+      return run([](A gv, A, A yv) { return gv / (A(2) * yv); });
+    case UnaryOp::Rsqrt:
+      return run([](A gv, A, A yv) { return A(-0.5) * gv * yv * yv * yv; });
+    case UnaryOp::Abs:
+      return run([](A gv, A xv, A) { return gv * A((xv > A(0)) - (xv < A(0))); });
+    case UnaryOp::Relu:
+      return run([](A gv, A xv, A) { return xv > A(0) ? gv : A(0); });
     case UnaryOp::GeluTanh:
       return run([](A gv, A xv, A) {
         const A k = A(kSqrt2OverPi);
@@ -98,28 +127,44 @@ void unary_backward_float(UnaryOp op, const Tensor& g, const Tensor& x, const Te
         A s = sigmoid_of(xv);
         return gv * s * (A(1) + xv * (A(1) - s));
       });
-    case UnaryOp::Sigmoid: return run([](A gv, A, A yv) { return gv * yv * (A(1) - yv); });
-    case UnaryOp::Tanh: return run([](A gv, A, A yv) { return gv * (A(1) - yv * yv); });
-    case UnaryOp::Sin: return run([](A gv, A xv, A) { return gv * std::cos(xv); });
-    case UnaryOp::Cos: return run([](A gv, A xv, A) { return -gv * std::sin(xv); });
-    case UnaryOp::Square: return run([](A gv, A xv, A) { return A(2) * gv * xv; });
-    case UnaryOp::Reciprocal: return run([](A gv, A, A yv) { return -gv * yv * yv; });
-    case UnaryOp::Sign: return run([](A, A, A) { return A(0); });
-    case UnaryOp::Log1p: return run([](A gv, A xv, A) { return gv / (A(1) + xv); });
-    case UnaryOp::Expm1: return run([](A gv, A, A yv) { return gv * (yv + A(1)); });
+    case UnaryOp::Sigmoid:
+      return run([](A gv, A, A yv) { return gv * yv * (A(1) - yv); });
+    case UnaryOp::Tanh:
+      return run([](A gv, A, A yv) { return gv * (A(1) - yv * yv); });
+    case UnaryOp::Sin:
+      return run([](A gv, A xv, A) { return gv * std::cos(xv); });
+    case UnaryOp::Cos:
+      return run([](A gv, A xv, A) { return -gv * std::sin(xv); });
+    case UnaryOp::Square:
+      return run([](A gv, A xv, A) { return A(2) * gv * xv; });
+    case UnaryOp::Reciprocal:
+      return run([](A gv, A, A yv) { return -gv * yv * yv; });
+    case UnaryOp::Sign:
+      return run([](A, A, A) { return A(0); });
+    case UnaryOp::Log1p:
+      return run([](A gv, A xv, A) { return gv / (A(1) + xv); });
+    case UnaryOp::Expm1:
+      return run([](A gv, A, A yv) { return gv * (yv + A(1)); });
   }
 }
 
 template <class A>
 A apply_binary(BinaryOp op, A x, A y) {
   switch (op) {
-    case BinaryOp::Add: return x + y;
-    case BinaryOp::Sub: return x - y;
-    case BinaryOp::Mul: return x * y;
-    case BinaryOp::Div: return x / y;
-    case BinaryOp::Pow: return static_cast<A>(std::pow(x, y));
-    case BinaryOp::Maximum: return x > y || x != x ? x : y;  // NaN propagates
-    case BinaryOp::Minimum: return x < y || x != x ? x : y;
+    case BinaryOp::Add:
+      return x + y;
+    case BinaryOp::Sub:
+      return x - y;
+    case BinaryOp::Mul:
+      return x * y;
+    case BinaryOp::Div:
+      return x / y;
+    case BinaryOp::Pow:
+      return static_cast<A>(std::pow(x, y));
+    case BinaryOp::Maximum:
+      return x > y || x != x ? x : y;  // NaN propagates
+    case BinaryOp::Minimum:
+      return x < y || x != x ? x : y;
   }
   return x;
 }
@@ -129,28 +174,38 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
   using A = acc_t<T>;
   // The common ops get their own instantiation so the inner loop vectorises.
   switch (op) {
-    case BinaryOp::Add: return map2<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x + y); });
-    case BinaryOp::Sub: return map2<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x - y); });
-    case BinaryOp::Mul: return map2<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x * y); });
+    case BinaryOp::Add:
+      return map2<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x + y); });
+    case BinaryOp::Sub:
+      return map2<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x - y); });
+    case BinaryOp::Mul:
+      return map2<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x * y); });
     case BinaryOp::Div:
       if constexpr (std::is_integral_v<T>) {
         BRISK_THROW("div: integer division is done in floating point; cast first");
       } else {
         return map2<T, T>(a, b, out, [](A x, A y) { return x / y; });
       }
-    default: return map2<T, T>(a, b, out, [op](A x, A y) { return apply_binary(op, x, y); });
+    default:
+      return map2<T, T>(a, b, out, [op](A x, A y) { return apply_binary(op, x, y); });
   }
 }
 
 template <class T>
 bool apply_compare(CompareOp op, T x, T y) {
   switch (op) {
-    case CompareOp::Eq: return x == y;
-    case CompareOp::Ne: return x != y;
-    case CompareOp::Lt: return x < y;
-    case CompareOp::Le: return x <= y;
-    case CompareOp::Gt: return x > y;
-    case CompareOp::Ge: return x >= y;
+    case CompareOp::Eq:
+      return x == y;
+    case CompareOp::Ne:
+      return x != y;
+    case CompareOp::Lt:
+      return x < y;
+    case CompareOp::Le:
+      return x <= y;
+    case CompareOp::Gt:
+      return x > y;
+    case CompareOp::Ge:
+      return x >= y;
   }
   return false;
 }
@@ -188,9 +243,12 @@ void binary_scalar(BinaryOp op, const Tensor& a, double s, bool scalar_first, co
       return;
     }
     switch (op) {
-      case BinaryOp::Add: return map1<T, T>(a, out, [sv](A x) { return static_cast<A>(x + sv); });
-      case BinaryOp::Mul: return map1<T, T>(a, out, [sv](A x) { return static_cast<A>(x * sv); });
-      default: return map1<T, T>(a, out, [op, sv](A x) { return apply_binary(op, x, sv); });
+      case BinaryOp::Add:
+        return map1<T, T>(a, out, [sv](A x) { return static_cast<A>(x + sv); });
+      case BinaryOp::Mul:
+        return map1<T, T>(a, out, [sv](A x) { return static_cast<A>(x * sv); });
+      default:
+        return map1<T, T>(a, out, [op, sv](A x) { return apply_binary(op, x, sv); });
     }
   });
 }
@@ -291,11 +349,16 @@ bool copy_transposed_tiles(const Tensor& dst, const Tensor& src) {
 // Element copies by size: the bytes are moved unchanged.
 bool copy_transposed_same_dtype(const Tensor& dst, const Tensor& src) {
   switch (dst.element_size()) {
-    case 1: return copy_transposed_tiles<uint8_t>(dst, src);
-    case 2: return copy_transposed_tiles<uint16_t>(dst, src);
-    case 4: return copy_transposed_tiles<uint32_t>(dst, src);
-    case 8: return copy_transposed_tiles<uint64_t>(dst, src);
-    default: return false;
+    case 1:
+      return copy_transposed_tiles<uint8_t>(dst, src);
+    case 2:
+      return copy_transposed_tiles<uint16_t>(dst, src);
+    case 4:
+      return copy_transposed_tiles<uint32_t>(dst, src);
+    case 8:
+      return copy_transposed_tiles<uint64_t>(dst, src);
+    default:
+      return false;
   }
 }
 
@@ -311,7 +374,7 @@ void copy(const Tensor& dst, const Tensor& src) {
         if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>)
           return static_cast<float>(v);
         else
-          return static_cast<To>(v);
+          return device::from_acc<To>(v);  // defined for out-of-range floats too
       });
     });
   });

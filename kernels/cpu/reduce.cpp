@@ -184,7 +184,8 @@ void run_reduce(const ReduceGeom& g, const T* base, const Op& op) {
     const int64_t o_end = std::min(g.n_out, (c + 1) * chunk);
     KeptCursor cur(g, c * chunk);
     for (int64_t o = c * chunk; o < o_end; ++o, cur.next()) {
-      const T* p0 = base + cur.offset();
+      // An empty reduction reads nothing, and its input may have no storage at all.
+      const T* p0 = g.n_red > 0 ? base + cur.offset() : base;
       Acc acc = op.init(o);
       if (contiguous_run && g.n_red > 0) {
         if constexpr (requires { op.row(acc, p0, g.n_red); }) {

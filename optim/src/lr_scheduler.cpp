@@ -7,26 +7,13 @@
 
 namespace brisk::optim {
 
-namespace {
-
-// A count from a state dict: an integer in [lo, hi]. Casting anything else (-1 to size_t, 1e300
-// or NaN to int64) would be undefined behaviour.
-int64_t count_from(const StateDict& sd, const std::string& key, int64_t lo, int64_t hi, const char* who) {
-  const double v = sd.scalar(key);
-  BRISK_CHECK(std::isfinite(v) && v == std::floor(v) && v >= static_cast<double>(lo) && v <= static_cast<double>(hi),
-              who, "::load_state_dict: '", key, "' must be an integer from ", lo, " to ", hi, ", got ", v);
-  return static_cast<int64_t>(v);
-}
-
-constexpr int64_t kMaxCount = int64_t{1} << 53;  // integers a double holds exactly
-
-}  // namespace
-
 LRScheduler::LRScheduler(Optimizer& opt) : opt_(opt) {
   for (size_t g = 0; g < opt.num_groups(); ++g) base_lrs_.push_back(opt.lr(g));
 }
 
-void LRScheduler::init() { apply(); }
+void LRScheduler::init() {
+  apply();
+}
 
 void LRScheduler::apply() {
   for (size_t g = 0; g < base_lrs_.size(); ++g) opt_.set_lr(lr_at(last_step_, base_lrs_[g]), g);
@@ -38,7 +25,9 @@ void LRScheduler::step() {
   apply();
 }
 
-double LRScheduler::get_last_lr(size_t group) const { return opt_.lr(group); }
+double LRScheduler::get_last_lr(size_t group) const {
+  return opt_.lr(group);
+}
 
 StateDict LRScheduler::state_dict() const {
   StateDict sd;
@@ -48,12 +37,13 @@ StateDict LRScheduler::state_dict() const {
 }
 
 void LRScheduler::load_state_dict(const StateDict& sd) {
-  last_step_ = count_from(sd, "last_step", 0, kMaxCount, "LRScheduler");
+  last_step_ = sd.count("last_step", 0, StateDict::kMaxCount, "LRScheduler");
   for (size_t g = 0; g < base_lrs_.size(); ++g) base_lrs_[g] = sd.scalar("base_lrs." + std::to_string(g));
   apply();
 }
 
-StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
+    : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
   BRISK_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
   init();
 }
@@ -63,8 +53,8 @@ double StepLR::lr_at(int64_t step, double base) const {
 
 MultiStepLR::MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma)
     : LRScheduler(opt), milestones_(std::move(milestones)), gamma_(gamma) {
-  BRISK_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()), "MultiStepLR: milestones must be increasing, got ",
-              milestones_);
+  BRISK_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()),
+              "MultiStepLR: milestones must be increasing, got ", milestones_);
   init();
 }
 double MultiStepLR::lr_at(int64_t step, double base) const {
@@ -76,7 +66,9 @@ ExponentialLR::ExponentialLR(Optimizer& opt, double gamma) : LRScheduler(opt), g
   BRISK_CHECK(gamma > 0, "ExponentialLR: gamma must be positive, got ", gamma);
   init();
 }
-double ExponentialLR::lr_at(int64_t step, double base) const { return base * std::pow(gamma_, static_cast<double>(step)); }
+double ExponentialLR::lr_at(int64_t step, double base) const {
+  return base * std::pow(gamma_, static_cast<double>(step));
+}
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min)
     : LRScheduler(opt), t_max_(t_max), eta_min_(eta_min) {
@@ -84,7 +76,8 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_m
   init();
 }
 double CosineAnnealingLR::lr_at(int64_t step, double base) const {
-  return eta_min_ + (base - eta_min_) * (1 + std::cos(std::numbers::pi * static_cast<double>(step) / static_cast<double>(t_max_))) / 2;
+  return eta_min_ + (base - eta_min_) *
+                        (1 + std::cos(std::numbers::pi * static_cast<double>(step) / static_cast<double>(t_max_))) / 2;
 }
 
 WarmupLR::WarmupLR(Optimizer& opt, WarmupOptions o) : LRScheduler(opt), o_(std::move(o)) {
@@ -101,8 +94,8 @@ double WarmupLR::lr_at(int64_t step, double base) const {
     return base * (o_.start_factor + (1 - o_.start_factor) * f);
   }
   if (o_.decay == "constant") return base;
-  double t = std::min(1.0, static_cast<double>(step - o_.warmup_steps) /
-                               static_cast<double>(o_.total_steps - o_.warmup_steps));
+  double t = std::min(
+      1.0, static_cast<double>(step - o_.warmup_steps) / static_cast<double>(o_.total_steps - o_.warmup_steps));
   double shape = o_.decay == "cosine" ? (1 + std::cos(std::numbers::pi * t)) / 2 : 1 - t;
   return base * (o_.min_factor + (1 - o_.min_factor) * shape);
 }
@@ -111,6 +104,8 @@ LambdaLR::LambdaLR(Optimizer& opt, std::function<double(int64_t)> fn) : LRSchedu
   BRISK_CHECK(static_cast<bool>(fn_), "LambdaLR: the lambda is empty");
   init();
 }
-double LambdaLR::lr_at(int64_t step, double base) const { return base * fn_(step); }
+double LambdaLR::lr_at(int64_t step, double base) const {
+  return base * fn_(step);
+}
 
 }  // namespace brisk::optim

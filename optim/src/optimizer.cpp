@@ -10,21 +10,6 @@
 
 namespace brisk::optim {
 
-namespace {
-
-// A count from a state dict: an integer in [lo, hi]. Casting anything else (-1 to size_t, 1e300
-// or NaN to int64) would be undefined behaviour.
-int64_t count_from(const StateDict& sd, const std::string& key, int64_t lo, int64_t hi, const char* who) {
-  const double v = sd.scalar(key);
-  BRISK_CHECK(std::isfinite(v) && v == std::floor(v) && v >= static_cast<double>(lo) && v <= static_cast<double>(hi),
-              who, "::load_state_dict: '", key, "' must be an integer from ", lo, " to ", hi, ", got ", v);
-  return static_cast<int64_t>(v);
-}
-
-constexpr int64_t kMaxCount = int64_t{1} << 53;  // integers a double holds exactly
-
-}  // namespace
-
 const Tensor* StateDict::tensor(const std::string& key) const {
   for (const auto& [k, t] : tensors)
     if (k == key) return &t;
@@ -35,6 +20,13 @@ double StateDict::scalar(const std::string& key) const {
   auto it = scalars.find(key);
   BRISK_CHECK(it != scalars.end(), "optimizer state dict: missing entry '", key, "'");
   return it->second;
+}
+
+int64_t StateDict::count(const std::string& key, int64_t lo, int64_t hi, const char* who) const {
+  const double v = scalar(key);
+  BRISK_CHECK(std::isfinite(v) && v == std::floor(v) && v >= static_cast<double>(lo) && v <= static_cast<double>(hi),
+              who, "::load_state_dict: '", key, "' must be an integer from ", lo, " to ", hi, ", got ", v);
+  return static_cast<int64_t>(v);
 }
 
 void Optimizer::add_group(std::vector<Tensor> params, std::map<std::string, double> hyper) {
@@ -164,13 +156,13 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   size_t i = 0;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const std::string pre = "param_groups." + std::to_string(gi) + ".";
-    auto np = static_cast<size_t>(count_from(sd, pre + "num_params", 0, kMaxCount, name()));
+    auto np = static_cast<size_t>(sd.count(pre + "num_params", 0, StateDict::kMaxCount, name()));
     BRISK_CHECK(np == groups_[gi].params.size(), name(), "::load_state_dict: group ", gi, " has ",
                 groups_[gi].params.size(), " parameters but the state dict has ", np);
     for (auto& [k, v] : groups_[gi].hyper) v = sd.scalar(pre + k);
     for (size_t j = 0; j < groups_[gi].params.size(); ++j, ++i) {
       const Tensor& p = groups_[gi].params[j];
-      steps_[i] = count_from(sd, "state." + std::to_string(i) + ".step", 0, kMaxCount, name());
+      steps_[i] = sd.count("state." + std::to_string(i) + ".step", 0, StateDict::kMaxCount, name());
       state_[i].clear();
       const std::string sp = "state." + std::to_string(i) + ".";
       for (const auto& [k, t] : sd.tensors) {
@@ -185,7 +177,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     }
   }
   BRISK_CHECK(i == steps_.size(), name(), "::load_state_dict: parameter count mismatch");
-  steps_taken_ = count_from(sd, "steps_taken", 0, kMaxCount, name());
+  steps_taken_ = sd.count("steps_taken", 0, StateDict::kMaxCount, name());
 }
 
 }  // namespace brisk::optim

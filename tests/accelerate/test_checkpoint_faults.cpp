@@ -29,13 +29,18 @@ struct Child {
   int out = -1;  // the read end of its stdout + stderr
 };
 
-// Starts accelerator_worker save_loop; `fsize_limit` > 0 caps the size of every file it writes.
+// Starts accelerator_worker save_loop; `fsize_limit` > 0 caps the size of every file it writes
+// once it has loaded (its --file_size_limit).
 Child spawn(const fs::path& out, int64_t saves, bool fixed, const std::string& env = "", rlim_t fsize_limit = 0) {
   int fds[2];
   EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   std::vector<std::string> args = {BRISK_ACCELERATOR_WORKER, "save_loop", "--out", out.string(), "--saves",
                                    std::to_string(saves)};
   if (fixed) args.emplace_back("--fixed");
+  if (fsize_limit > 0) {  // applied by the worker itself once it is running
+    args.emplace_back("--file_size_limit");
+    args.emplace_back(std::to_string(fsize_limit));
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -46,11 +51,6 @@ Child spawn(const fs::path& out, int64_t saves, bool fixed, const std::string& e
     ::dup2(fds[1], 2);
     ::setenv("OMP_NUM_THREADS", "1", 1);
     if (!env_copy.empty()) ::putenv(env_copy.data());
-    if (fsize_limit > 0) {
-      struct rlimit rl = {fsize_limit, fsize_limit};
-      ::setrlimit(RLIMIT_FSIZE, &rl);
-      ::signal(SIGXFSZ, SIG_IGN);  // write fails with EFBIG instead of killing the process
-    }
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/sanitizers.h"
 #include "data/temp_dir.h"
 
 using namespace brisk;
@@ -28,7 +29,9 @@ std::string le64(uint64_t v) {
 }
 
 // A file from a raw header and data section (header length = header.size()).
-std::string craft(const std::string& header, const std::string& data = "") { return le64(header.size()) + header + data; }
+std::string craft(const std::string& header, const std::string& data = "") {
+  return le64(header.size()) + header + data;
+}
 
 std::string error_of(const std::string& bytes) {
   TempDir dir;
@@ -44,9 +47,9 @@ std::string error_of(const std::string& bytes) {
   return "no error";
 }
 
-#define EXPECT_REJECTS(bytes, fragment)                                        \
-  do {                                                                         \
-    const std::string msg_ = error_of(bytes);                                  \
+#define EXPECT_REJECTS(bytes, fragment)                                       \
+  do {                                                                        \
+    const std::string msg_ = error_of(bytes);                                 \
     EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_; \
   } while (0)
 
@@ -57,20 +60,20 @@ const std::string kF32x2 = R"("dtype":"F32","shape":[2],)";
 // the crate's descending enum order (I64 before F32), each {dtype, shape, data_offsets};
 // compact JSON padded with spaces to a multiple of 8 (139 + 5 = 144 = 0x90); data in that order.
 const unsigned char kReference[] = {
-    0x90, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7b, 0x22, 0x5f, 0x5f, 0x6d, 0x65, 0x74, 0x61,
-    0x64, 0x61, 0x74, 0x61, 0x5f, 0x5f, 0x22, 0x3a, 0x7b, 0x22, 0x66, 0x6f, 0x72, 0x6d, 0x61, 0x74,
-    0x22, 0x3a, 0x22, 0x70, 0x74, 0x22, 0x7d, 0x2c, 0x22, 0x62, 0x22, 0x3a, 0x7b, 0x22, 0x64, 0x74,
-    0x79, 0x70, 0x65, 0x22, 0x3a, 0x22, 0x49, 0x36, 0x34, 0x22, 0x2c, 0x22, 0x73, 0x68, 0x61, 0x70,
-    0x65, 0x22, 0x3a, 0x5b, 0x31, 0x5d, 0x2c, 0x22, 0x64, 0x61, 0x74, 0x61, 0x5f, 0x6f, 0x66, 0x66,
-    0x73, 0x65, 0x74, 0x73, 0x22, 0x3a, 0x5b, 0x30, 0x2c, 0x38, 0x5d, 0x7d, 0x2c, 0x22, 0x61, 0x22,
-    0x3a, 0x7b, 0x22, 0x64, 0x74, 0x79, 0x70, 0x65, 0x22, 0x3a, 0x22, 0x46, 0x33, 0x32, 0x22, 0x2c,
-    0x22, 0x73, 0x68, 0x61, 0x70, 0x65, 0x22, 0x3a, 0x5b, 0x32, 0x5d, 0x2c, 0x22, 0x64, 0x61, 0x74,
-    0x61, 0x5f, 0x6f, 0x66, 0x66, 0x73, 0x65, 0x74, 0x73, 0x22, 0x3a, 0x5b, 0x38, 0x2c, 0x31, 0x36,
-    0x5d, 0x7d, 0x7d, 0x20, 0x20, 0x20, 0x20, 0x20, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-    0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40,
+    0x90, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7b, 0x22, 0x5f, 0x5f, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74,
+    0x61, 0x5f, 0x5f, 0x22, 0x3a, 0x7b, 0x22, 0x66, 0x6f, 0x72, 0x6d, 0x61, 0x74, 0x22, 0x3a, 0x22, 0x70, 0x74, 0x22,
+    0x7d, 0x2c, 0x22, 0x62, 0x22, 0x3a, 0x7b, 0x22, 0x64, 0x74, 0x79, 0x70, 0x65, 0x22, 0x3a, 0x22, 0x49, 0x36, 0x34,
+    0x22, 0x2c, 0x22, 0x73, 0x68, 0x61, 0x70, 0x65, 0x22, 0x3a, 0x5b, 0x31, 0x5d, 0x2c, 0x22, 0x64, 0x61, 0x74, 0x61,
+    0x5f, 0x6f, 0x66, 0x66, 0x73, 0x65, 0x74, 0x73, 0x22, 0x3a, 0x5b, 0x30, 0x2c, 0x38, 0x5d, 0x7d, 0x2c, 0x22, 0x61,
+    0x22, 0x3a, 0x7b, 0x22, 0x64, 0x74, 0x79, 0x70, 0x65, 0x22, 0x3a, 0x22, 0x46, 0x33, 0x32, 0x22, 0x2c, 0x22, 0x73,
+    0x68, 0x61, 0x70, 0x65, 0x22, 0x3a, 0x5b, 0x32, 0x5d, 0x2c, 0x22, 0x64, 0x61, 0x74, 0x61, 0x5f, 0x6f, 0x66, 0x66,
+    0x73, 0x65, 0x74, 0x73, 0x22, 0x3a, 0x5b, 0x38, 0x2c, 0x31, 0x36, 0x5d, 0x7d, 0x7d, 0x20, 0x20, 0x20, 0x20, 0x20,
+    0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40,
 };
 
-std::string reference_bytes() { return std::string(reinterpret_cast<const char*>(kReference), sizeof kReference); }
+std::string reference_bytes() {
+  return std::string(reinterpret_cast<const char*>(kReference), sizeof kReference);
+}
 
 }  // namespace
 
@@ -107,16 +110,22 @@ TEST(Safetensors, MatchesReferenceLayoutForSingleTensorsAndEmptyFiles) {
   ASSERT_EQ(header.size(), 64u);
   EXPECT_EQ(safetensors_bytes({{"attn.0", from_vector<float>(v, {1, 2, 3})}}), craft(header, data));
   header = R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})";
-  EXPECT_EQ(safetensors_bytes({{"attn0", from_vector<float>(v, {1, 1, 2, 3})}}), craft(header + std::string(7, ' '), data));
+  EXPECT_EQ(safetensors_bytes({{"attn0", from_vector<float>(v, {1, 1, 2, 3})}}),
+            craft(header + std::string(7, ' '), data));
   EXPECT_EQ(safetensors_bytes({}), craft("{}      "));
-  EXPECT_EQ(safetensors_bytes({}, {{"framework", "pt"}}), craft(R"({"__metadata__":{"framework":"pt"}})" + std::string(5, ' ')));
+  EXPECT_EQ(safetensors_bytes({}, {{"framework", "pt"}}),
+            craft(R"({"__metadata__":{"framework":"pt"}})" + std::string(5, ' ')));
 }
 
 TEST(Safetensors, OrdersTensorsByDtypeAlignmentThenName) {
-  NamedTensors t = {{"z_bool", tensor<bool>({true})},    {"u8", tensor<uint8_t>({1})},
-                    {"h", from_vector<Half>({Half(1.0f)}, {1})}, {"bf", from_vector<BFloat16>({BFloat16(1.0f)}, {1})},
-                    {"i32", tensor<int32_t>({1})},       {"f32b", tensor<float>({1})},
-                    {"f32a", tensor<float>({1})},        {"f64", tensor<double>({1})},
+  NamedTensors t = {{"z_bool", tensor<bool>({true})},
+                    {"u8", tensor<uint8_t>({1})},
+                    {"h", from_vector<Half>({Half(1.0f)}, {1})},
+                    {"bf", from_vector<BFloat16>({BFloat16(1.0f)}, {1})},
+                    {"i32", tensor<int32_t>({1})},
+                    {"f32b", tensor<float>({1})},
+                    {"f32a", tensor<float>({1})},
+                    {"f64", tensor<double>({1})},
                     {"i64", tensor<int64_t>({1})}};
   SafetensorsFile f = parse_safetensors(safetensors_bytes(t));
   std::vector<std::string> order;
@@ -258,9 +267,9 @@ TEST(SafetensorsReader, RejectsOffsetsThatAreNotSorted) {
 }
 
 TEST(SafetensorsReader, AcceptsTensorsListedOutOfOffsetOrder) {
-  SafetensorsFile f = parse_safetensors(craft(R"({"b":{)" + kF32x2 + R"("data_offsets":[8,16]},"a":{)" + kF32x2 +
-                                              R"("data_offsets":[0,8]}})",
-                                              std::string(16, '\0')));
+  SafetensorsFile f = parse_safetensors(
+      craft(R"({"b":{)" + kF32x2 + R"("data_offsets":[8,16]},"a":{)" + kF32x2 + R"("data_offsets":[0,8]}})",
+            std::string(16, '\0')));
   EXPECT_EQ(f.tensors[0].first, "a");
 }
 
@@ -299,7 +308,8 @@ TEST(SafetensorsReader, RejectsShapesWithTooManyDims) {
 
 TEST(SafetensorsReader, RejectsDataThatDoesNotEndAtEndOfFile) {
   const std::string h = R"({"a":{)" + kF32x2 + R"("data_offsets":[0,8]}})";
-  EXPECT_REJECTS(craft(h, std::string(9, '\0')), "data ends at byte 8 of the data section but the file has 9 data bytes (trailing bytes)");
+  EXPECT_REJECTS(craft(h, std::string(9, '\0')),
+                 "data ends at byte 8 of the data section but the file has 9 data bytes (trailing bytes)");
   EXPECT_REJECTS(craft(h, std::string(7, '\0')), "(truncated)");
 }
 
@@ -379,6 +389,7 @@ std::string header_of(size_t size, const std::string& open, const std::string& t
 // the smallest entries there are (empty tensors) and metadata entries with empty values. The same
 // at the 100 MB the format allows: tests/data/large (label slow).
 TEST(SafetensorsReader, HeaderOfManyTensorsCostsUnderTenBytesPerByte) {
+  BRISK_SKIP_MEMORY_MEASUREMENT_UNDER_ASAN();
   size_t count = 0;
   const std::string bytes = header_of(10'000'000, R"({")", R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},")",
                                       R"(last":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})", &count);
@@ -388,6 +399,7 @@ TEST(SafetensorsReader, HeaderOfManyTensorsCostsUnderTenBytesPerByte) {
 }
 
 TEST(SafetensorsReader, HeaderOfManyMetadataEntriesCostsUnderTenBytesPerByte) {
+  BRISK_SKIP_MEMORY_MEASUREMENT_UNDER_ASAN();
   size_t count = 0;
   const std::string bytes = header_of(10'000'000, R"({"__metadata__":{")", R"(":"",")", R"(last":""}})", &count);
   const long before = peak_rss_mib();

@@ -5,6 +5,7 @@
 
 #include <brisk/brisk.h>
 
+#include <cstdlib>
 #include <string>
 #include "common/errors.h"
 
@@ -34,8 +35,8 @@ TEST(WorldOfOne, FactsAndBackend) {
 TEST(WorldOfOne, CollectivesAreIdentities) {
   auto& pg = group();
   Tensor t = tensor<float>({1.5f, -2.f, 3.f});
-  for (auto op : {dist::ReduceOp::Sum, dist::ReduceOp::Avg, dist::ReduceOp::Max, dist::ReduceOp::Min,
-                  dist::ReduceOp::Prod}) {
+  for (auto op :
+       {dist::ReduceOp::Sum, dist::ReduceOp::Avg, dist::ReduceOp::Max, dist::ReduceOp::Min, dist::ReduceOp::Prod}) {
     pg.all_reduce(t, {.op = op});
     pg.reduce(t, {.root = 0, .op = op});
   }
@@ -99,7 +100,25 @@ TEST(WorldOfOne, WrongAlgorithmForTheCollective) {
 }
 
 TEST(WorldOfOne, UnknownBackendIsAnError) {
-  // init() is idempotent once a group exists, so check the validation through a fresh name
-  // only when no group exists yet; otherwise the options are ignored by design.
-  EXPECT_EQ(&dist::init({.backend = "nonsense"}), &group());
+  // The group is created once per process, so the check runs in a fresh one: the threadsafe
+  // death-test style re-executes this binary for just this statement.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        try {
+          dist::init({.backend = "nonsense"});
+        } catch (const Error& e) {
+          std::_Exit(std::string(e.what()).find("unknown backend 'nonsense'") != std::string::npos ? 0 : 2);
+        }
+        std::_Exit(1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(WorldOfOne, OptionsAreIgnoredOnceAGroupExists) {
+  // init() is idempotent: once a group exists it is returned whatever the options say. The
+  // group is created in its own statement (the order in which a call's arguments are evaluated
+  // is unspecified).
+  dist::ProcessGroup& existing = group();
+  EXPECT_EQ(&dist::init({.backend = "nonsense"}), &existing);
 }

@@ -7,6 +7,7 @@
 #include <brisk/kernels/elementwise.h>
 
 #include <cmath>
+#include <limits>
 
 using namespace brisk;
 using namespace brisk::kernels;
@@ -15,33 +16,52 @@ namespace {
 
 double ref_unary(UnaryOp op, double x) {
   switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Rsqrt: return 1 / std::sqrt(x);
-    case UnaryOp::Abs: return std::fabs(x);
-    case UnaryOp::Relu: return x > 0 ? x : 0;
-    case UnaryOp::GeluTanh: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    case UnaryOp::GeluErf: return x * 0.5 * std::erfc(-x / std::sqrt(2.0));
-    case UnaryOp::Silu: return x / (1 + std::exp(-x));
-    case UnaryOp::Sigmoid: return 1 / (1 + std::exp(-x));
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Sin: return std::sin(x);
-    case UnaryOp::Cos: return std::cos(x);
-    case UnaryOp::Square: return x * x;
-    case UnaryOp::Reciprocal: return 1 / x;
-    case UnaryOp::Sign: return (x > 0) - (x < 0);
-    case UnaryOp::Log1p: return std::log1p(x);
-    case UnaryOp::Expm1: return std::expm1(x);
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Exp:
+      return std::exp(x);
+    case UnaryOp::Log:
+      return std::log(x);
+    case UnaryOp::Sqrt:
+      return std::sqrt(x);
+    case UnaryOp::Rsqrt:
+      return 1 / std::sqrt(x);
+    case UnaryOp::Abs:
+      return std::fabs(x);
+    case UnaryOp::Relu:
+      return x > 0 ? x : 0;
+    case UnaryOp::GeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case UnaryOp::GeluErf:
+      return x * 0.5 * std::erfc(-x / std::sqrt(2.0));
+    case UnaryOp::Silu:
+      return x / (1 + std::exp(-x));
+    case UnaryOp::Sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case UnaryOp::Tanh:
+      return std::tanh(x);
+    case UnaryOp::Sin:
+      return std::sin(x);
+    case UnaryOp::Cos:
+      return std::cos(x);
+    case UnaryOp::Square:
+      return x * x;
+    case UnaryOp::Reciprocal:
+      return 1 / x;
+    case UnaryOp::Sign:
+      return (x > 0) - (x < 0);
+    case UnaryOp::Log1p:
+      return std::log1p(x);
+    case UnaryOp::Expm1:
+      return std::expm1(x);
   }
   return 0;
 }
 
-const UnaryOp kAllUnary[] = {UnaryOp::Neg,     UnaryOp::Exp,  UnaryOp::Log,    UnaryOp::Sqrt,       UnaryOp::Rsqrt,
-                             UnaryOp::Abs,     UnaryOp::Relu, UnaryOp::GeluTanh, UnaryOp::GeluErf,  UnaryOp::Silu,
-                             UnaryOp::Sigmoid, UnaryOp::Tanh, UnaryOp::Sin,    UnaryOp::Cos,        UnaryOp::Square,
-                             UnaryOp::Reciprocal, UnaryOp::Sign, UnaryOp::Log1p, UnaryOp::Expm1};
+const UnaryOp kAllUnary[] = {UnaryOp::Neg,        UnaryOp::Exp,  UnaryOp::Log,      UnaryOp::Sqrt,    UnaryOp::Rsqrt,
+                             UnaryOp::Abs,        UnaryOp::Relu, UnaryOp::GeluTanh, UnaryOp::GeluErf, UnaryOp::Silu,
+                             UnaryOp::Sigmoid,    UnaryOp::Tanh, UnaryOp::Sin,      UnaryOp::Cos,     UnaryOp::Square,
+                             UnaryOp::Reciprocal, UnaryOp::Sign, UnaryOp::Log1p,    UnaryOp::Expm1};
 
 bool needs_positive(UnaryOp op) {
   return op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Log1p ||
@@ -70,7 +90,8 @@ TEST(Elementwise, EveryUnaryOpMatchesTheScalarReferenceInEachFloatType) {
 }
 
 TEST(Elementwise, UnaryOnATransposedViewFollowsTheStrides) {
-  Tensor x = arange(0.0, 6.0, 1.0, {.dtype = DType::F32}).as_strided({3, 2}, {1, 3}, 0);  // transpose of [[0,1,2],[3,4,5]]
+  Tensor x =
+      arange(0.0, 6.0, 1.0, {.dtype = DType::F32}).as_strided({3, 2}, {1, 3}, 0);  // transpose of [[0,1,2],[3,4,5]]
   EXPECT_EQ(unary(UnaryOp::Square, x).to_vector<float>(), (std::vector<float>{0, 9, 1, 16, 4, 25}));
 }
 
@@ -92,15 +113,20 @@ TEST(Elementwise, BinaryOverArbitraryStridesMatchesANaiveLoop) {
   Tensor a = a0.as_strided({5, 4, 3}, {1, 15, 5}, 0);
   Tensor b0 = randn({5, 1, 6});
   Tensor b = b0.as_strided({5, 1, 3}, {6, 6, 2}, 0);
-  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Minimum}) {
+  for (BinaryOp op :
+       {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Minimum}) {
     std::vector<float> out = binary(op, a, b).to_vector<float>();
     std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
     for (int i = 0; i < 5; ++i)
       for (int j = 0; j < 4; ++j)
         for (int k = 0; k < 3; ++k) {
           float x = av[(i * 4 + j) * 3 + k], y = bv[i * 3 + k];
-          float r = op == BinaryOp::Add ? x + y : op == BinaryOp::Sub ? x - y : op == BinaryOp::Mul ? x * y
-                  : op == BinaryOp::Div ? x / y : op == BinaryOp::Maximum ? std::max(x, y) : std::min(x, y);
+          float r = op == BinaryOp::Add       ? x + y
+                    : op == BinaryOp::Sub     ? x - y
+                    : op == BinaryOp::Mul     ? x * y
+                    : op == BinaryOp::Div     ? x / y
+                    : op == BinaryOp::Maximum ? std::max(x, y)
+                                              : std::min(x, y);
           EXPECT_FLOAT_EQ(out[(i * 4 + j) * 3 + k], r) << op_name(op);
         }
   }
@@ -126,7 +152,8 @@ TEST(Elementwise, HalfAndBFloat16ComputeInFloatAndRoundOnce) {
   std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(), sv = s.to_vector<float>();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(sv[i], static_cast<float>(Half(av[i] + bv[i])));
   Tensor c = cast(from_vector<float>({3.0f, -7.5f}, {2}), DType::BF16);
-  EXPECT_EQ(binary(BinaryOp::Mul, c, c).to_vector<float>(), (std::vector<float>{9.0f, static_cast<float>(BFloat16(56.25f))}));
+  EXPECT_EQ(binary(BinaryOp::Mul, c, c).to_vector<float>(),
+            (std::vector<float>{9.0f, static_cast<float>(BFloat16(56.25f))}));
 }
 
 TEST(Elementwise, MixedDtypesPromote) {
@@ -166,7 +193,8 @@ TEST(Elementwise, ClampHandlesOneSidedBoundsAndNaN) {
   EXPECT_EQ(y[2], 1);
   EXPECT_TRUE(std::isnan(y[3]));
   EXPECT_EQ(kernels::clamp(x, std::nullopt, 0.0).to_vector<float>()[2], 0.0f);
-  EXPECT_EQ(kernels::clamp(from_vector<int64_t>({-5, 5}, {2}), 0.0, std::nullopt).to_vector<int64_t>(), (std::vector<int64_t>{0, 5}));
+  EXPECT_EQ(kernels::clamp(from_vector<int64_t>({-5, 5}, {2}), 0.0, std::nullopt).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 5}));
 }
 
 TEST(Elementwise, CastRoundsToNearestEvenAndCopiesAcrossDtypes) {
@@ -174,10 +202,24 @@ TEST(Elementwise, CastRoundsToNearestEvenAndCopiesAcrossDtypes) {
   EXPECT_EQ(cast(x, DType::I64).to_vector<int64_t>(), (std::vector<int64_t>{1, -2, 65519, 0}));  // truncation, as C++
   auto h = cast(x, DType::F16).to_vector<float>();
   EXPECT_EQ(h[2], 65504.0f);
-  EXPECT_EQ(cast(from_vector<float>({0, 2, -0.5f}, {3}), DType::Bool).to_vector<bool>(), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(cast(from_vector<float>({0, 2, -0.5f}, {3}), DType::Bool).to_vector<bool>(),
+            (std::vector<bool>{false, true, true}));
   Tensor dst = zeros({2, 3}, {.dtype = DType::BF16});
   kernels::copy_(dst, from_vector<int32_t>({7, 8, 9}, {3}));  // broadcast + cast
   EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{7, 8, 9, 7, 8, 9}));
+}
+
+TEST(Elementwise, CastOfOutOfRangeFloatsToIntegersIsDefined) {
+  // A C++ cast is undefined here; brisk converts through int64 (saturating, NaN to 0) and
+  // narrows modulo 2^bits, which PyTorch also gives for u8.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  Tensor x = from_vector<float>({-7.4f, 300.5f, -1.0f, 255.9f}, {4});
+  EXPECT_EQ(cast(x, DType::U8).to_vector<int64_t>(), (std::vector<int64_t>{249, 44, 255, 255}));
+  Tensor y = from_vector<double>({nan, inf, -inf, 1e30, -1e30, 4294967296.0 + 5, -2.9}, {7});
+  EXPECT_EQ(cast(y, DType::I64).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 4294967301LL, -2}));
+  EXPECT_EQ(cast(y, DType::I32).to_vector<int64_t>(), (std::vector<int64_t>{0, -1, 0, -1, 0, 5, -2}));
+  EXPECT_EQ(cast(from_vector<double>({nan}, {1}), DType::Bool).to_vector<bool>(), (std::vector<bool>{true}));
 }
 
 TEST(Elementwise, InPlaceAddAccumulatesWithAlphaAndBroadcast) {

@@ -4,13 +4,17 @@
 // runs that save and resume checkpoints (compared by run_resume.sh).
 #include <brisk/brisk.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <stdexcept>
 
 #include "tiny_net.h"
 
@@ -384,8 +388,11 @@ int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const st
 
 // The child of the checkpoint fault tests (test_checkpoint_faults.cpp): resumes from the newest
 // complete checkpoint under `out` (or from out/fixed with `fixed`), says "ready <micro-steps>",
-// then does one micro-step and a save_state, `saves` times (0: until it is killed).
-int save_loop(const std::string& out, int64_t saves, bool fixed) {
+// then does one micro-step and a save_state, `saves` times (0: until it is killed). With
+// `file_size_limit` > 0 every file it writes after "ready" is capped at that many bytes
+// (RLIMIT_FSIZE, a full disk's stand-in); set here rather than before exec because the OpenMP
+// runtime writes a registration file of its own when it loads.
+int save_loop(const std::string& out, int64_t saves, bool fixed, int64_t file_size_limit) {
   Accelerator acc({.gradient_accumulation_steps = 2,
                    .seed = 3,
                    .project_dir = out,
@@ -401,6 +408,12 @@ int save_loop(const std::string& out, int64_t saves, bool fixed) {
   const std::string fixed_dir = out + "/fixed";
   if (fixed ? std::filesystem::exists(fixed_dir) : std::filesystem::exists(out + "/checkpoints"))
     acc.load_state(fixed ? fixed_dir : "");
+  if (file_size_limit > 0) {
+    const rlim_t limit = static_cast<rlim_t>(file_size_limit);
+    const struct rlimit rl = {limit, limit};
+    if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) throw std::runtime_error("save_loop: setrlimit(RLIMIT_FSIZE) failed");
+    ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead of killing us
+  }
   std::printf("ready %lld\n", static_cast<long long>(done));
   std::fflush(stdout);
   for (int64_t s = 0;;)
@@ -420,7 +433,7 @@ int save_loop(const std::string& out, int64_t saves, bool fixed) {
 int main(int argc, char** argv) {
   cli::Parser p("accelerator_worker", "One rank of an Accelerator test scenario.");
   std::string token, out = "out/accelerator_worker", tag = "run", load;
-  int64_t steps = 200, save_at = 0, stop_at = 0, gas = 2, saves = 0;
+  int64_t steps = 200, save_at = 0, stop_at = 0, gas = 2, saves = 0, file_size_limit = 0;
   bool resume = false, fixed = false;
   p.add("token", "ignored (lets the test runner find leftover processes)", &token);
   p.add("steps", "train: micro-steps in all", &steps);
@@ -433,6 +446,8 @@ int main(int argc, char** argv) {
   p.add("gas", "train: gradient_accumulation_steps", &gas);
   p.add("saves", "save_loop: checkpoints to save (0: until killed)", &saves);
   p.add("fixed", "save_loop: save to <out>/fixed again and again (not checkpoint_<n>)", &fixed);
+  p.add("file_size_limit", "save_loop: cap every file written while saving at this many bytes (0: no cap)",
+        &file_size_limit);
   p.allow_positionals("SCENARIO");
   if (!p.parse(argc, argv)) return p.exit_code();
   if (p.positionals().size() != 1) {
@@ -458,7 +473,7 @@ int main(int argc, char** argv) {
       if (rc != 0) return rc;
     } else if (scenario == "save_loop") {
       std::filesystem::create_directories(out);
-      int rc = save_loop(out, saves, fixed);
+      int rc = save_loop(out, saves, fixed, file_size_limit);
       if (rc != 0) return rc;
     } else {
       std::fprintf(stderr, "accelerator_worker: unknown scenario '%s'\n", scenario.c_str());

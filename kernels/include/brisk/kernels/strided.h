@@ -26,6 +26,9 @@ void for_each_row(const StridedShape<N>& s, Row&& row) {
   const int64_t inner = s.sizes.back();
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < nd; ++d) rows *= s.sizes[d];
+  // Nothing to visit: an empty operand may have no storage, and even a zero-length row's
+  // offset into it would be pointer arithmetic on null.
+  if (rows == 0 || inner == 0) return;
   std::array<int64_t, N> inner_strides;
   for (int k = 0; k < N; ++k) inner_strides[k] = s.strides[k].back();
 

@@ -5,7 +5,8 @@
 namespace brisk {
 
 // Threads the CPU kernels may use; set_num_threads(n <= 0) restores the default
-// (OMP_NUM_THREADS, else the number of cores).
+// (the first count in OMP_NUM_THREADS, else the number of cores); an OMP_NUM_THREADS that is not
+// a whole number from 1 to 65536 throws brisk::Error naming it.
 void set_num_threads(int n);
 int get_num_threads();
 

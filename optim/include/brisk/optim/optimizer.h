@@ -21,6 +21,11 @@ struct StateDict {
   std::map<std::string, double> scalars;
   const Tensor* tensor(const std::string& key) const;
   double scalar(const std::string& key) const;  // throws naming the key if absent
+  // A count stored as a scalar: an integer in [lo, hi], else brisk::Error "<who>::load_state_dict:
+  // '<key>' must be an integer from lo to hi, got v". Casting anything else (-1 to size_t, 1e300
+  // or NaN to int64) would be undefined behaviour.
+  int64_t count(const std::string& key, int64_t lo, int64_t hi, const char* who) const;
+  static constexpr int64_t kMaxCount = int64_t{1} << 53;  // the integers a double holds exactly
 };
 
 class Optimizer {

@@ -4,8 +4,10 @@
 // conversion (brisk/core/half.h) for every non-NaN value; NaN stays NaN.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "brisk/core/dtype.h"
+#include "brisk/core/float_to_integer.h"
 #include "brisk/core/half.h"
 #include "brisk/core/macros.h"
 
@@ -54,6 +56,8 @@ BRISK_HOST_DEVICE inline T from_acc(A v) {
 #endif
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != A(0);
+  } else if constexpr (std::is_integral_v<T> && std::is_floating_point_v<A>) {
+    return float_to_integer<T>(v);
   } else {
     return static_cast<T>(v);
   }
