@@ -11,18 +11,13 @@
 #include <functional>
 #include <optional>
 
+#include "common/errors.h"
+
 using namespace brisk::accelerate;
+using brisk::testing::error_of;
 namespace fs = std::filesystem;
 
 namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const brisk::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A fresh folder under the test's temp dir, removed afterwards.
 struct TempDir {

@@ -19,4 +19,14 @@ inline void expect_error(const std::function<void()>& fn, const std::string& fra
   }
 }
 
+// The message of the brisk::Error that `fn` throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace brisk::testing

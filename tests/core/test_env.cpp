@@ -10,7 +10,10 @@
 #include "brisk/core/env.h"
 #include "brisk/core/error.h"
 
+#include "common/errors.h"
+
 using namespace brisk;
+using brisk::testing::error_of;
 
 namespace {
 
@@ -20,15 +23,6 @@ envvar::Getenv fake(std::map<std::string, std::string> vars) {
     auto it = shared->find(name);
     return it == shared->end() ? nullptr : it->second.c_str();
   };
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

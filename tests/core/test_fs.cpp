@@ -14,8 +14,11 @@
 #include "brisk/core/error.h"
 #include "brisk/core/fs.h"
 
+#include "common/errors.h"
+
 namespace fs = std::filesystem;
 using namespace brisk;
+using brisk::testing::error_of;
 
 namespace {
 
@@ -45,15 +48,6 @@ size_t entries(const fs::path& dir) {
   size_t n = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
   return n;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
