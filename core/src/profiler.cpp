@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -66,6 +67,7 @@ struct Registry {
   std::vector<std::shared_ptr<ThreadData>> live;
   std::map<std::string, Stat> retired;  // rows of threads that have exited
   int next_tid = 2;                     // 0: the main thread; 1 is the trace's communication thread
+  std::set<int> free_tids;              // of exited threads, handed out again (smallest first)
   std::string report_path;              // "" stderr
   bool report_registered = false;
   std::unordered_set<std::string> names;  // intern()
@@ -101,6 +103,8 @@ struct ThreadHolder {
       data->stats.clear();
     }
     r.live.erase(std::remove(r.live.begin(), r.live.end(), data), r.live.end());
+    // The next thread takes this one's row in the trace (a loader's workers come and go each epoch).
+    if (data->tid >= 2) r.free_tids.insert(data->tid);
   }
 };
 
@@ -110,7 +114,14 @@ ThreadData& this_thread_data() {
     auto d = std::make_shared<ThreadData>();
     Registry& r = registry();
     std::lock_guard lk(r.m);
-    d->tid = std::this_thread::get_id() == g_main_thread ? 0 : r.next_tid++;
+    if (std::this_thread::get_id() == g_main_thread) {
+      d->tid = 0;
+    } else if (!r.free_tids.empty()) {
+      d->tid = *r.free_tids.begin();
+      r.free_tids.erase(r.free_tids.begin());
+    } else {
+      d->tid = r.next_tid++;
+    }
     r.live.push_back(d);
     holder.data = std::move(d);
   }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <latch>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -253,6 +254,29 @@ TEST_F(Profiler, FinishedScopesGoToTheTraceSink) {
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
   EXPECT_LE(g_sink_events[2].end, now_us);
   EXPECT_GT(g_sink_events[2].end, now_us - 60e6);
+}
+
+// A thread's trace tid goes to the next thread once it has exited, so threads that come and go
+// (a data loader's workers, every epoch) do not add a row to the trace each time.
+TEST_F(Profiler, ExitedThreadsTraceTidsAreReused) {
+  g_sink_events.clear();
+  const profiler::TraceSink previous = profiler::set_trace_sink(test_sink);
+  for (int i = 0; i < 3; ++i) std::thread([] { profiler::Scope s("test.reuse"); }).join();
+  std::latch both_recorded(2);  // both threads alive at once
+  auto record_then_wait = [&] {
+    { profiler::Scope s("test.reuse"); }
+    both_recorded.arrive_and_wait();
+  };
+  std::thread a(record_then_wait);
+  std::thread b(record_then_wait);
+  a.join();
+  b.join();
+  profiler::set_trace_sink(previous);
+  ASSERT_EQ(g_sink_events.size(), 5u);
+  EXPECT_EQ(g_sink_events[0].tid, g_sink_events[1].tid);
+  EXPECT_EQ(g_sink_events[1].tid, g_sink_events[2].tid);
+  EXPECT_NE(g_sink_events[3].tid, g_sink_events[4].tid) << "two live threads never share a tid";
+  EXPECT_EQ(std::min(g_sink_events[3].tid, g_sink_events[4].tid), g_sink_events[0].tid);
 }
 
 // BRISK_PROFILE is read once per process: these run in a fresh process each (a death test
