@@ -126,8 +126,7 @@ TEST(Reducer, BackwardEndsWithAveragedGradientsAndOneEventPerBucketInOrder) {
 }
 
 // With the profiler on, the Reducer's work in backward has rows of its own: one hook per
-// parameter (copy into the bucket, launch) inside AccumulateGrad's caller, one finalize per pass
-// inside the backward pass.
+// parameter (copy into the bucket, launch), one finalize per pass inside the backward pass.
 TEST(Reducer, ProfilerShowsTheHooksAndTheFinalize) {
   std::vector<Tensor> ps = {param({3}, 1), param({2, 2}, 1), param({5}, 1)};
   dist::Reducer r(named(ps), group(), {.bucket_cap_mb = 0, .first_bucket_mb = 0});
