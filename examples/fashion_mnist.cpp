@@ -3,7 +3,8 @@
 // process or data-parallel on several (`brisk launch -n 2 build/examples/fashion_mnist`): a progress
 // bar on the main process, per-epoch test metrics over the whole test set (gather_for_metrics),
 // metrics.jsonl/.csv, a checkpoint per epoch under <out>/checkpoints and the trained weights as
-// <out>/model.safetensors. `--bench N` times N training steps instead.
+// <out>/model.safetensors. `--bench N` times N training steps instead; `--profile` prints where the
+// time went, op by op (docs/profiling.md).
 #include <brisk/brisk.h>
 
 #include <chrono>
@@ -26,6 +27,7 @@ struct Args {
   int64_t steps_per_epoch = 0;                 // 0: the whole training set
   std::optional<std::string> mixed_precision;  // unset: BRISK_MIXED_PRECISION (brisk launch), else "no"
   bool resume = false;
+  bool profile = false;  // the per-op table at exit (as BRISK_PROFILE=1)
 };
 
 // Fashion-MNIST's mean and standard deviation over the training images.
@@ -88,6 +90,10 @@ int main(int argc, char** argv) {
   p.add("steps_per_epoch", "stop each epoch after this many steps (0: the whole training set)", &a.steps_per_epoch);
   p.add("mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)", &a.mixed_precision);
   p.add("resume", "continue from the newest checkpoint under <out>/checkpoints", &a.resume);
+  p.add("profile",
+        "print the per-op profile (self and total CPU time, calls, allocations) to stderr at exit; with --bench "
+        "the warm-up steps are left out",
+        &a.profile);
   if (!p.parse(argc, argv)) return p.exit_code();
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) {
     std::fprintf(stderr, "fashion_mnist: --epochs, --batch-size and --lr must be positive\n");
@@ -100,7 +106,8 @@ int main(int argc, char** argv) {
                      .seed = a.seed,
                      .project_dir = a.out,
                      .automatic_checkpoint_naming = true,
-                     .total_limit = 2});
+                     .total_limit = 2,
+                     .profile = a.profile ? std::optional<bool>(true) : std::nullopt});
     auto train_set = std::make_shared<data::FashionMNIST>(data::Split::Train, a.data);
     auto test_set = std::make_shared<data::FashionMNIST>(data::Split::Test, a.data);
     // Batches in pinned memory, so that on a GPU (where prepare() sends the loaders' batches, as
@@ -136,6 +143,7 @@ int main(int argc, char** argv) {
         for (auto& [x, y] : train) {
           if (done == 0) {
             acc.wait_for_everyone();
+            profiler::reset();  // the table covers the timed steps only
             t0 = std::chrono::steady_clock::now();
           }
           step(x, y);

@@ -13,6 +13,7 @@
 #include "brisk/accelerate/host.h"
 #include "brisk/autograd/autograd.h"
 #include "brisk/core/env.h"
+#include "brisk/core/profiler.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/sampler.h"
 #include "brisk/dist/trace.h"
@@ -133,6 +134,16 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
   } else {
     src["deterministic"] = "default";
   }
+  if (o.profile) {
+    s.profile = o.profile;
+    src["profile"] = "program";
+  } else if (const char* v = getenv(env::kProfile); v && *v) {
+    // A boolean word, or a file for the table (which means on).
+    s.profile = parse_bool_word(v).value_or(true);
+    src["profile"] = std::string("env ") + env::kProfile;
+  } else {
+    src["profile"] = "default";
+  }
   s.scaler.init_scale =
       pick<double>(o.scaler_init_scale, nullptr, parse_double, 65536.0, "scaler_init_scale", getenv, src);
   s.scaler.growth_factor =
@@ -166,6 +177,13 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
 
 Accelerator::Accelerator(AcceleratorOptions options) : s_(resolve_accelerator_options(options)) {
   if (s_.deterministic) kernels::set_deterministic(*s_.deterministic);
+  if (s_.profile && *s_.profile) {
+    // BRISK_PROFILE=1 or =<file> already chose where the table goes; else stderr at exit.
+    if (!profiler::enabled()) profiler::report_at_exit("");
+    profiler::enable();
+  } else if (s_.profile) {
+    profiler::disable();
+  }
   pg_ = &dist::init();
   rank_ = pg_->rank();
   world_size_ = pg_->size();

@@ -7,6 +7,7 @@
 
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/node.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 
@@ -23,7 +24,30 @@ struct ByLatest {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+// The profiler's name for a node's backward: "conv2d" -> "Conv2dBackward", "max_pool2d" ->
+// "MaxPool2dBackward" (PyTorch's grad_fn names, without the version digit).
+const char* backward_name(const std::string& op) {
+  thread_local std::unordered_map<std::string, const char*> cache;
+  auto it = cache.find(op);
+  if (it != cache.end()) return it->second;
+  std::string name;
+  bool upper = true;
+  for (char c : op) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    name += upper && c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+    upper = false;
+  }
+  name += "Backward";
+  const char* interned = profiler::intern(name);
+  cache.emplace(op, interned);
+  return interned;
+}
+
 void accumulate_into_leaf(Node& acc, const Tensor& g) {
+  profiler::Scope prof_scope("AccumulateGrad");
   std::shared_ptr<TensorImpl> leaf_impl = acc.leaf.lock();
   if (!leaf_impl) return;  // the leaf is gone: nobody can read its gradient
   Tensor leaf(leaf_impl);
@@ -44,6 +68,7 @@ void accumulate_into_leaf(Node& acc, const Tensor& g) {
 // to the slot in `captured`; those nodes are not executed past capture.
 void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
                   const std::unordered_map<const Node*, size_t>* capture, std::vector<Tensor>* captured) {
+  profiler::Scope prof_scope("autograd::backward");
   // 1. Count how many edges point at each reachable node.
   std::unordered_map<Node*, int> deps;
   {
@@ -112,6 +137,7 @@ void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& roo
     }
     BRISK_CHECK(!n->released, "backward: trying to backward through the graph a second time (node ", n->name,
                 "); its saved tensors were freed. Pass retain_graph=true to the first backward call");
+    profiler::Scope node_scope(profiler::enabled() ? backward_name(n->name) : "");
     for (auto& [nr, weak] : n->retained) {
       std::shared_ptr<TensorImpl> impl = weak.lock();
       if (!impl || !grads[nr].defined()) continue;

@@ -3,6 +3,7 @@
 
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/node.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 
 namespace brisk {
@@ -22,6 +23,7 @@ Tensor kdiv(const Tensor& a, const Tensor& b) { return kbin(BinaryOp::Div, a, b)
 Tensor kscal(BinaryOp op, const Tensor& a, double s) { return kernels::binary_scalar(op, a, s); }
 
 Tensor unary_op(UnaryOp op, const Tensor& x) {
+  profiler::Scope prof_scope(kernels::op_name(op));
   Tensor y = kernels::unary(op, x);
   if (autograd::any_requires_grad({&x})) {
     Tensor xs = x, ys = y.detach();
@@ -35,6 +37,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x) {
 // Gradients of a binary op, summed back to each input's shape.
 template <class F>
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name, F grads) {
+  profiler::Scope prof_scope(name);
   Tensor out = kbin(op, a, b);
   if (autograd::any_requires_grad({&a, &b})) {
     Tensor as = a, bs = b, os = out.detach();
@@ -97,6 +100,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, double exponent) {
+  profiler::Scope prof_scope("pow");
   Tensor out = kscal(BinaryOp::Pow, a, exponent);
   if (autograd::any_requires_grad({&a})) {
     Tensor as = a;
@@ -152,6 +156,7 @@ Tensor log1p(const Tensor& x) { return unary_op(UnaryOp::Log1p, x); }
 Tensor expm1(const Tensor& x) { return unary_op(UnaryOp::Expm1, x); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  profiler::Scope prof_scope("clamp");
   Tensor out = kernels::clamp(x, min, max);
   if (autograd::any_requires_grad({&x})) {
     Tensor xs = x;
@@ -163,6 +168,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  profiler::Scope prof_scope("where");
   Tensor out = kernels::where(cond, a, b);
   if (autograd::any_requires_grad({&a, &b})) {
     Tensor cs = cond, as = a, bs = b;
@@ -192,6 +198,7 @@ Tensor ge(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp:
 namespace {
 // tensor op scalar, differentiable w.r.t. the tensor.
 Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
+  profiler::Scope prof_scope(kernels::op_name(op));
   Tensor out = kernels::binary_scalar(op, a, s, scalar_first);
   if (autograd::any_requires_grad({&a})) {
     Tensor as = a, os = out.detach();

@@ -7,6 +7,7 @@
 
 #include "brisk/autograd/node.h"
 #include "brisk/autograd/ops_shape.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/kernels/index.h"
@@ -30,6 +31,7 @@ Tensor zero_extend(const Tensor& t, const Shape& shape) {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  profiler::Scope prof_scope("cat");
   Tensor out = kernels::cat(tensors, dim);
   const int64_t d = wrap_dim(dim, tensors[0].dim(), "cat");
   std::vector<int64_t> sizes;
@@ -51,6 +53,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  profiler::Scope prof_scope("stack");
   Tensor out = kernels::stack(tensors, dim);
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   const size_t n = tensors.size();
@@ -109,6 +112,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  profiler::Scope prof_scope("index_select");
   Tensor out = kernels::index_select(x, dim, index);
   Shape in = x.sizes();
   record("index_select", {x}, out, [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
@@ -120,6 +124,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  profiler::Scope prof_scope("gather");
   Tensor out = kernels::gather(x, dim, index);
   Shape in = x.sizes();
   record("gather", {x}, out, [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
@@ -129,6 +134,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  profiler::Scope prof_scope("scatter");
   Tensor out = kernels::scatter(x, dim, index, src);
   Shape src_shape = src.sizes();
   record("scatter", {x, src}, out, [dim, index, src_shape](const GradCtx& g) -> std::vector<Tensor> {
@@ -150,6 +156,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  profiler::Scope prof_scope("scatter_add");
   Tensor out = kernels::scatter_add(x, dim, index, src);
   Shape src_shape = src.sizes();
   record("scatter_add", {x, src}, out, [dim, index, src_shape](const GradCtx& g) -> std::vector<Tensor> {
@@ -161,6 +168,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  profiler::Scope prof_scope("masked_fill");
   Tensor out = kernels::masked_fill(x, mask, value);
   record("masked_fill", {x}, out, [mask](const GradCtx& g) -> std::vector<Tensor> {
     return {kernels::masked_fill(g.grad(), mask, 0.0)};
@@ -181,6 +189,7 @@ Tensor triu(const Tensor& x, int64_t k) {
 }
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
+  profiler::Scope prof_scope("pad");
   Tensor out = kernels::pad(x, pads, value);
   std::vector<int64_t> back(pads.size());
   std::transform(pads.begin(), pads.end(), back.begin(), [](int64_t p) { return -p; });

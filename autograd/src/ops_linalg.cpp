@@ -4,6 +4,7 @@
 
 #include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/kernels/linalg.h"
@@ -32,6 +33,7 @@ Tensor reshaped(const Tensor& t, const Shape& sizes) {
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  profiler::Scope prof_scope("matmul");
   const Tensor a = autograd::autocast(a_in, AutocastCategory::LowerPrecision);
   const Tensor b = autograd::autocast(b_in, AutocastCategory::LowerPrecision);
   Tensor out = kernels::matmul(a, b);
@@ -67,6 +69,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  profiler::Scope prof_scope("linear");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::LowerPrecision);
   const Tensor weight = autograd::autocast(weight_in, AutocastCategory::LowerPrecision);
   const Tensor bias = autograd::autocast(bias_in, AutocastCategory::LowerPrecision);

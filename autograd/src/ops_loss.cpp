@@ -7,6 +7,7 @@
 #include "brisk/autograd/node.h"
 #include "brisk/autograd/ops_elementwise.h"
 #include "brisk/autograd/ops_reduce.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/nn.h"
@@ -52,6 +53,7 @@ Tensor spread_grad(const Tensor& g, const Shape& shape, Reduction r) {
 }  // namespace
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_idx) {
+  profiler::Scope prof_scope("embedding");
   Tensor out = kernels::embedding(indices, weight);
   if (!autograd::any_requires_grad({&weight})) return out;
   const int64_t V = weight.size(0);
@@ -63,6 +65,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_id
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  profiler::Scope prof_scope("layer_norm");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   const Tensor weight = autograd::autocast(weight_in, AutocastCategory::Fp32);
   const Tensor bias = autograd::autocast(bias_in, AutocastCategory::Fp32);
@@ -78,6 +81,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  profiler::Scope prof_scope("dropout");
   BRISK_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability p must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
   kernels::DropoutResult r = kernels::dropout(x, p, gen);
@@ -89,6 +93,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const CrossEntropyOptions& o) {
+  profiler::Scope prof_scope("cross_entropy");
   const Tensor logits = autograd::autocast(logits_in, AutocastCategory::Fp32);
   const Reduction red = kernels::reduction_from_name(o.reduction, "cross_entropy");
   kernels::ClassLossResult r = kernels::cross_entropy(logits, targets, o.ignore_index, o.label_smoothing, red);
@@ -105,6 +110,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const Cross
 }
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const CrossEntropyOptions& o) {
+  profiler::Scope prof_scope("nll_loss");
   const Tensor log_probs = autograd::autocast(log_probs_in, AutocastCategory::Fp32);
   BRISK_CHECK(o.label_smoothing == 0.0, "nll_loss: label_smoothing is not supported (got ", o.label_smoothing,
               "); use cross_entropy");
@@ -120,6 +126,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const CrossEn
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, std::string_view reduction) {
+  profiler::Scope prof_scope("mse_loss");
   const Tensor input = autograd::autocast(input_in, AutocastCategory::Fp32);
   const Tensor target = autograd::autocast(target_in, AutocastCategory::Fp32);
   const Reduction red = kernels::reduction_from_name(reduction, "mse_loss");
@@ -128,6 +135,7 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, std::string_vie
 }
 
 Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, std::string_view reduction) {
+  profiler::Scope prof_scope("l1_loss");
   const Tensor input = autograd::autocast(input_in, AutocastCategory::Fp32);
   const Tensor target = autograd::autocast(target_in, AutocastCategory::Fp32);
   const Reduction red = kernels::reduction_from_name(reduction, "l1_loss");
@@ -136,6 +144,7 @@ Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, std::string_view
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& targets_in, std::string_view reduction) {
+  profiler::Scope prof_scope("binary_cross_entropy_with_logits");
   const Tensor logits = autograd::autocast(logits_in, AutocastCategory::Fp32);
   const Tensor targets = autograd::autocast(targets_in, AutocastCategory::Fp32);
   const char* op = "binary_cross_entropy_with_logits";

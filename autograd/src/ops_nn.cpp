@@ -6,6 +6,7 @@
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/node.h"
 #include "brisk/autograd/ops_shape.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/conv.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/nn.h"
@@ -16,6 +17,7 @@ using autograd::GradCtx;
 using autograd::record;
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& o) {
+  profiler::Scope prof_scope("conv2d");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::LowerPrecision);
   const Tensor weight = autograd::autocast(weight_in, AutocastCategory::LowerPrecision);
   const Tensor bias = autograd::autocast(bias_in, AutocastCategory::LowerPrecision);
@@ -32,6 +34,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 }
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
+  profiler::Scope prof_scope("max_pool2d");
   kernels::MaxPool2dResult r = kernels::max_pool2d(x, kernel, o);
   if (autograd::any_requires_grad({&x})) {
     Tensor idx = r.indices;
@@ -49,6 +52,7 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
 }
 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o) {
+  profiler::Scope prof_scope("avg_pool2d");
   Tensor y = kernels::avg_pool2d(x, kernel, o);
   if (autograd::any_requires_grad({&x})) {
     Shape in_sizes = x.sizes();
@@ -60,6 +64,7 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o) {
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output) {
+  profiler::Scope prof_scope("adaptive_avg_pool2d");
   Tensor y = kernels::adaptive_avg_pool2d(x, output);
   if (autograd::any_requires_grad({&x})) {
     Shape in_sizes = x.sizes();
@@ -72,6 +77,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output) {
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
                   const Tensor& bias_in, bool training, double momentum, double eps) {
+  profiler::Scope prof_scope("batch_norm");
   BRISK_CHECK(x_in.defined(), "batch_norm: undefined input");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   // The kernel takes every per-channel tensor in x's dtype: parameters through differentiable

@@ -7,6 +7,7 @@
 
 #include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/reduce.h"
 
@@ -60,6 +61,7 @@ Tensor evenly_distribute(const Tensor& gk, const Tensor& x, const Tensor& outk, 
 
 template <bool Max>
 Tensor extreme(const char* name, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  profiler::Scope prof_scope(name);
   Tensor out = Max ? kernels::amax(x, dims, keepdim) : kernels::amin(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape ks = keep_shape(x.sizes(), dims);
@@ -83,6 +85,7 @@ ValuesIndices pick_along_dim(const char* name, const Tensor& x, ValuesIndices r,
 
 Tensor var_std(const char* name, const Tensor& x_in, const std::vector<int64_t>& dims, int64_t correction, bool keepdim,
                bool is_std) {
+  profiler::Scope prof_scope(name);
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = is_std ? kernels::std(x, dims, correction, keepdim) : kernels::var(x, dims, correction, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
@@ -104,6 +107,7 @@ Tensor var_std(const char* name, const Tensor& x_in, const std::vector<int64_t>&
 }  // namespace
 
 Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  profiler::Scope prof_scope("sum");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = kernels::sum(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
@@ -114,6 +118,7 @@ Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  profiler::Scope prof_scope("mean");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = kernels::mean(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
@@ -128,6 +133,7 @@ Tensor mean(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) 
 }
 
 Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  profiler::Scope prof_scope("prod");
   Tensor out = kernels::prod(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape ks = keep_shape(x.sizes(), dims);
@@ -173,6 +179,7 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
 }
 
 Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  profiler::Scope prof_scope("logsumexp");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = kernels::logsumexp(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
@@ -185,6 +192,7 @@ Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims, bool keep
 }
 
 Tensor cumsum(const Tensor& x_in, int64_t dim) {
+  profiler::Scope prof_scope("cumsum");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor out = kernels::cumsum(x, dim);
   if (!autograd::any_requires_grad({&x})) return out;
@@ -198,6 +206,7 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
 }
 
 Tensor softmax(const Tensor& x_in, int64_t dim) {
+  profiler::Scope prof_scope("softmax");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor y = kernels::softmax(x, dim);
   if (!autograd::any_requires_grad({&x})) return y;
@@ -208,6 +217,7 @@ Tensor softmax(const Tensor& x_in, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  profiler::Scope prof_scope("log_softmax");
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor y = kernels::log_softmax(x, dim);
   if (!autograd::any_requires_grad({&x})) return y;

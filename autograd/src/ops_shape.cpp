@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "brisk/autograd/node.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 
@@ -160,6 +161,7 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
 }
 
 Tensor contiguous(const Tensor& x) {
+  profiler::Scope prof_scope("contiguous");
   if (x.is_contiguous()) return x;
   Tensor out = kernels::contiguous(x);
   record("contiguous", {x}, out, [](const GradCtx& g) -> std::vector<Tensor> { return {g.grad()}; });
@@ -167,12 +169,14 @@ Tensor contiguous(const Tensor& x) {
 }
 
 Tensor clone(const Tensor& x) {
+  profiler::Scope prof_scope("clone");
   Tensor out = kernels::cast(x, x.dtype());
   record("clone", {x}, out, [](const GradCtx& g) -> std::vector<Tensor> { return {g.grad()}; });
   return out;
 }
 
 Tensor to(const Tensor& x, DType dtype) {
+  profiler::Scope prof_scope("to");
   if (x.dtype() == dtype) return x;
   Tensor out = kernels::cast(x, dtype);
   DType in = x.dtype();
@@ -181,6 +185,7 @@ Tensor to(const Tensor& x, DType dtype) {
 }
 
 Tensor to(const Tensor& x, Device device, bool non_blocking) {
+  profiler::Scope prof_scope("to");
   if (x.device() == device) return x;
   Tensor out = kernels::to_device(x, device, non_blocking);
   Device in = x.device();

@@ -2,6 +2,7 @@
 #include "brisk/core/storage.h"
 
 #include "brisk/core/error.h"
+#include "brisk/core/profiler.h"
 
 namespace brisk {
 
@@ -41,6 +42,8 @@ void StorageImpl::allocate_again() {
   if (data_ || nbytes_ == 0) return;
   data_ = allocator_->allocate_on(device_, nbytes_);
   detail::count_alloc(device_.kind, category_, static_cast<int64_t>(nbytes_));
+  if (profiler::enabled()) [[unlikely]]
+    profiler::detail::on_alloc(static_cast<int64_t>(nbytes_));
 }
 
 }  // namespace brisk

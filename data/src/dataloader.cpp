@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/version.h"
 
@@ -129,6 +130,8 @@ struct EpochRun {
   // Builds batch k (plan position k, or the next batch_size examples of a stream) and places it;
   // a failure is kept in the slot, to be re-thrown when batch k is asked for.
   Slot produce(int64_t k) {
+    // Building a batch: on a worker thread, or inside DataLoader.next without workers.
+    profiler::Scope prof_scope("DataLoader.load_batch");
     Slot s;
     try {
       if (iterable) {
@@ -182,6 +185,8 @@ struct EpochRun {
   // dataset is built and its copy started, so that the copy overlaps the consumer's work on
   // this one (workers build and copy ahead by themselves).
   void fetch(int64_t k) {
+    // What the training loop waits for at each `for` step (PyTorch: the DataLoader iterator's __next__).
+    profiler::Scope prof_scope("DataLoader.next");
     Slot s = take(k);
     if (s.end) {
       finish();

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "brisk/autograd/engine.h"
+#include "brisk/core/profiler.h"
 #include "brisk/dist/trace.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
@@ -195,6 +196,8 @@ struct Reducer::Impl {
     if (pass_active && pass_token.expired()) abandon();  // the last pass died half-way
     if (!pass_active) begin_pass(self);
     if (ready[i]) return;  // the engine fires a leaf's hooks once per pass
+    // In the profiler: copying the gradient into its bucket and launching the ready buckets.
+    profiler::Scope prof_scope("Reducer.hook");
     mark_ready(i, grad);
     launch_ready();
   }
@@ -242,6 +245,8 @@ struct Reducer::Impl {
       abandon();
       return;
     }
+    // In the profiler: waiting for the all-reduces still running and writing the averages back.
+    profiler::Scope prof_scope("Reducer.finalize");
     const double t0 = trace_now_us();
     backward_end_us = t0;
 

@@ -8,6 +8,7 @@
 #include "brisk/core/dtype.h"
 #include "brisk/core/error.h"
 #include "brisk/core/half.h"
+#include "brisk/core/profiler.h"
 #include "brisk/core/progress.h"
 #include "brisk/core/rng.h"
 #include "brisk/core/shape.h"

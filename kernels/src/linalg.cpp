@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
 #include "cpu/linalg_kernels.h"
@@ -158,6 +159,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return out.as_strided(result, contiguous_strides(result), out.offset());
   }
   const DType cdt = is_half(dt) ? DType::F32 : dt;
+  profiler::Scope prof_scope(batch.empty() ? "mm" : "bmm");
   Tensor out = empty(full, cdt, a.device());
   if (cdt != dt) {
     a2 = cast(a2, cdt);
@@ -233,8 +235,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearE
     w = contiguous(weight);
     lw = gemm_layout(in, outf, 1, in);
   }
+  // The profiler sees PyTorch's split: linear > addmm (mm without a bias) > copy_ of the bias.
+  profiler::Scope prof_gemm(bias.defined() ? "addmm" : "mm");
   double beta = 0.0;
   if (bias.defined()) {
+    profiler::Scope prof_copy("copy_");
     copy_(out, bias);  // broadcast bias into every row, then accumulate the product onto it
     beta = 1.0;
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "brisk/autograd/grad_mode.h"
+#include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 
@@ -116,16 +117,20 @@ void Optimizer::set_lr(double lr, size_t group) {
 
 void Optimizer::step() {
   if (gate_ && !gate_()) return;
+  // "Adam.step", "SGD.step": the optimizer's name, as PyTorch's profiler shows it.
+  profiler::Scope prof_scope(profiler::enabled() ? profiler::intern(std::string(name()) + ".step") : "");
   NoGradGuard no_grad;
   if (wrapper_)
     wrapper_([this] { update(); });
   else
     update();
   ++steps_taken_;
+  profiler::step();
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
   if (gate_ && !gate_()) return;
+  profiler::Scope prof_scope(profiler::enabled() ? profiler::intern(std::string(name()) + ".zero_grad") : "");
   for (const Group& g : groups_)
     for (const Tensor& p : g.params) {
       Tensor grad = p.grad();

@@ -405,6 +405,51 @@ TEST(Accelerator, DeterministicOptionSetsTheKernelSwitch) {
   ::unsetenv("BRISK_DETERMINISTIC");
 }
 
+TEST(AcceleratorOptions, ProfileFromProgramAndEnvironment) {
+  EXPECT_FALSE(resolve_accelerator_options({}, fake_env({})).profile.has_value());
+  for (const auto& [value, want] : std::vector<std::pair<std::string, bool>>{
+           {"1", true}, {"off", false}, {"TRUE", true}, {"/tmp/profile.txt", true}}) {
+    AcceleratorSettings e = resolve_accelerator_options({}, fake_env({{"BRISK_PROFILE", value}}));
+    EXPECT_EQ(e.profile, want) << value;
+    EXPECT_EQ(e.source.at("profile"), "env BRISK_PROFILE");
+  }
+  AcceleratorSettings p = resolve_accelerator_options({.profile = false}, fake_env({{"BRISK_PROFILE", "1"}}));
+  EXPECT_EQ(p.profile, false);
+  EXPECT_EQ(p.source.at("profile"), "program");
+}
+
+TEST(Accelerator, ProfileOptionSwitchesTheProfiler) {
+  profiler::enable();  // (already on: the Accelerator leaves the report where it is; none is set here)
+  {
+    Accelerator acc({.cpu = true, .profile = false});
+    EXPECT_FALSE(profiler::enabled());
+  }
+  {
+    Accelerator acc({.cpu = true});  // unset: left as it is
+    EXPECT_FALSE(profiler::enabled());
+  }
+  profiler::disable();
+  profiler::reset();
+}
+
+// profile = true with no BRISK_PROFILE: the table goes to stderr at exit (a fresh process).
+TEST(Accelerator, ProfileOptionPrintsTheTableAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ::unsetenv("BRISK_PROFILE");
+  EXPECT_EXIT(
+      {
+        Accelerator acc({.cpu = true, .profile = true});
+        nn::Linear net(4, 2);
+        optim::SGD opt(net.parameters(), {.lr = 0.1});
+        acc.prepare(net, opt);
+        acc.backward(mse_loss(net(randn({3, 4})), randn({3, 2})));
+        opt.step();
+        std::exit(profiler::enabled() ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0),
+      "(LinearBackward(.|\n)*SGD\\.step|SGD\\.step(.|\n)*LinearBackward)(.|\n)*Self CPU time total: ");
+}
+
 // --- sharding plans (pure functions, any world size) --------------------------------------------
 
 TEST(ShardBatchPlan, EvenBatchesCyclesFromTheStart) {

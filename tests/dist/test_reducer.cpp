@@ -125,6 +125,32 @@ TEST(Reducer, BackwardEndsWithAveragedGradientsAndOneEventPerBucketInOrder) {
   expect_grad(ps[3], 4.0);
 }
 
+// With the profiler on, the Reducer's work in backward has rows of its own: one hook per
+// parameter (copy into the bucket, launch), one finalize per pass inside the backward pass.
+TEST(Reducer, ProfilerShowsTheHooksAndTheFinalize) {
+  std::vector<Tensor> ps = {param({3}, 1), param({2, 2}, 1), param({5}, 1)};
+  dist::Reducer r(named(ps), group(), {.bucket_cap_mb = 0, .first_bucket_mb = 0});
+  profiler::reset();
+  profiler::enable();
+  weighted_sum(ps).backward();
+  profiler::disable();
+  int64_t hooks = 0, finalizes = 0;
+  double finalize_total = 0, backward_total = 0;
+  for (const auto& row : profiler::key_averages()) {
+    if (row.name == "Reducer.hook") hooks = row.calls;
+    if (row.name == "Reducer.finalize") {
+      finalizes = row.calls;
+      finalize_total = row.cpu_total_us;
+    }
+    if (row.name == "autograd::backward") backward_total = row.cpu_total_us;
+  }
+  profiler::reset();
+  EXPECT_EQ(hooks, 3);
+  EXPECT_EQ(finalizes, 1);
+  EXPECT_LE(finalize_total, backward_total);
+  for (size_t k = 0; k < ps.size(); ++k) expect_grad(ps[k], static_cast<double>(k + 1));
+}
+
 TEST(Reducer, BucketsLaunchInBucketOrderEvenWhenHooksFireInForwardOrder) {
   // The hooks fire for p0 first (its use is the latest op), i.e. bucket 2 (holding p0) is ready
   // first; it must wait for buckets 0 and 1.

@@ -67,6 +67,10 @@ struct AcceleratorOptions {
   // kernels::set_deterministic: deterministic kernels everywhere, or an error naming an op that has
   // none (torch.use_deterministic_algorithms). Unset: the process's setting is left as it is (on).
   std::optional<bool> deterministic = std::nullopt;
+  // The per-op profiler (docs/profiling.md): true records every op, backward node, optimizer step and
+  // batch fetch and prints the table to stderr at exit (BRISK_PROFILE=<file> writes it there
+  // instead); false switches it off. Unset: BRISK_PROFILE decides (off).
+  std::optional<bool> profile = std::nullopt;
   // GradScaler (fp16 only), PyTorch's defaults.
   std::optional<double> scaler_init_scale = std::nullopt;        // 65536
   std::optional<double> scaler_growth_factor = std::nullopt;     // 2
@@ -90,6 +94,7 @@ struct AcceleratorSettings {
   bool find_unused_parameters = false;
   bool nan_watch = false;
   std::optional<bool> deterministic;  // applied by the Accelerator when set
+  std::optional<bool> profile;        // applied by the Accelerator when set
   amp::GradScalerOptions scaler;
   // Where each value came from: "program", "env BRISK_..." or "default" (by field name).
   std::map<std::string, std::string> source;

@@ -33,6 +33,9 @@ inline constexpr const char* kFindUnusedParameters = "BRISK_FIND_UNUSED_PARAMETE
 // deterministic options.
 inline constexpr const char* kNanWatch = "BRISK_NAN_WATCH";
 inline constexpr const char* kDeterministic = "BRISK_DETERMINISTIC";
+// The profiler: a boolean, or a file for the table (read by core's profiler itself; the
+// Accelerator's `profile` option overrides it).
+inline constexpr const char* kProfile = "BRISK_PROFILE";
 // The config file the launch read (absent when none was found).
 inline constexpr const char* kConfigFile = "BRISK_CONFIG_FILE";
 

@@ -14,6 +14,9 @@
 // the communication thread (kTraceCommTid). The Reducer records "launch bucket k" instants on
 // tid 0 (from the gradient hook that launched it) and "all_reduce bucket k" spans on tid 1
 // (while the communication thread worked on it), and a "reducer finalize" span on tid 0.
+// With the profiler on as well (BRISK_PROFILE, brisk/core/profiler.h), every profiled scope (the
+// ops, their backward nodes, optimizer steps, data loading) is an "X" event of category "op" on
+// the thread that ran it: tid 0 for the main thread, 2, 3, ... for other threads.
 // Disabled (the default), every call costs one relaxed atomic load.
 #pragma once
 #include <cstdint>
@@ -40,8 +43,7 @@ double trace_now_us();
 void trace_complete(const std::string& name, const std::string& category, double start_us, double end_us,
                     int tid = kTraceComputeTid);
 // Records an instant event ("ph":"i") at ts_us (now when negative). A no-op when disabled.
-void trace_instant(const std::string& name, const std::string& category, int tid = kTraceComputeTid,
-                   double ts_us = -1);
+void trace_instant(const std::string& name, const std::string& category, int tid = kTraceComputeTid, double ts_us = -1);
 
 // Writes every event recorded so far to trace_file() (the whole file, replacing the last
 // flush); also runs at exit. Returns the path written, or "" when disabled.
