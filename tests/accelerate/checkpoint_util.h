@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "accelerate/programs/tiny_net.h"
+#include "common/scratch.h"
 
 namespace brisk::testing {
 
@@ -32,7 +33,7 @@ inline void spit(const fs::path& p, const std::string& bytes) {
 }
 
 inline fs::path fresh_folder(const std::string& name) {
-  fs::path d = fs::path(::testing::TempDir() + "/brisk_ckpt_" + name).lexically_normal();
+  fs::path d = fs::path(scratch() + "/brisk_ckpt_" + name).lexically_normal();
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "accelerate/programs/tiny_net.h"
+#include "common/scratch.h"
 
 using namespace brisk;
 using brisk::testing::tiny_data;
@@ -553,7 +554,7 @@ TEST(Accelerator, SkipFirstBatchesStartsTheNextIterationLater) {
 // --- trackers ---------------------------------------------------------------------------------------
 
 TEST(Accelerator, LogWritesJsonlAndCsvInTheProjectDir) {
-  const std::string dir = ::testing::TempDir() + "/brisk_acc_log";
+  const std::string dir = brisk::testing::scratch() + "/brisk_acc_log";
   std::filesystem::remove_all(dir);
   Accelerator acc({.project_dir = dir});
   acc.log({{"loss", 0.5}}, 1);
@@ -573,7 +574,7 @@ TEST(Accelerator, LogWritesJsonlAndCsvInTheProjectDir) {
 // A log call that brings no new key appends one row to metrics.csv instead of rewriting the file
 // (the inode stays); a new key rewrites it atomically with the wider header.
 TEST(Accelerator, LogAppendsCsvRowsAndRewritesOnlyForANewKey) {
-  const std::string dir = ::testing::TempDir() + "/brisk_acc_log_append";
+  const std::string dir = brisk::testing::scratch() + "/brisk_acc_log_append";
   std::filesystem::remove_all(dir);
   Accelerator acc({.project_dir = dir});
   auto inode = [&](const std::string& f) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "accelerate/programs/tiny_net.h"
+#include "common/scratch.h"
 
 using namespace brisk;
 using brisk::testing::tiny_data;
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string fresh_dir(const std::string& name) {
-  std::string d = fs::path(::testing::TempDir() + "/brisk_ckpt_" + name).lexically_normal().string();
+  std::string d = fs::path(brisk::testing::scratch() + "/brisk_ckpt_" + name).lexically_normal().string();
   fs::remove_all(d);
   return d;
 }

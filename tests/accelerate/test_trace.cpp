@@ -9,10 +9,12 @@
 #include <set>
 #include <sstream>
 
+#include "common/scratch.h"
+
 using namespace brisk;
 
 TEST(AcceleratorTrace, TrainingLoopRecordsTheSpansOfAStep) {
-  const std::string path = ::testing::TempDir() + "brisk_trace_test.json";
+  const std::string path = brisk::testing::scratch() + "/brisk_trace_test.json";
   dist::trace_set_path(path);
   {
     Accelerator acc({.cpu = true, .seed = 0});
@@ -46,7 +48,7 @@ TEST(AcceleratorTrace, TrainingLoopRecordsTheSpansOfAStep) {
 // the ops inside the Accelerator's "forward" span, backward nodes, the optimizer, and the data
 // loader's worker on a thread of its own.
 TEST(AcceleratorTrace, ProfiledOpsAreEventsOnTheirThreads) {
-  const std::string path = ::testing::TempDir() + "brisk_trace_ops_test.json";
+  const std::string path = brisk::testing::scratch() + "/brisk_trace_ops_test.json";
   dist::trace_set_path(path);
   profiler::reset();
   profiler::enable();
