@@ -68,7 +68,6 @@ void accumulate_into_leaf(Node& acc, const Tensor& g) {
 // to the slot in `captured`; those nodes are not executed past capture.
 void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
                   const std::unordered_map<const Node*, size_t>* capture, std::vector<Tensor>* captured) {
-  profiler::Scope prof_scope("autograd::backward");
   // 1. Count how many edges point at each reachable node.
   std::unordered_map<Node*, int> deps;
   {
@@ -200,6 +199,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     edges.push_back(gradient_edge(r));
     root_grads.push_back(g);
   }
+  // The whole pass, end-of-pass callbacks included (the Reducer's finalize runs there).
+  profiler::Scope prof_scope("autograd::backward");
   PassState state;
   PassState* prev = tl_pass;
   tl_pass = &state;
@@ -243,6 +244,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     keep.push_back(e.node);
   }
   std::vector<Tensor> result(inputs.size());
+  profiler::Scope prof_scope("autograd::grad");
   run_backward(edges, root_grads, retain_graph, &capture, &result);
   for (size_t i = 0; i < result.size(); ++i)
     if (!result[i].defined()) result[i] = zeros_like(inputs[i]);

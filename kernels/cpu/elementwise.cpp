@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "brisk/kernels/device/convert.h"
+#include "brisk/kernels/device/pointwise.h"
 #include "brisk/kernels/dispatch.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/fast_math.h"
@@ -191,25 +192,6 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
   }
 }
 
-template <class T>
-bool apply_compare(CompareOp op, T x, T y) {
-  switch (op) {
-    case CompareOp::Eq:
-      return x == y;
-    case CompareOp::Ne:
-      return x != y;
-    case CompareOp::Lt:
-      return x < y;
-    case CompareOp::Le:
-      return x <= y;
-    case CompareOp::Gt:
-      return x > y;
-    case CompareOp::Ge:
-      return x >= y;
-  }
-  return false;
-}
-
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
@@ -257,14 +239,14 @@ void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) 
   visit_all(a.dtype(), a.device(), op_name(op), [&](auto t) {
     using T = decltype(t);
     using A = acc_t<T>;
-    map2<bool, T>(a, b, out, [op](A x, A y) { return apply_compare(op, x, y); });
+    map2<bool, T>(a, b, out, [op](A x, A y) { return device::compare_value(op, x, y); });
   });
 }
 
 void compare_scalar(CompareOp op, const Tensor& a, double s, const Tensor& out) {
   visit_all(a.dtype(), a.device(), op_name(op), [&](auto t) {
     using T = decltype(t);
-    map1<bool, T>(a, out, [op, s](acc_t<T> x) { return apply_compare<double>(op, static_cast<double>(x), s); });
+    map1<bool, T>(a, out, [op, s](acc_t<T> x) { return device::compare_value<double>(op, static_cast<double>(x), s); });
   });
 }
 

@@ -151,7 +151,8 @@ TEST_F(Profiler, ThreadsAreMergedByName) {
     for (int i = 0; i < 3; ++i) profiler::Scope s("test.threaded");  // another pointer, same name
   });
   t.join();  // the thread's rows outlive it
-  const profiler::Row* r = find(profiler::key_averages(), "test.threaded");
+  const std::vector<profiler::Row> rows = profiler::key_averages();
+  const profiler::Row* r = find(rows, "test.threaded");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->calls, 4);
 }
