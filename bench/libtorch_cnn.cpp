@@ -1,6 +1,6 @@
 // The peer measurement: libtorch (Debian's libtorch-dev, oneDNN inside) training the example CNN
 // with the same shapes, optimizer and batch as brisk's `fashion_mnist --bench`, on random data.
-// Usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas]
+// Usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas] [--profile FILE]
 #include <torch/torch.h>
 
 #include <chrono>
@@ -27,10 +27,11 @@ struct Net : torch::nn::Module {
 
 int main(int argc, char** argv) {
   const char* usage =
-      "usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas]\n"
+      "usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas] [--profile FILE]\n"
       "Times N training steps (default 200, after 20 warm-up steps) of the example CNN in libtorch and prints\n"
       "images/s. T threads (default 1) for libtorch and OpenBLAS, batch B (default 64). Refuses to run unless\n"
-      "libtorch's BLAS is OpenBLAS (--allow-reference-blas: run anyway).\n";
+      "libtorch's BLAS is OpenBLAS (--allow-reference-blas: run anyway).\n"
+      "--profile FILE: write a Chrome trace of the timed steps (torch's profiler; slows them).\n";
   peer::Args a;
   a.steps = 200;
   a.batch = 64;
@@ -49,9 +50,11 @@ int main(int argc, char** argv) {
     opt.step();
   };
   for (int i = 0; i < 20; ++i) step();
+  auto profile = peer::maybe_profile(a);
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  profile.reset();  // writes the trace
   std::printf("libtorch %s, %d thread(s), batch %d: train images/s: %.0f\n", TORCH_VERSION, threads, batch,
               steps * batch / s);
 }

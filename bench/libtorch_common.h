@@ -6,6 +6,7 @@
 // and refuses the reference one unless told otherwise (--allow-reference-blas).
 #pragma once
 #include <dlfcn.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 namespace peer {
@@ -78,9 +80,11 @@ inline bool parse_int(const char* s, long long lo, long long hi, long long* out)
 struct Args {
   int steps = 0, threads = 1, batch = 0;
   bool allow_reference_blas = false;
+  std::string profile;  // --profile FILE: a Chrome trace of the timed steps (bench/trace_by_op.py sums it)
 };
 
-// Parses --steps N --threads T --batch-size B (also --batch_size) --allow-reference-blas --help.
+// Parses --steps N --threads T --batch-size B (also --batch_size) --allow-reference-blas
+// --profile FILE --help.
 // Returns -1 to go on, else the exit code (0 after --help, 2 on a bad command line).
 inline int parse_args(const char* prog, const char* usage, int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
@@ -91,6 +95,14 @@ inline int parse_args(const char* prog, const char* usage, int argc, char** argv
     }
     if (f == "--allow-reference-blas") {
       a->allow_reference_blas = true;
+      continue;
+    }
+    if (f == "--profile") {
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+        std::fprintf(stderr, "%s: --profile needs a file name\n%s", prog, usage);
+        return 2;
+      }
+      a->profile = argv[++i];
       continue;
     }
     int* dst = f == "--steps"                                 ? &a->steps
@@ -136,6 +148,13 @@ inline int setup(const char* prog, const Args& a) {
               b.get_threads != nullptr ? std::to_string(b.get_threads()).c_str() : "-");
   std::fflush(stdout);
   return -1;
+}
+
+// Records every op run while it lives into a Chrome trace at a.profile (nothing when empty); the
+// profiler's own cost slows the run, so timings taken with it are not comparable.
+inline std::unique_ptr<torch::autograd::profiler::RecordProfile> maybe_profile(const Args& a) {
+  if (a.profile.empty()) return nullptr;
+  return std::make_unique<torch::autograd::profiler::RecordProfile>(a.profile);
 }
 
 // Drops every gradient, as brisk's zero_grad does by default (set_to_none) and PyTorch's since 2.0;

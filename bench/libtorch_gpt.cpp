@@ -7,7 +7,7 @@
 // dim >= 2 only; no clipping; random tokens, targets = inputs shifted; nanoGPT's init.
 // FLOPs per step: per token 6 * N + 12 * L * T * d (N: every parameter but the position
 // embedding), times B * T tokens; the formula is explained in bench/gpt_bench.cpp.
-// Usage: libtorch_gpt [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas]
+// Usage: libtorch_gpt [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas] [--profile FILE]
 #include <torch/torch.h>
 
 #include <chrono>
@@ -87,11 +87,12 @@ struct GPT : torch::nn::Module {
 
 int main(int argc, char** argv) {
   const char* usage =
-      "usage: libtorch_gpt [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas]\n"
+      "usage: libtorch_gpt [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas] [--profile FILE]\n"
       "Times N training steps (default 5, after 2 warm-up steps whose losses are printed) of a small GPT (6 layers,\n"
       "6 heads, width 384, context 256, byte vocabulary, batch B, default 8) in libtorch with AdamW on random\n"
       "tokens, on T threads (default 1) for libtorch and OpenBLAS; prints tokens/s, the training FLOPs per step\n"
-      "and GFLOP/s. Refuses to run unless libtorch's BLAS is OpenBLAS (--allow-reference-blas: run anyway).\n";
+      "and GFLOP/s. Refuses to run unless libtorch's BLAS is OpenBLAS (--allow-reference-blas: run anyway).\n"
+      "--profile FILE: write a Chrome trace of the timed steps (torch's profiler; slows them).\n";
   peer::Args a;
   a.steps = 5;
   a.batch = 8;
@@ -144,9 +145,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   double last = 0;
+  auto profile = peer::maybe_profile(a);
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < a.steps; ++i) last = step();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  profile.reset();  // writes the trace
   std::printf("last loss %.4f; %d steps in %.2f s\n", last, a.steps, s);
   std::printf("libtorch: tokens/s: %.0f; GFLOP/s: %.1f\n", static_cast<double>(a.steps * batch * T) / s,
               flops_per_step * a.steps / s * 1e-9);
