@@ -5,7 +5,8 @@
 # load from other programs hits both alike. Prints the BLAS libtorch runs on (it refuses the
 # reference BLAS: apt-get install libopenblas0), the CPU, the load average, images/s per run and
 # the median ratio. Both programs get the same thread budget: OMP_NUM_THREADS and
-# OPENBLAS_NUM_THREADS are set to the thread count, and each is also told --threads.
+# OPENBLAS_NUM_THREADS are set to the thread count, and each is also told --threads; brisk builds
+# its batches in the training thread (--workers 0) rather than in a loader thread of its own.
 # GFLOP/s = images/s x 8.29 MFLOP, the multiply-adds (x2) of one image's training step: forward
 # 1,420,032 multiply-adds (conv1 28*28*16*9 = 112,896; conv2 14*14*32*16*9 = 903,168; fc1
 # 1568*256 = 401,408; fc2 256*10 = 2,560), the same again for the weight gradients, and again for
@@ -48,7 +49,7 @@ for threads in "${thread_counts[@]}"; do
   export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
   b=() t=()
   for ((r = 0; r < rounds; ++r)); do
-    b+=("$("$brisk" --bench "$steps" --threads "$threads" | sed -n 's/.*images\/s: //p')")
+    b+=("$("$brisk" --bench "$steps" --threads "$threads" --workers 0 | sed -n 's/.*images\/s: //p')")
     t+=("$("$torch" --steps "$steps" --threads "$threads" | sed -n 's/.*images\/s: //p')")
   done
   bm=$(median "${b[@]}")
