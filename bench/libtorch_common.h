@@ -66,9 +66,10 @@ inline Blas find_blas() {
   return b;
 }
 
-// Whole decimal integer in [lo, hi]; anything else (empty, trailing text, overflow) is refused.
+// Whole decimal integer in [lo, hi]; anything else (empty, leading blanks or '+', trailing text,
+// overflow) is refused.
 inline bool parse_int(const char* s, long long lo, long long hi, long long* out) {
-  if (s == nullptr || *s == '\0') return false;
+  if (s == nullptr || !((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9'))) return false;
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(s, &end, 10);
