@@ -2,24 +2,57 @@
 # Side-by-side training speed of the example CNN (batch 64, Adam): brisk's
 # `fashion_mnist --bench` against the same network in libtorch (bench/libtorch_cnn, built when
 # Debian's libtorch-dev is installed), alternating the two ROUNDS times per thread count so
-# load from other programs hits both alike. Prints images/s per run and the median ratio.
-# Usage: bench/compare_cnn.sh [build dir] [steps] [rounds]
+# load from other programs hits both alike. Prints the BLAS libtorch runs on (it refuses the
+# reference BLAS: apt-get install libopenblas0), the CPU, the load average, images/s per run and
+# the median ratio. Both programs get the same thread budget: OMP_NUM_THREADS and
+# OPENBLAS_NUM_THREADS are set to the thread count, and each is also told --threads; brisk builds
+# its batches in the training thread (--workers 0) rather than in a loader thread of its own.
+# GFLOP/s = images/s x 8.29 MFLOP, the multiply-adds (x2) of one image's training step: forward
+# 1,420,032 multiply-adds (conv1 28*28*16*9 = 112,896; conv2 14*14*32*16*9 = 903,168; fc1
+# 1568*256 = 401,408; fc2 256*10 = 2,560), the same again for the weight gradients, and again for
+# the input gradients of all layers but conv1 (its input is data): 2 * (3 * 1,420,032 - 112,896)
+# = 8,294,400 FLOP; pooling, ReLU, the loss and Adam are left out. Shown beside it as a fraction
+# of T cores' peak measured by bench/fma_peak when it is built.
+# Usage: bench/compare_cnn.sh [build dir] [steps] [rounds] [thread counts...]
 set -euo pipefail
 build=${1:-build}
 steps=${2:-300}
-rounds=${3:-3}
+rounds=${3:-5}
+shift $(($# < 3 ? $# : 3))
+thread_counts=("$@")
+((${#thread_counts[@]})) || thread_counts=(1 2)
 brisk=$build/examples/fashion_mnist
 torch=$build/bench/libtorch_cnn
 [[ -x $brisk ]] || { echo "compare_cnn: $brisk not built" >&2; exit 1; }
 [[ -x $torch ]] || { echo "compare_cnn: $torch not built (apt-get install libtorch-dev, then re-run cmake)" >&2; exit 1; }
-echo "# $(date -u +%Y-%m-%d) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
-for threads in 1 2; do
+median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+flops_per_image=8294400
+peak=
+if [[ -x $build/bench/fma_peak ]]; then
+  peak=$("$build/bench/fma_peak" --seconds 0.2 --repeats 15 | sed -n 's/.*one core: \([0-9.]*\) GFLOP.*/\1/p')
+fi
+# "<GFLOP/s> GFLOP/s[, <pct>% of <threads> x peak]" for images/s $1 on $2 threads.
+gflops() {
+  local g
+  g=$(awk "BEGIN{printf \"%.1f\", $1 * $flops_per_image * 1e-9}")
+  if [[ -n $peak ]]; then
+    echo "$g GFLOP/s, $(awk "BEGIN{printf \"%.0f\", 100 * $g / ($2 * $peak)}")% of $2 x peak"
+  else
+    echo "$g GFLOP/s"
+  fi
+}
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+[[ -z $peak ]] || echo "fp32 FMA peak, one core (bench/fma_peak): $peak GFLOP/s"
+# One short libtorch run up front: the BLAS line, and a refusal stops the script here.
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$torch" --steps 1 --threads 1 | grep '^blas:'
+for threads in "${thread_counts[@]}"; do
+  export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
   b=() t=()
   for ((r = 0; r < rounds; ++r)); do
-    b+=("$(OMP_NUM_THREADS=$threads "$brisk" --bench "$steps" --threads "$threads" | sed -n 's/.*images\/s: //p')")
+    b+=("$("$brisk" --bench "$steps" --threads "$threads" --workers 0 | sed -n 's/.*images\/s: //p')")
     t+=("$("$torch" --steps "$steps" --threads "$threads" | sed -n 's/.*images\/s: //p')")
   done
-  bm=$(printf '%s\n' "${b[@]}" | sort -n | sed -n "$(((rounds + 1) / 2))p")
-  tm=$(printf '%s\n' "${t[@]}" | sort -n | sed -n "$(((rounds + 1) / 2))p")
-  echo "threads=$threads brisk images/s: ${b[*]} (median $bm); libtorch images/s: ${t[*]} (median $tm); ratio $(awk "BEGIN{printf \"%.2f\", $bm/$tm}")"
+  bm=$(median "${b[@]}")
+  tm=$(median "${t[@]}")
+  echo "threads=$threads brisk images/s: ${b[*]} (median $bm: $(gflops "$bm" "$threads")); libtorch images/s: ${t[*]} (median $tm: $(gflops "$tm" "$threads")); ratio $(awk "BEGIN{printf \"%.2f\", $bm/$tm}"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done

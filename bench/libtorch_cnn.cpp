@@ -1,12 +1,12 @@
 // The peer measurement: libtorch (Debian's libtorch-dev, oneDNN inside) training the example CNN
 // with the same shapes, optimizer and batch as brisk's `fashion_mnist --bench`, on random data.
-// Usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B]
+// Usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas] [--profile FILE]
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <string>
+
+#include "libtorch_common.h"
 
 struct Net : torch::nn::Module {
   torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 16, 3).padding(1)};
@@ -26,29 +26,18 @@ struct Net : torch::nn::Module {
 };
 
 int main(int argc, char** argv) {
-  int steps = 200, threads = 1, batch = 64;
   const char* usage =
-      "usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B]\n"
-      "Times N training steps (after 20 warm-up steps) of the example CNN in libtorch and prints images/s.\n";
-  for (int i = 1; i < argc; i += 2) {
-    std::string f = argv[i];
-    if (f == "-h" || f == "--help") {
-      std::fputs(usage, stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "libtorch_cnn: %s needs a value\n%s", f.c_str(), usage);
-      return 2;
-    }
-    if (f == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (f == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (f == "--batch-size" || f == "--batch_size") batch = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "libtorch_cnn: unknown option %s\n%s", f.c_str(), usage);
-      return 2;
-    }
-  }
-  torch::set_num_threads(threads);
+      "usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas] [--profile FILE]\n"
+      "Times N training steps (default 200, after 20 warm-up steps) of the example CNN in libtorch and prints\n"
+      "images/s. T threads (default 1) for libtorch and OpenBLAS, batch B (default 64). Refuses to run unless\n"
+      "libtorch's BLAS is OpenBLAS (--allow-reference-blas: run anyway).\n"
+      "--profile FILE: write a Chrome trace of the timed steps (torch's profiler; slows them).\n";
+  peer::Args a;
+  a.steps = 200;
+  a.batch = 64;
+  if (int rc = peer::parse_args("libtorch_cnn", usage, argc, argv, &a); rc >= 0) return rc;
+  if (int rc = peer::setup("libtorch_cnn", a); rc >= 0) return rc;
+  const int steps = a.steps, threads = a.threads, batch = a.batch;
   torch::manual_seed(0);
   Net net;
   torch::optim::Adam opt(net.parameters(), torch::optim::AdamOptions(1e-3));
@@ -56,14 +45,16 @@ int main(int argc, char** argv) {
   auto y = torch::randint(0, 10, {batch}, torch::kLong);
   auto step = [&] {
     auto loss = torch::nn::functional::cross_entropy(net.forward(x), y);
-    opt.zero_grad();
+    peer::zero_grad_to_none(opt);
     loss.backward();
     opt.step();
   };
   for (int i = 0; i < 20; ++i) step();
+  auto profile = peer::maybe_profile(a);
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  profile.reset();  // writes the trace
   std::printf("libtorch %s, %d thread(s), batch %d: train images/s: %.0f\n", TORCH_VERSION, threads, batch,
               steps * batch / s);
 }
