@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
       "usage: fma_peak [--seconds S] [--repeats R]\n"
       "Measures one core's fp32 FMA throughput (AVX2, 12 independent chains): best GFLOP/s of R runs\n"
       "(default 5) of about S seconds (default 1).\n";
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {  // flags come with a value: "--seconds S"
     std::string f = argv[i];
     if (f == "-h" || f == "--help") {
       std::fputs(usage, stdout);
@@ -70,7 +70,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fma_peak: bad option %s\n%s", f.c_str(), usage);
       return 2;
     }
-    ++i;
   }
   // Calibrate the iteration count to about `seconds`.
   long long n = 1 << 20;
