@@ -17,10 +17,18 @@ using kernels::UnaryOp;
 
 namespace {
 
-Tensor kbin(BinaryOp op, const Tensor& a, const Tensor& b) { return kernels::binary(op, a, b); }
-Tensor kmul(const Tensor& a, const Tensor& b) { return kbin(BinaryOp::Mul, a, b); }
-Tensor kdiv(const Tensor& a, const Tensor& b) { return kbin(BinaryOp::Div, a, b); }
-Tensor kscal(BinaryOp op, const Tensor& a, double s) { return kernels::binary_scalar(op, a, s); }
+Tensor kbin(BinaryOp op, const Tensor& a, const Tensor& b) {
+  return kernels::binary(op, a, b);
+}
+Tensor kmul(const Tensor& a, const Tensor& b) {
+  return kbin(BinaryOp::Mul, a, b);
+}
+Tensor kdiv(const Tensor& a, const Tensor& b) {
+  return kbin(BinaryOp::Div, a, b);
+}
+Tensor kscal(BinaryOp op, const Tensor& a, double s) {
+  return kernels::binary_scalar(op, a, s);
+}
 
 Tensor unary_op(UnaryOp op, const Tensor& x) {
   profiler::Scope prof_scope(kernels::op_name(op));
@@ -132,28 +140,62 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
                    });
 }
 
-Tensor neg(const Tensor& x) { return unary_op(UnaryOp::Neg, x); }
-Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, x); }
-Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, x); }
-Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::Rsqrt, x); }
-Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, x); }
-Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x); }
+Tensor neg(const Tensor& x) {
+  return unary_op(UnaryOp::Neg, x);
+}
+Tensor exp(const Tensor& x) {
+  return unary_op(UnaryOp::Exp, x);
+}
+Tensor log(const Tensor& x) {
+  return unary_op(UnaryOp::Log, x);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_op(UnaryOp::Sqrt, x);
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary_op(UnaryOp::Rsqrt, x);
+}
+Tensor abs(const Tensor& x) {
+  return unary_op(UnaryOp::Abs, x);
+}
+Tensor relu(const Tensor& x) {
+  return unary_op(UnaryOp::Relu, x);
+}
 Tensor gelu(const Tensor& x, std::string_view approximate) {
   BRISK_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
               std::string(approximate), "'");
   return unary_op(approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
 }
-Tensor silu(const Tensor& x) { return unary_op(UnaryOp::Silu, x); }
-Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::Tanh, x); }
-Tensor sin(const Tensor& x) { return unary_op(UnaryOp::Sin, x); }
-Tensor cos(const Tensor& x) { return unary_op(UnaryOp::Cos, x); }
-Tensor square(const Tensor& x) { return unary_op(UnaryOp::Square, x); }
-Tensor reciprocal(const Tensor& x) { return unary_op(UnaryOp::Reciprocal, x); }
-Tensor sign(const Tensor& x) { return unary_op(UnaryOp::Sign, x); }
-Tensor log1p(const Tensor& x) { return unary_op(UnaryOp::Log1p, x); }
-Tensor expm1(const Tensor& x) { return unary_op(UnaryOp::Expm1, x); }
+Tensor silu(const Tensor& x) {
+  return unary_op(UnaryOp::Silu, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary_op(UnaryOp::Sigmoid, x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary_op(UnaryOp::Tanh, x);
+}
+Tensor sin(const Tensor& x) {
+  return unary_op(UnaryOp::Sin, x);
+}
+Tensor cos(const Tensor& x) {
+  return unary_op(UnaryOp::Cos, x);
+}
+Tensor square(const Tensor& x) {
+  return unary_op(UnaryOp::Square, x);
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary_op(UnaryOp::Reciprocal, x);
+}
+Tensor sign(const Tensor& x) {
+  return unary_op(UnaryOp::Sign, x);
+}
+Tensor log1p(const Tensor& x) {
+  return unary_op(UnaryOp::Log1p, x);
+}
+Tensor expm1(const Tensor& x) {
+  return unary_op(UnaryOp::Expm1, x);
+}
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   profiler::Scope prof_scope("clamp");
@@ -182,18 +224,42 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Eq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Ne, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Lt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Le, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Gt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return kernels::compare(CompareOp::Ge, a, b); }
-Tensor eq(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Eq, a, s); }
-Tensor ne(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Ne, a, s); }
-Tensor lt(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Lt, a, s); }
-Tensor le(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Le, a, s); }
-Tensor gt(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Gt, a, s); }
-Tensor ge(const Tensor& a, double s) { return kernels::compare_scalar(CompareOp::Ge, a, s); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return kernels::compare(CompareOp::Eq, a, b);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return kernels::compare(CompareOp::Ne, a, b);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return kernels::compare(CompareOp::Lt, a, b);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return kernels::compare(CompareOp::Le, a, b);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return kernels::compare(CompareOp::Gt, a, b);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return kernels::compare(CompareOp::Ge, a, b);
+}
+Tensor eq(const Tensor& a, double s) {
+  return kernels::compare_scalar(CompareOp::Eq, a, s);
+}
+Tensor ne(const Tensor& a, double s) {
+  return kernels::compare_scalar(CompareOp::Ne, a, s);
+}
+Tensor lt(const Tensor& a, double s) {
+  return kernels::compare_scalar(CompareOp::Lt, a, s);
+}
+Tensor le(const Tensor& a, double s) {
+  return kernels::compare_scalar(CompareOp::Le, a, s);
+}
+Tensor gt(const Tensor& a, double s) {
+  return kernels::compare_scalar(CompareOp::Gt, a, s);
+}
+Tensor ge(const Tensor& a, double s) {
+  return kernels::compare_scalar(CompareOp::Ge, a, s);
+}
 
 namespace {
 // tensor op scalar, differentiable w.r.t. the tensor.
@@ -205,14 +271,18 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
     record(kernels::op_name(op), {a}, out, [op, as, os, s, scalar_first](const GradCtx& g) -> std::vector<Tensor> {
       const Tensor& gr = g.grad();
       switch (op) {
-        case BinaryOp::Add: return {gr};
-        case BinaryOp::Sub: return {scalar_first ? kernels::unary(UnaryOp::Neg, gr) : gr};
-        case BinaryOp::Mul: return {kscal(BinaryOp::Mul, gr, s)};
+        case BinaryOp::Add:
+          return {gr};
+        case BinaryOp::Sub:
+          return {scalar_first ? kernels::unary(UnaryOp::Neg, gr) : gr};
+        case BinaryOp::Mul:
+          return {kscal(BinaryOp::Mul, gr, s)};
         case BinaryOp::Div:
           // a / s -> g / s ; s / a -> -g * out / a
           if (!scalar_first) return {kscal(BinaryOp::Mul, gr, 1.0 / s)};
           return {kernels::unary(UnaryOp::Neg, kdiv(kmul(gr, os), as))};
-        default: BRISK_THROW("scalar ", kernels::op_name(op), ": no gradient");
+        default:
+          BRISK_THROW("scalar ", kernels::op_name(op), ": no gradient");
       }
     });
   }
@@ -220,27 +290,69 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
 }
 }  // namespace
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, double s) { return scalar_op(BinaryOp::Add, a, s, false); }
-Tensor operator-(const Tensor& a, double s) { return scalar_op(BinaryOp::Sub, a, s, false); }
-Tensor operator*(const Tensor& a, double s) { return scalar_op(BinaryOp::Mul, a, s, false); }
-Tensor operator/(const Tensor& a, double s) { return scalar_op(BinaryOp::Div, a, s, false); }
-Tensor operator+(double s, const Tensor& a) { return scalar_op(BinaryOp::Add, a, s, false); }
-Tensor operator-(double s, const Tensor& a) { return scalar_op(BinaryOp::Sub, a, s, true); }
-Tensor operator*(double s, const Tensor& a) { return scalar_op(BinaryOp::Mul, a, s, false); }
-Tensor operator/(double s, const Tensor& a) { return scalar_op(BinaryOp::Div, a, s, true); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator<(const Tensor& a, double s) { return lt(a, s); }
-Tensor operator<=(const Tensor& a, double s) { return le(a, s); }
-Tensor operator>(const Tensor& a, double s) { return gt(a, s); }
-Tensor operator>=(const Tensor& a, double s) { return ge(a, s); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+Tensor operator+(const Tensor& a, double s) {
+  return scalar_op(BinaryOp::Add, a, s, false);
+}
+Tensor operator-(const Tensor& a, double s) {
+  return scalar_op(BinaryOp::Sub, a, s, false);
+}
+Tensor operator*(const Tensor& a, double s) {
+  return scalar_op(BinaryOp::Mul, a, s, false);
+}
+Tensor operator/(const Tensor& a, double s) {
+  return scalar_op(BinaryOp::Div, a, s, false);
+}
+Tensor operator+(double s, const Tensor& a) {
+  return scalar_op(BinaryOp::Add, a, s, false);
+}
+Tensor operator-(double s, const Tensor& a) {
+  return scalar_op(BinaryOp::Sub, a, s, true);
+}
+Tensor operator*(double s, const Tensor& a) {
+  return scalar_op(BinaryOp::Mul, a, s, false);
+}
+Tensor operator/(double s, const Tensor& a) {
+  return scalar_op(BinaryOp::Div, a, s, true);
+}
+Tensor operator<(const Tensor& a, const Tensor& b) {
+  return lt(a, b);
+}
+Tensor operator<=(const Tensor& a, const Tensor& b) {
+  return le(a, b);
+}
+Tensor operator>(const Tensor& a, const Tensor& b) {
+  return gt(a, b);
+}
+Tensor operator>=(const Tensor& a, const Tensor& b) {
+  return ge(a, b);
+}
+Tensor operator<(const Tensor& a, double s) {
+  return lt(a, s);
+}
+Tensor operator<=(const Tensor& a, double s) {
+  return le(a, s);
+}
+Tensor operator>(const Tensor& a, double s) {
+  return gt(a, s);
+}
+Tensor operator>=(const Tensor& a, double s) {
+  return ge(a, s);
+}
 
 namespace {
 void check_inplace(const char* op, const Tensor& t) {
@@ -265,7 +377,9 @@ const Tensor& fill_(const Tensor& t, double v) {
   kernels::fill_(t, v);
   return t;
 }
-const Tensor& zero_(const Tensor& t) { return fill_(t, 0.0); }
+const Tensor& zero_(const Tensor& t) {
+  return fill_(t, 0.0);
+}
 const Tensor& copy_(const Tensor& dst, const Tensor& src) {
   check_inplace("copy_", dst);
   kernels::copy_(dst, src);

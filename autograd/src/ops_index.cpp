@@ -74,8 +74,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   BRISK_CHECK(x.dim() > 0, "split: cannot split a 0-dim tensor");
   dim = wrap_dim(dim, x.dim(), "split");
   const int64_t size = x.size(dim);
-  BRISK_CHECK(split_size > 0 || (split_size == 0 && size == 0), "split: split_size must be positive, got ",
-              split_size, " (dim ", dim, " of shape ", x.sizes(), ")");
+  BRISK_CHECK(split_size > 0 || (split_size == 0 && size == 0), "split: split_size must be positive, got ", split_size,
+              " (dim ", dim, " of shape ", x.sizes(), ")");
   std::vector<Tensor> out;
   if (size == 0) return {narrow(x, dim, 0, 0)};
   for (int64_t start = 0; start < size; start += split_size)
@@ -170,9 +170,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   profiler::Scope prof_scope("masked_fill");
   Tensor out = kernels::masked_fill(x, mask, value);
-  record("masked_fill", {x}, out, [mask](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::masked_fill(g.grad(), mask, 0.0)};
-  });
+  record("masked_fill", {x}, out,
+         [mask](const GradCtx& g) -> std::vector<Tensor> { return {kernels::masked_fill(g.grad(), mask, 0.0)}; });
   return out;
 }
 
@@ -194,13 +193,14 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   std::vector<int64_t> back(pads.size());
   std::transform(pads.begin(), pads.end(), back.begin(), [](int64_t p) { return -p; });
   // Padding by the negated amounts crops the padding away and zero-fills what was cropped.
-  record("pad", {x}, out, [back](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::pad(g.grad(), back, 0.0)};
-  });
+  record("pad", {x}, out,
+         [back](const GradCtx& g) -> std::vector<Tensor> { return {kernels::pad(g.grad(), back, 0.0)}; });
   return out;
 }
 
-Tensor one_hot(const Tensor& indices, int64_t num_classes) { return kernels::one_hot(indices, num_classes); }
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  return kernels::one_hot(indices, num_classes);
+}
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* gen) {
   return kernels::multinomial(probs, num_samples, replacement, gen);

@@ -25,9 +25,12 @@ namespace {
 
 Tensor reduce(const Tensor& t, Reduction r) {
   switch (r) {
-    case Reduction::Mean: return mean(t);
-    case Reduction::Sum: return sum(t);
-    default: return t;
+    case Reduction::Mean:
+      return mean(t);
+    case Reduction::Sum:
+      return sum(t);
+    default:
+      return t;
   }
 }
 
@@ -86,9 +89,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (!training || p == 0.0) return x;
   kernels::DropoutResult r = kernels::dropout(x, p, gen);
   Tensor mask = r.mask;
-  record("dropout", {x}, r.y, [mask, p](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::dropout_backward(g.grad(), mask, p)};
-  });
+  record("dropout", {x}, r.y,
+         [mask, p](const GradCtx& g) -> std::vector<Tensor> { return {kernels::dropout_backward(g.grad(), mask, p)}; });
   return r.y;
 }
 
@@ -119,9 +121,10 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const CrossEn
   if (!autograd::any_requires_grad({&log_probs})) return r.loss;
   kernels::ClassLossResult saved{Tensor(), Tensor(), r.count};
   const int64_t ignore = o.ignore_index;
-  record("nll_loss", {log_probs}, r.loss, [log_probs, targets, saved, ignore, red](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::nll_loss_backward(g.grad(), log_probs, targets, saved, ignore, red)};
-  });
+  record("nll_loss", {log_probs}, r.loss,
+         [log_probs, targets, saved, ignore, red](const GradCtx& g) -> std::vector<Tensor> {
+           return {kernels::nll_loss_backward(g.grad(), log_probs, targets, saved, ignore, red)};
+         });
   return r.loss;
 }
 
@@ -154,16 +157,16 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
   using kernels::unary;
   // max(x, 0) - x*y + log1p(exp(-|x|)): exp never overflows.
   Tensor soft = unary(UnaryOp::Log1p, unary(UnaryOp::Exp, unary(UnaryOp::Neg, unary(UnaryOp::Abs, logits))));
-  Tensor elem = binary(BinaryOp::Add, binary(BinaryOp::Sub, unary(UnaryOp::Relu, logits),
-                                             binary(BinaryOp::Mul, logits, targets)),
-                       soft);
-  Tensor out = red == Reduction::None ? elem : red == Reduction::Mean ? kernels::mean(elem, {}) : kernels::sum(elem, {});
+  Tensor elem = binary(
+      BinaryOp::Add, binary(BinaryOp::Sub, unary(UnaryOp::Relu, logits), binary(BinaryOp::Mul, logits, targets)), soft);
+  Tensor out = red == Reduction::None   ? elem
+               : red == Reduction::Mean ? kernels::mean(elem, {})
+                                        : kernels::sum(elem, {});
   if (!autograd::any_requires_grad({&logits, &targets})) return out;
   record(op, {logits, targets}, out, [logits, targets, red](const GradCtx& g) -> std::vector<Tensor> {
     Tensor ge = spread_grad(g.grad(), logits.sizes(), red);
     Tensor gx, gy;
-    if (g.needs(0))
-      gx = binary(BinaryOp::Mul, ge, binary(BinaryOp::Sub, unary(UnaryOp::Sigmoid, logits), targets));
+    if (g.needs(0)) gx = binary(BinaryOp::Mul, ge, binary(BinaryOp::Sub, unary(UnaryOp::Sigmoid, logits), targets));
     if (g.needs(1)) gy = binary(BinaryOp::Mul, ge, unary(UnaryOp::Neg, logits));
     return {gx, gy};
   });

@@ -35,9 +35,15 @@ Tensor as_keepdim(const Tensor& t, const Shape& kshape) {
   return c.as_strided(kshape, contiguous_strides(kshape), c.offset());
 }
 
-Tensor kmul(const Tensor& a, const Tensor& b) { return kernels::binary(BinaryOp::Mul, a, b); }
-Tensor kdiv(const Tensor& a, const Tensor& b) { return kernels::binary(BinaryOp::Div, a, b); }
-Tensor ksub(const Tensor& a, const Tensor& b) { return kernels::binary(BinaryOp::Sub, a, b); }
+Tensor kmul(const Tensor& a, const Tensor& b) {
+  return kernels::binary(BinaryOp::Mul, a, b);
+}
+Tensor kdiv(const Tensor& a, const Tensor& b) {
+  return kernels::binary(BinaryOp::Div, a, b);
+}
+Tensor ksub(const Tensor& a, const Tensor& b) {
+  return kernels::binary(BinaryOp::Sub, a, b);
+}
 
 Tensor scalar_like(const Tensor& t, double v) {
   Tensor s = empty({}, t.dtype(), t.device());
@@ -158,8 +164,12 @@ Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return extreme<false>("amin", x, dims, keepdim);
 }
-Tensor max(const Tensor& x) { return extreme<true>("max", x, {}, false); }
-Tensor min(const Tensor& x) { return extreme<false>("min", x, {}, false); }
+Tensor max(const Tensor& x) {
+  return extreme<true>("max", x, {}, false);
+}
+Tensor min(const Tensor& x) {
+  return extreme<false>("min", x, {}, false);
+}
 
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
   return pick_along_dim("max", x, kernels::max(x, dim, keepdim), dim, keepdim);
@@ -168,8 +178,12 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
   return pick_along_dim("min", x, kernels::min(x, dim, keepdim), dim, keepdim);
 }
 
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return kernels::argmax(x, dim, keepdim); }
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return kernels::argmin(x, dim, keepdim); }
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return kernels::argmax(x, dim, keepdim);
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return kernels::argmin(x, dim, keepdim);
+}
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   return var_std("var", x, dims, correction, keepdim, false);

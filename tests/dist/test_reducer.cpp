@@ -241,9 +241,7 @@ TEST(Reducer, APassThatThrowsHalfWayDoesNotPoisonTheNext) {
 
 TEST(Reducer, DestroyedReducerLeavesBackwardAlone) {
   Tensor a = param({2}, 1);
-  {
-    dist::Reducer r({{"a", a}}, group());
-  }
+  { dist::Reducer r({{"a", a}}, group()); }
   a.sum().backward();  // its hook is now a no-op
   expect_grad(a, 1.0);
 }
@@ -251,9 +249,13 @@ TEST(Reducer, DestroyedReducerLeavesBackwardAlone) {
 TEST(Reducer, ConstructionErrorsNameTheParameter) {
   Tensor leaf = param({2}, 1);
   Tensor nonleaf = mul(leaf, full({}, 2.0));
-  EXPECT_NE(error_of([&] { dist::Reducer r({{"x.y", nonleaf}}, group()); }).find("Reducer: parameter x.y"),
+  EXPECT_NE(error_of([&] {
+              dist::Reducer r({{"x.y", nonleaf}}, group());
+            }).find("Reducer: parameter x.y"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { dist::Reducer r({{"a", leaf}}, group(), {.bucket_cap_mb = -1}); }).find("Reducer"),
+  EXPECT_NE(error_of([&] {
+              dist::Reducer r({{"a", leaf}}, group(), {.bucket_cap_mb = -1});
+            }).find("Reducer"),
             std::string::npos);
 }
 
@@ -303,8 +305,8 @@ TEST(Trace, WritesChromeTraceJsonWithSpansFromTheReducerOnTheCommunicationThread
     }
   }
   EXPECT_EQ(buckets_on_comm, 3);
-  for (const char* n : {"forward \"quoted\"", "inner", "backward", "reducer finalize", "epoch", "launch bucket 0",
-                        "launch bucket 2"})
+  for (const char* n :
+       {"forward \"quoted\"", "inner", "backward", "reducer finalize", "epoch", "launch bucket 0", "launch bucket 2"})
     EXPECT_TRUE(names.count(n)) << n;
   std::filesystem::remove_all(dir);
 }
