@@ -85,20 +85,10 @@ int finish(Child& c, std::string& seen) {
 // What a checkpoint holds: the child's micro-step count ("done"), checked by loading it as the
 // child would (the same objects prepared).
 int64_t load_done(const fs::path& out, bool fixed) {
-  Accelerator acc({.gradient_accumulation_steps = 2,
-                   .seed = 3,
-                   .project_dir = out.string(),
-                   .automatic_checkpoint_naming = true,
-                   .total_limit = 2});
-  TinyNet net(0.2);
-  optim::Adam opt(net.parameters(), {.lr = 0.01});
-  data::DataLoader loader(tiny_data(40), {.batch_size = 4, .shuffle = true, .seed = 5});
-  acc.prepare(net, opt, loader);
-  int64_t done = -1;
-  acc.register_for_checkpointing(
-      "done", [&] { return data::json::Value(done); }, [&](const data::json::Value& v) { done = v.as_int(); });
-  acc.load_state(fixed ? (out / "fixed").string() : "");
-  return done;
+  SaveLoopRun run(out.string());
+  run.done = -1;
+  run.acc.load_state(fixed ? (out / "fixed").string() : "");
+  return run.done;
 }
 
 }  // namespace

@@ -393,18 +393,8 @@ int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const st
 // (RLIMIT_FSIZE, a full disk's stand-in); set here rather than before exec because the OpenMP
 // runtime writes a registration file of its own when it loads.
 int save_loop(const std::string& out, int64_t saves, bool fixed, int64_t file_size_limit) {
-  Accelerator acc({.gradient_accumulation_steps = 2,
-                   .seed = 3,
-                   .project_dir = out,
-                   .automatic_checkpoint_naming = true,
-                   .total_limit = 2});
-  TinyNet net(0.2);
-  optim::Adam opt(net.parameters(), {.lr = 0.01});
-  data::DataLoader loader(tiny_data(40), {.batch_size = 4, .shuffle = true, .seed = 5});
-  acc.prepare(net, opt, loader);
-  int64_t done = 0;
-  acc.register_for_checkpointing(
-      "done", [&] { return data::json::Value(done); }, [&](const data::json::Value& v) { done = v.as_int(); });
+  SaveLoopRun run(out);
+  auto& [acc, net, opt, loader, done] = run;
   const std::string fixed_dir = out + "/fixed";
   if (fixed ? std::filesystem::exists(fixed_dir) : std::filesystem::exists(out + "/checkpoints"))
     acc.load_state(fixed ? fixed_dir : "");

@@ -4,6 +4,7 @@
 #include <brisk/brisk.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace brisk::testing {
@@ -52,5 +53,29 @@ inline bool same_on_every_rank(Accelerator& acc, const std::vector<float>& v) {
     if (std::memcmp(a.data(), a.data() + r * v.size(), v.size() * sizeof(float)) != 0) return false;
   return true;
 }
+
+// The checkpoint fault tests' training run: what their child (accelerator_worker save_loop) trains
+// and saves, and what the test prepares to load the child's checkpoints, so the two always match.
+// A micro-step counter, `done`, is registered for checkpointing.
+struct SaveLoopRun {
+  Accelerator acc;
+  TinyNet net{0.2};
+  optim::Adam opt{net.parameters(), {.lr = 0.01}};
+  data::DataLoader loader{tiny_data(40), {.batch_size = 4, .shuffle = true, .seed = 5}};
+  int64_t done = 0;
+
+  explicit SaveLoopRun(const std::string& project_dir)
+      : acc({.gradient_accumulation_steps = 2,
+             .seed = 3,
+             .project_dir = project_dir,
+             .automatic_checkpoint_naming = true,
+             .total_limit = 2}) {
+    acc.prepare(net, opt, loader);
+    acc.register_for_checkpointing(
+        "done", [this] { return data::json::Value(done); }, [this](const data::json::Value& v) { done = v.as_int(); });
+  }
+  SaveLoopRun(const SaveLoopRun&) = delete;
+  SaveLoopRun& operator=(const SaveLoopRun&) = delete;
+};
 
 }  // namespace brisk::testing
