@@ -13,6 +13,7 @@
 #include "brisk/core/cli.h"
 #include "brisk/core/error.h"
 #include "brisk/kernels/cuda.h"
+#include "brisk/kernels/linalg.h"
 #include "brisk/version.h"
 #include "commands.h"
 
@@ -122,7 +123,8 @@ int env(int argc, char** argv) {
     << "- OpenMP: " << _OPENMP << ", " << omp_get_max_threads()
     << " threads (OMP_NUM_THREADS=" << (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset")
     << ")\n"
-    << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n";
+    << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n"
+    << "- CPU GEMM: " << kernels::cpu_gemm_description() << "\n";
   gpu_section(o);
   std::string mpirun = find_mpirun();
   o << "- MPI: "

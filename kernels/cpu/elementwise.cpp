@@ -43,7 +43,7 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out) {
       return map1<T, T>(x, out, [](A v) { return v > A(0) ? v : A(0); });
     case UnaryOp::GeluTanh:
       return map1<T, T>(
-          x, out, [](A v) { return A(0.5) * v * (A(1) + std::tanh(A(kSqrt2OverPi) * (v + A(0.044715) * v * v * v))); });
+          x, out, [](A v) { return A(0.5) * v * (A(1) + fast_tanh(A(kSqrt2OverPi) * (v + A(0.044715) * v * v * v))); });
     case UnaryOp::GeluErf:
       return map1<T, T>(x, out, [](A v) { return A(0.5) * v * (A(1) + std::erf(v * A(kInvSqrt2))); });
     case UnaryOp::Silu:
@@ -51,7 +51,7 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out) {
     case UnaryOp::Sigmoid:
       return map1<T, T>(x, out, [](A v) { return sigmoid_of(v); });
     case UnaryOp::Tanh:
-      return map1<T, T>(x, out, [](A v) { return std::tanh(v); });
+      return map1<T, T>(x, out, [](A v) { return fast_tanh(v); });
     case UnaryOp::Sin:
       return map1<T, T>(x, out, [](A v) { return std::sin(v); });
     case UnaryOp::Cos:
@@ -113,7 +113,7 @@ void unary_backward_float(UnaryOp op, const Tensor& g, const Tensor& x, const Te
       return run([](A gv, A xv, A) {
         const A k = A(kSqrt2OverPi);
         A inner = k * (xv + A(0.044715) * xv * xv * xv);
-        A th = std::tanh(inner);
+        A th = fast_tanh(inner);
         A dinner = k * (A(1) + A(3 * 0.044715) * xv * xv);
         return gv * (A(0.5) * (A(1) + th) + A(0.5) * xv * (A(1) - th * th) * dinner);
       });

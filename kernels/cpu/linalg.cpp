@@ -1,7 +1,8 @@
-// GEMM through Eigen on raw row-major pointers: operands are mapped in place (a transposed
-// operand is a transposed map, never a copy). Threads never change the result: a product is cut
-// into panels by a plan that depends only on (M, N, K), each panel is one single-threaded Eigen
-// product (whose k-blocking depends only on K), and the panels are shared out over OpenMP
+// GEMM on raw row-major pointers through OpenBLAS (when built in and usable: cpu/blas.cpp) or
+// Eigen: operands are read in place (a transposed operand is a transposed map, never a copy).
+// Threads never change the result: a product is cut into panels by a plan that depends only on
+// (M, N, K), each panel is one single-threaded product (OpenBLAS with one thread, or Eigen's
+// blocked GEMM, whose k-blocking depends only on K), and the panels are shared out over OpenMP
 // threads. So every output element is accumulated over k in the same order on any thread count.
 // Eigen's own OpenMP GEMM is never entered: its blocking sizes depend on the number of threads
 // (computeProductBlockingSizes takes it as an argument, and kc shrinks with more threads), so it
@@ -73,6 +74,8 @@ template <class T>
 void gemm_serial_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                       int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (K > 0 && alpha != T(0) && M + N + K >= 20 && cpu::blas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+    return;
   MutMap<T> c(C, M, N, Eigen::OuterStride<>(ldc));
   if (beta == T(0))
     c.setZero();

@@ -1,12 +1,28 @@
 // CPU batched matrix product behind kernels::matmul (internal header, not installed).
 #pragma once
 #include <cstdint>
+#include <limits>
 
 namespace brisk::kernels::cpu {
 
+// Whether every size and leading dimension fits the 32-bit integers of the BLAS interface.
+inline bool fits_blas_int(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  return M <= kMax && N <= kMax && K <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax;
+}
+
+// C = alpha * op(A) op(B) + beta * C through the BLAS library on the calling thread (one
+// thread per call), when it is the CPU GEMM in use (kernels::cpu_gemm()) and the sizes fit its
+// integers; returns false, touching nothing, otherwise (the caller uses Eigen).
+bool blas_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+bool blas_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+               const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+
 // C = alpha * op(A) op(B) + beta * C as gemm() reads its arguments, on the calling thread only
-// (Eigen's blocked GEMM with its one-thread blocking): the bits depend only on the operands and
-// (M, N, K). For kernels that run their own parallel loops (convolution).
+// (OpenBLAS with one thread, or Eigen's blocked GEMM with its one-thread blocking): the bits
+// depend only on the operands, (M, N, K) and the library. For kernels that run their own
+// parallel loops (convolution).
 void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,

@@ -24,7 +24,11 @@ const std::set<std::string>& not_ops() {
       "reduction_from_name",  // string parsing
       "op_name",              // enum names
       "gemm",                 // raw row-major GEMM on host pointers (the CPU building block of matmul)
-      "randperm",             // takes no device: always a CPU tensor (samplers use it on the host)
+      "cpu_gemm",             // which library computes CPU GEMMs, and its switch
+      "set_cpu_gemm",
+      "cpu_gemm_available",
+      "cpu_gemm_description",
+      "randperm",  // takes no device: always a CPU tensor (samplers use it on the host)
   };
   return names;
 }

@@ -7,6 +7,7 @@
 #include <brisk/kernels/linalg.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include "common/errors.h"
 
@@ -205,6 +206,25 @@ TEST(Gemm, BetaZeroOverwritesNaNsInC) {
   std::vector<float> A = {1, 2}, B = {3, 4}, C = {std::numeric_limits<float>::quiet_NaN()};
   kernels::gemm(false, false, 1, 1, 2, 1.0f, A.data(), 2, B.data(), 1, 0.0f, C.data(), 1);
   EXPECT_EQ(C[0], 11.0f);
+}
+
+// OpenBLAS computes the CPU GEMMs whenever this build has it and the environment does not ask
+// for Eigen; the report names the library; asking for one that cannot be used says why.
+TEST(Gemm, CpuGemmLibraryIsOpenBLASWhenUsableAndReportsItself) {
+  const char* env = std::getenv("BRISK_BLAS");
+  if (env && *env) GTEST_SKIP() << "BRISK_BLAS=" << env << " chooses the library";
+  const std::string line = kernels::cpu_gemm_description();
+  EXPECT_TRUE(kernels::cpu_gemm_available(kernels::CpuGemm::Eigen));
+  if (kernels::cpu_gemm_available(kernels::CpuGemm::OpenBLAS)) {
+    EXPECT_EQ(kernels::cpu_gemm(), kernels::CpuGemm::OpenBLAS);
+    EXPECT_EQ(line.rfind("OpenBLAS", 0), 0u) << line;
+    EXPECT_NE(line.find("1 thread per call"), std::string::npos) << line;
+  } else {
+    EXPECT_EQ(kernels::cpu_gemm(), kernels::CpuGemm::Eigen);
+    EXPECT_EQ(line.rfind("Eigen", 0), 0u) << line;
+    const std::string err = brisk::testing::error_of([] { kernels::set_cpu_gemm(kernels::CpuGemm::OpenBLAS); });
+    EXPECT_NE(err.find("OpenBLAS cannot be used"), std::string::npos) << err;
+  }
 }
 
 TEST(Gemm, RejectsLeadingDimensionSmallerThanRow) {

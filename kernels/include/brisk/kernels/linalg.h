@@ -1,7 +1,9 @@
-// Matrix products: a raw row-major GEMM on pointers (f32/f64, through Eigen) and matmul/linear
-// on tensors with PyTorch's shape rules. f16/bf16 compute in f32 and round once at the end.
+// Matrix products: a raw row-major GEMM on pointers (f32/f64, through OpenBLAS or Eigen) and
+// matmul/linear on tensors with PyTorch's shape rules. f16/bf16 compute in f32 and round once at
+// the end.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "brisk/core/tensor.h"
 
@@ -17,6 +19,29 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+
+// Which library computes the CPU GEMMs (every matmul, linear and convolution on the CPU). brisk
+// cuts each product into panels planned from (M, N, K) alone and gives each panel to one
+// single-threaded call of the library, so the choice changes speed and the last bits of results,
+// never their independence from the thread count (docs/how-brisk-works.md, "Determinism").
+//   OpenBLAS: when brisk was built against Debian's libopenblas-pthread-dev (the default when it
+//     is installed; CMake option BRISK_BLAS). It runs with one thread per call (brisk calls
+//     openblas_set_num_threads(1)); a serial or OpenMP build of OpenBLAS loaded in its place is
+//     not used (a serial build is unsafe to call from several threads, an OpenMP one would take
+//     over the OpenMP thread count), and Eigen takes over with a warning.
+//   Eigen: always available.
+// The environment variable BRISK_BLAS=eigen (or openblas) picks one when the process starts.
+enum class CpuGemm : uint8_t { OpenBLAS, Eigen };
+// The library in use now.
+CpuGemm cpu_gemm();
+// Switches the library (e.g. to compare the two in one process); throws brisk::Error when
+// OpenBLAS is asked for and cannot be used, saying why. Not while GEMMs are running on other threads.
+void set_cpu_gemm(CpuGemm backend);
+// Whether OpenBLAS can be used in this process.
+bool cpu_gemm_available(CpuGemm backend);
+// A line for reports: the library in use, its version and configuration, e.g.
+// "OpenBLAS 0.3.21 (pthread build, 1 thread per call; DYNAMIC_ARCH ... Zen)".
+std::string cpu_gemm_description();
 
 // PyTorch's matmul: 1-D . 1-D is a dot product (0-D result); 2-D . 2-D a matrix product; a 1-D
 // operand is promoted to a matrix (a row on the left, a column on the right) and that dim is

@@ -1,0 +1,146 @@
+// The CPU GEMM library switch (see brisk/kernels/linalg.h, CpuGemm) and the OpenBLAS calls.
+//
+// Why OpenBLAS, and why only its pthread build: on the small GPT's products Eigen's blocked GEMM
+// runs at about 68% of a Zen 3 core's FMA peak and OpenBLAS at about 91% (bench/RESULTS.md, "CPU
+// GEMM library"). brisk keeps its own threading (panels planned from (M, N, K), each one call on
+// one OpenMP thread), so it needs a BLAS that computes a call on the calling thread and can be
+// called from several threads at once. Debian ships three builds of OpenBLAS 0.3.21: serial
+// (USE_THREAD=0 without USE_LOCKING: its buffer allocator takes no lock, so concurrent calls
+// race), OpenMP (a call outside a parallel region uses omp_get_max_threads() threads, and
+// openblas_set_num_threads changes OpenMP's own thread count) and pthread (locked allocator, own
+// thread pool). The pthread build with openblas_set_num_threads(1) runs every call on the
+// caller's thread, safely from many threads. brisk links it with a RUNPATH to its folder, and
+// checks at start-up (openblas_get_parallel) which build the loader actually gave it.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "brisk/core/error.h"
+#include "brisk/kernels/linalg.h"
+#include "cpu/linalg_kernels.h"
+
+#if BRISK_WITH_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include <Eigen/Core>
+
+namespace brisk::kernels {
+
+namespace {
+
+struct Backend {
+  Backend();
+  bool openblas_usable = false;
+  std::string openblas_line;  // version and build, or why it cannot be used
+  std::atomic<CpuGemm> current{CpuGemm::Eigen};
+};
+
+std::string eigen_line() {
+  return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION);
+}
+
+// Decides once per process, at the first GEMM or query.
+Backend::Backend() {
+  Backend& s = *this;
+#if BRISK_WITH_OPENBLAS
+  const int parallel = openblas_get_parallel();
+  std::string config = openblas_get_config();
+  if (parallel == 1) {
+    openblas_set_num_threads(1);
+    s.openblas_usable = true;
+    s.openblas_line = config + " (pthread build, 1 thread per call)";
+  } else {
+    s.openblas_line = config + (parallel == 0 ? " (serial build: unsafe to call from several threads)"
+                                              : " (OpenMP build: would take over OpenMP's thread count)");
+  }
+#else
+  s.openblas_line = "not built in (configure with Debian's libopenblas-pthread-dev installed)";
+#endif
+  s.current = s.openblas_usable ? CpuGemm::OpenBLAS : CpuGemm::Eigen;
+  // The first GEMM may run inside a parallel region, where an exception would end the process:
+  // a bad setting is a warning that says what was used instead.
+  const char* env = std::getenv("BRISK_BLAS");
+  const std::string want = env ? env : "";
+  if (want == "eigen") {
+    s.current = CpuGemm::Eigen;
+  } else if (want == "openblas" && !s.openblas_usable) {
+    std::fprintf(stderr, "brisk: warning: BRISK_BLAS=openblas, but OpenBLAS cannot be used: %s; CPU GEMMs use %s\n",
+                 s.openblas_line.c_str(), eigen_line().c_str());
+  } else if (!want.empty() && want != "openblas") {
+    std::fprintf(stderr,
+                 "brisk: warning: BRISK_BLAS='%s' is not a CPU GEMM library (valid values: openblas, eigen); CPU "
+                 "GEMMs use %s\n",
+                 want.c_str(), s.current == CpuGemm::OpenBLAS ? "OpenBLAS" : eigen_line().c_str());
+  }
+#if BRISK_WITH_OPENBLAS
+  if (!s.openblas_usable && want.empty())
+    std::fprintf(stderr, "brisk: warning: the OpenBLAS loaded is %s; CPU GEMMs use %s instead\n",
+                 s.openblas_line.c_str(), eigen_line().c_str());
+#endif
+}
+
+Backend& backend() {
+  static Backend b;
+  return b;
+}
+
+}  // namespace
+
+CpuGemm cpu_gemm() {
+  return backend().current;
+}
+
+bool cpu_gemm_available(CpuGemm b) {
+  return b == CpuGemm::Eigen || backend().openblas_usable;
+}
+
+void set_cpu_gemm(CpuGemm b) {
+  Backend& s = backend();
+  BRISK_CHECK(b == CpuGemm::Eigen || s.openblas_usable, "set_cpu_gemm: OpenBLAS cannot be used: ", s.openblas_line);
+  s.current = b;
+}
+
+std::string cpu_gemm_description() {
+  const Backend& s = backend();
+  if (s.current == CpuGemm::OpenBLAS) return s.openblas_line;
+  return eigen_line() + " (OpenBLAS: " + s.openblas_line + ")";
+}
+
+namespace cpu {
+
+bool blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+#if BRISK_WITH_OPENBLAS
+  if (backend().current != CpuGemm::OpenBLAS || !fits_blas_int(M, N, K, lda, ldb, ldc)) return false;
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
+              C, static_cast<int>(ldc));
+  return true;
+#else
+  (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta,
+      (void)C, (void)ldc;
+  return false;
+#endif
+}
+
+bool blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+               const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+#if BRISK_WITH_OPENBLAS
+  if (backend().current != CpuGemm::OpenBLAS || !fits_blas_int(M, N, K, lda, ldb, ldc)) return false;
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
+              C, static_cast<int>(ldc));
+  return true;
+#else
+  (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta,
+      (void)C, (void)ldc;
+  return false;
+#endif
+}
+
+}  // namespace cpu
+
+}  // namespace brisk::kernels
