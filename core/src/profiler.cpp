@@ -2,6 +2,8 @@
 // by name when read; BRISK_PROFILE read once; the report written at exit.
 #include "brisk/core/profiler.h"
 
+#include "brisk/core/allocator.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -84,6 +86,9 @@ const std::thread::id g_main_thread = std::this_thread::get_id();
 
 std::atomic<TraceSink> g_sink{nullptr};
 std::atomic<int64_t> g_allocs{0}, g_alloc_bytes{0}, g_steps{0};
+// The CPU allocator's system allocations when the last step began (-1: no step yet), and how
+// many the last complete step made (-1: none complete yet).
+std::atomic<int64_t> g_sys_at_step{-1}, g_sys_last_step{-1};
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -292,6 +297,8 @@ void reset() {
   g_allocs.store(0);
   g_alloc_bytes.store(0);
   g_steps.store(0);
+  g_sys_at_step.store(-1);
+  g_sys_last_step.store(-1);
 }
 
 void report_at_exit(const std::string& path) {
@@ -305,7 +312,11 @@ void report_at_exit(const std::string& path) {
 }
 
 void step() {
-  if (enabled()) g_steps.fetch_add(1, std::memory_order_relaxed);
+  if (!enabled()) return;
+  g_steps.fetch_add(1, std::memory_order_relaxed);
+  const int64_t now = cpu_allocator_stats().system_allocs;
+  const int64_t before = g_sys_at_step.exchange(now);
+  if (before >= 0) g_sys_last_step.store(now - before);
 }
 
 std::vector<Row> key_averages() {
@@ -344,6 +355,7 @@ Totals totals() {
   t.allocs = g_allocs.load();
   t.alloc_bytes = g_alloc_bytes.load();
   t.steps = g_steps.load();
+  t.system_allocs_last_step = g_sys_last_step.load();
   return t;
 }
 
@@ -423,6 +435,10 @@ std::string table(std::string_view sort_by, int row_limit) {
     os << ", " << buf << " (" << format_memory(bytes / steps) << ") per step over " << steps << " steps";
   }
   os << '\n';
+  if (const int64_t sys = g_sys_last_step.load(); sys >= 0)
+    os << "Allocations from the system in the last step: " << sys
+       << (cpu_allocator_stats().caching ? " (the rest came from the CPU allocator's cache)\n"
+                                         : " (the CPU allocator's cache is off)\n");
   return os.str();
 }
 

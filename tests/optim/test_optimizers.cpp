@@ -384,3 +384,35 @@ TEST(AdamW, EveryFloatDtypeFollowsTheReferenceWithStateInThatDtype) {
                     "amsgrad");
   }
 }
+
+// Steady state: once a training loop has run a step, its later steps take every tensor from the
+// CPU allocator's cache (same shapes every step): no system allocation at all.
+TEST(TrainingLoop, StepsAfterTheFirstMakeNoSystemAllocations) {
+  if (!cpu_allocator_stats().caching) GTEST_SKIP() << "the CPU allocator's cache is off in this process";
+  struct Net : nn::Module {
+    nn::Conv2d c1{1, 8, 3, {.padding = 1}};
+    nn::Linear f1{8 * 7 * 7, 32}, f2{32, 10};
+    Net() { register_modules({{"c1", c1}, {"f1", f1}, {"f2", f2}}); }
+    Tensor forward(const Tensor& x) override {
+      auto h = max_pool2d(relu(c1(x)), 2);
+      return f2(gelu(f1(h.flatten(1)), "tanh"));
+    }
+  };
+  manual_seed(0);
+  Net net;
+  optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+  Generator gen(1);
+  const Tensor x = randn({16, 1, 14, 14}, {}, &gen);
+  const Tensor y = randint(0, 10, {16}, {.dtype = DType::I64}, &gen);
+  auto step = [&] {
+    Tensor loss = nn::cross_entropy(net(x), y);
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+  };
+  step();
+  step();
+  const int64_t before = cpu_allocator_stats().system_allocs;
+  for (int i = 0; i < 3; ++i) step();
+  EXPECT_EQ(cpu_allocator_stats().system_allocs, before);
+}

@@ -29,8 +29,28 @@ class Allocator {
   virtual Device device() const = 0;
 };
 
-// 64-byte aligned host memory.
+// 64-byte aligned host memory, from a caching allocator: a freed block is kept in a free list and
+// handed out again for a request of its size (or up to 1/8 smaller), so a training loop whose
+// steps allocate the same tensors stops calling the system allocator after its first step, and
+// large buffers are not page-faulted in again every step. The cache holds at most a limit of
+// free bytes (BRISK_CPU_CACHE_MB, default 2048; 0 turns caching off); a block freed beyond it goes
+// back to the system, and an allocation that fails empties the cache and tries again. Under
+// AddressSanitizer caching is off, so use-after-free is still caught. docs/how-brisk-works.md,
+// "CPU memory", explains.
 Allocator* cpu_allocator();
+
+struct CpuAllocatorStats {
+  int64_t system_allocs = 0;  // blocks obtained from the system allocator so far
+  int64_t system_frees = 0;   // blocks returned to it so far
+  int64_t cache_hits = 0;     // allocations served from the free lists
+  int64_t cached_blocks = 0;  // free blocks waiting for reuse now
+  int64_t cached_bytes = 0;   // their bytes
+  int64_t cache_limit_bytes = 0;
+  bool caching = false;  // whether freed blocks are kept at all
+};
+CpuAllocatorStats cpu_allocator_stats();
+// Returns every cached (free) CPU block to the system.
+void cpu_empty_cache();
 // The allocator for a device; throws brisk::Error for CUDA in a CPU-only build.
 Allocator* allocator_for(Device d);
 // CUDA builds register their allocator here at start-up (kept below core so core has no CUDA).

@@ -75,6 +75,9 @@ struct Totals {
   int64_t allocs = 0;      // every storage allocation while enabled, in a scope or not
   int64_t alloc_bytes = 0;
   int64_t steps = 0;  // step() calls while enabled
+  // Blocks the CPU allocator took from the system between the last two step() calls (-1 before
+  // the second step): 0 in a steady training loop, whose tensors come from the allocator's cache.
+  int64_t system_allocs_last_step = -1;
 };
 Totals totals();
 
