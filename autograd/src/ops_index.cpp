@@ -70,17 +70,41 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return out;
 }
 
+namespace {
+
+// The pieces of x along dim with the given sizes (summing to its size there), as views recorded
+// by one node: its backward is a single cat of the pieces' gradients (zeros for a piece that got
+// none), where one narrow node per piece would each scatter into a zero tensor of x's full size
+// and the engine would then add those up (a transformer's q/k/v split paid 3 full-size zero
+// fills, copies and 2 adds per layer).
+std::vector<Tensor> split_pieces(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    ViewMeta m = narrow_meta(x.sizes(), x.strides(), x.offset(), dim, start, s);
+    out.push_back(x.as_strided(m.sizes, m.strides, m.offset));
+    start += s;
+  }
+  record("split", {x}, out, [dim](const GradCtx& g) -> std::vector<Tensor> {
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < g.num_grads(); ++i) grads.push_back(g.grad(i));
+    return {kernels::cat(grads, dim)};
+  });
+  return out;
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   BRISK_CHECK(x.dim() > 0, "split: cannot split a 0-dim tensor");
   dim = wrap_dim(dim, x.dim(), "split");
   const int64_t size = x.size(dim);
   BRISK_CHECK(split_size > 0 || (split_size == 0 && size == 0), "split: split_size must be positive, got ", split_size,
               " (dim ", dim, " of shape ", x.sizes(), ")");
-  std::vector<Tensor> out;
   if (size == 0) return {narrow(x, dim, 0, 0)};
-  for (int64_t start = 0; start < size; start += split_size)
-    out.push_back(narrow(x, dim, start, std::min(split_size, size - start)));
-  return out;
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < size; start += split_size) sizes.push_back(std::min(split_size, size - start));
+  return split_pieces(x, sizes, dim);
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
@@ -93,13 +117,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   }
   BRISK_CHECK(total == x.size(dim), "split: split sizes ", sizes, " sum to ", total, " but dim ", dim, " of shape ",
               x.sizes(), " has size ", x.size(dim));
-  std::vector<Tensor> out;
-  int64_t start = 0;
-  for (int64_t s : sizes) {
-    out.push_back(narrow(x, dim, start, s));
-    start += s;
-  }
-  return out;
+  return split_pieces(x, sizes, dim);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {

@@ -9,8 +9,12 @@
 namespace brisk::nn {
 
 CausalSelfAttention::CausalSelfAttention(int64_t c, int64_t h, AttentionOptions o)
-    : c_attn(c, 3 * c, {.bias = o.bias}), c_proj(c, c, {.bias = o.bias}), n_embd(c), n_head(h),
-      attn_drop_(o.dropout), resid_drop_(o.dropout) {
+    : c_attn(c, 3 * c, {.bias = o.bias}),
+      c_proj(c, c, {.bias = o.bias}),
+      n_embd(c),
+      n_head(h),
+      attn_drop_(o.dropout),
+      resid_drop_(o.dropout) {
   BRISK_CHECK(h > 0 && c % h == 0, "CausalSelfAttention: n_embd ", c, " must be divisible by n_head ", h);
   register_modules({{"c_attn", c_attn}, {"c_proj", c_proj}, {"attn_drop", attn_drop_}, {"resid_drop", resid_drop_}});
 }
@@ -19,10 +23,12 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   BRISK_CHECK(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: expected input (B, T, ", n_embd,
               "), got shape ", x.sizes());
   const int64_t B = x.size(0), T = x.size(1), hd = n_embd / n_head;
-  auto qkv = split(c_attn(x), n_embd, 2);  // 3 x (B, T, C)
+  auto qkv = split(c_attn(x), n_embd, 2);                                                    // 3 x (B, T, C)
   auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };  // (B, h, T, hd)
   Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  Tensor att = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));  // (B, h, T, T)
+  // The 1/sqrt(hd) scale is applied to q (B, h, T, hd) rather than to the scores (B, h, T, T):
+  // the same product, on T/hd times fewer elements.
+  Tensor att = matmul(q * (1.0 / std::sqrt(static_cast<double>(hd))), k.transpose(-2, -1));  // (B, h, T, T)
   Tensor future = triu(ones({T, T}, {.dtype = DType::Bool, .device = x.device()}), 1);
   att = softmax(masked_fill(att, future, -INFINITY), -1);
   att = attn_drop_(att);
@@ -32,7 +38,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 
 TransformerBlock::TransformerBlock(int64_t c, int64_t h, AttentionOptions o)
     : ln_1(Shape{c}), ln_2(Shape{c}), attn(c, h, o), c_fc(c, 4 * c), c_proj(4 * c, c), drop_(o.dropout) {
-  register_modules({{"ln_1", ln_1}, {"attn", attn}, {"ln_2", ln_2}, {"c_fc", c_fc}, {"c_proj", c_proj}, {"drop", drop_}});
+  register_modules(
+      {{"ln_1", ln_1}, {"attn", attn}, {"ln_2", ln_2}, {"c_fc", c_fc}, {"c_proj", c_proj}, {"drop", drop_}});
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {

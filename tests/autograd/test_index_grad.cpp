@@ -17,7 +17,9 @@ Tensor randn64(const Shape& s, uint64_t seed) {
   return randn(s, {.dtype = DType::F64}, &g);
 }
 
-Shape sizes_of(const Tensor& t) { return t.sizes(); }
+Shape sizes_of(const Tensor& t) {
+  return t.sizes();
+}
 
 }  // namespace
 
@@ -51,10 +53,16 @@ TEST(Chunk, UsesCeilSizedPiecesAndMayReturnFewerThanAsked) {
 }
 
 TEST(IndexGrad, CatAndStackSplitTheGradient) {
-  expect_gradcheck_layouts([](const V& v) { return cat({v[0], v[1] * 2.0, v[0]}, 1); },
-                           {randn64({2, 3}, 1), randn64({2, 2}, 2)}, "cat");
-  expect_gradcheck_layouts([](const V& v) { return stack({v[0], v[1] * v[1]}, 1); },
-                           {randn64({2, 3}, 3), randn64({2, 3}, 4)}, "stack");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return cat({v[0], v[1] * 2.0, v[0]}, 1);
+      },
+      {randn64({2, 3}, 1), randn64({2, 2}, 2)}, "cat");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return stack({v[0], v[1] * v[1]}, 1);
+      },
+      {randn64({2, 3}, 3), randn64({2, 3}, 4)}, "stack");
 }
 
 TEST(IndexGrad, SplitAndChunkPiecesFlowBack) {
@@ -70,6 +78,13 @@ TEST(IndexGrad, SplitAndChunkPiecesFlowBack) {
         return p[0] * p[1];
       },
       {randn64({4, 3}, 6)}, "chunk");
+  // Pieces that do not reach the loss get a zero gradient (split records one node for all pieces).
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        V p = split(v[0], std::vector<int64_t>{1, 2, 0, 3}, 1);
+        return exp(p[1]);
+      },
+      {randn64({3, 6}, 7)}, "split, one piece used");
 }
 
 TEST(IndexGrad, IndexSelectAddsGradientsOfRepeatedRows) {
@@ -88,8 +103,7 @@ TEST(IndexGrad, GatherScattersGradientBackWithDuplicates) {
   Tensor idx = from_vector<int64_t>({0, 2, 2, 1, 1, 1}, {2, 3});
   expect_gradcheck_layouts([idx](const V& v) { return gather(v[0], 1, idx); }, {randn64({2, 4}, 9)}, "gather dim 1");
   Tensor idx0 = from_vector<int64_t>({2, 0, 0, 1}, {2, 2});
-  expect_gradcheck_layouts([idx0](const V& v) { return gather(v[0], 0, idx0); }, {randn64({3, 3}, 10)},
-                           "gather dim 0");
+  expect_gradcheck_layouts([idx0](const V& v) { return gather(v[0], 0, idx0); }, {randn64({3, 3}, 10)}, "gather dim 0");
 }
 
 TEST(IndexGrad, ScatterMasksOverwrittenInputAndGathersForSrc) {
@@ -122,8 +136,11 @@ TEST(IndexGrad, MaskedFillTrilTriuZeroTheMaskedGradient) {
 
 TEST(IndexGrad, PadNarrowsTheGradientBackIncludingCrops) {
   expect_gradcheck_layouts([](const V& v) { return pad(v[0], {1, 2, 0, 1}, 0.5); }, {randn64({2, 3}, 17)}, "pad");
-  expect_gradcheck_layouts([](const V& v) { return pad(v[0], {-1, 2, 1, -1}); }, {randn64({3, 3}, 18)},
-                           "pad with crop");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return pad(v[0], {-1, 2, 1, -1});
+      },
+      {randn64({3, 3}, 18)}, "pad with crop");
 }
 
 TEST(IndexGrad, OnlyInputsThatRequireGradReceiveOne) {
