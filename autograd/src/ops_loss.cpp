@@ -60,9 +60,11 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_id
   Tensor out = kernels::embedding(indices, weight);
   if (!autograd::any_requires_grad({&weight})) return out;
   const int64_t V = weight.size(0);
-  record("embedding", {weight}, out, [indices, V, padding_idx](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::embedding_backward(g.grad(), indices, V, padding_idx)};
-  });
+  record("embedding", {weight}, out,
+         [indices, V, padding_idx](const GradCtx& g) -> std::vector<Tensor> {
+           return {kernels::embedding_backward(g.grad(), indices, V, padding_idx)};
+         },
+         {indices});
   return out;
 }
 
@@ -75,11 +77,13 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   kernels::LayerNormResult r = kernels::layer_norm(x, normalized_shape, weight, bias, eps);
   if (!autograd::any_requires_grad({&x, &weight, &bias})) return r.y;
   Tensor mean = r.mean, rstd = r.rstd;
-  record("layer_norm", {x, weight, bias}, r.y, [x, weight, mean, rstd](const GradCtx& g) -> std::vector<Tensor> {
-    kernels::LayerNormGrads d =
-        kernels::layer_norm_backward(g.grad(), x, mean, rstd, weight, {g.needs(0), g.needs(1), g.needs(2)});
-    return {d.dx, d.dweight, d.dbias};
-  });
+  record("layer_norm", {x, weight, bias}, r.y,
+         [x, weight, mean, rstd](const GradCtx& g) -> std::vector<Tensor> {
+           kernels::LayerNormGrads d =
+               kernels::layer_norm_backward(g.grad(), x, mean, rstd, weight, {g.needs(0), g.needs(1), g.needs(2)});
+           return {d.dx, d.dweight, d.dbias};
+         },
+         {x, weight});
   return r.y;
 }
 
@@ -107,7 +111,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const Cross
   record("cross_entropy", {logits}, r.loss,
          [logits, targets, saved, ignore, ls, red](const GradCtx& g) -> std::vector<Tensor> {
            return {kernels::cross_entropy_backward(g.grad(), logits, targets, saved, ignore, ls, red)};
-         });
+         },
+         {logits, targets});
   return r.loss;
 }
 
@@ -124,7 +129,8 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const CrossEn
   record("nll_loss", {log_probs}, r.loss,
          [log_probs, targets, saved, ignore, red](const GradCtx& g) -> std::vector<Tensor> {
            return {kernels::nll_loss_backward(g.grad(), log_probs, targets, saved, ignore, red)};
-         });
+         },
+         {log_probs, targets});
   return r.loss;
 }
 
@@ -163,13 +169,16 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
                : red == Reduction::Mean ? kernels::mean(elem, {})
                                         : kernels::sum(elem, {});
   if (!autograd::any_requires_grad({&logits, &targets})) return out;
-  record(op, {logits, targets}, out, [logits, targets, red](const GradCtx& g) -> std::vector<Tensor> {
-    Tensor ge = spread_grad(g.grad(), logits.sizes(), red);
-    Tensor gx, gy;
-    if (g.needs(0)) gx = binary(BinaryOp::Mul, ge, binary(BinaryOp::Sub, unary(UnaryOp::Sigmoid, logits), targets));
-    if (g.needs(1)) gy = binary(BinaryOp::Mul, ge, unary(UnaryOp::Neg, logits));
-    return {gx, gy};
-  });
+  record(op, {logits, targets}, out,
+         [logits, targets, red](const GradCtx& g) -> std::vector<Tensor> {
+           Tensor ge = spread_grad(g.grad(), logits.sizes(), red);
+           Tensor gx, gy;
+           if (g.needs(0))
+             gx = binary(BinaryOp::Mul, ge, binary(BinaryOp::Sub, unary(UnaryOp::Sigmoid, logits), targets));
+           if (g.needs(1)) gy = binary(BinaryOp::Mul, ge, unary(UnaryOp::Neg, logits));
+           return {gx, gy};
+         },
+         {logits, targets});
   return out;
 }
 

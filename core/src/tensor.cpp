@@ -176,7 +176,7 @@ void Tensor::set_data(const Tensor& src) const {
   d->strides = src.strides();
   d->offset = src.offset();
   d->dtype = src.dtype();
-  ++d->version;
+  d->storage->bump_version();
 }
 
 Tensor empty(const Shape& sizes, DType dtype, Device device) {

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "brisk/core/dtype.h"
@@ -22,6 +25,9 @@ struct AutogradMetaBase {
   virtual ~AutogradMetaBase() = default;
 };
 
+class Tensor;
+struct ValuesIndices;
+
 struct TensorImpl {
   Storage storage;
   Shape sizes;
@@ -29,8 +35,6 @@ struct TensorImpl {
   int64_t offset = 0;  // in elements
   DType dtype = DType::F32;
   std::shared_ptr<AutogradMetaBase> autograd;
-  // Incremented by in-place kernels so autograd can detect a saved tensor that changed.
-  uint32_t version = 0;
 };
 
 class Tensor {
@@ -60,8 +64,12 @@ class Tensor {
   // True when the bytes live in page-locked host memory (see pin_memory()).
   bool is_pinned() const;
   bool is_floating_point() const { return is_floating(dtype()); }
-  uint32_t version() const { return checked()->version; }
-  void bump_version() const { ++checked()->version; }
+  // The version counter of the storage (shared with every view and detached handle), bumped by
+  // in-place kernels so autograd can detect a saved tensor that changed before backward.
+  uint32_t version() const { return checked()->storage ? checked()->storage->version() : 0; }
+  void bump_version() const {
+    if (checked()->storage) checked()->storage->bump_version();
+  }
 
   // Pointer to the first element (storage base + offset).
   void* data_ptr() const;
@@ -115,8 +123,111 @@ class Tensor {
   // A copy on `device` (this tensor itself when already there), differentiable: the gradient
   // flows back to this tensor's device. non_blocking: see copy_bytes.
   Tensor to(Device device, bool non_blocking = false) const;
+  // --- libtorch-style op methods [autograd] --------------------------------------
+  // The same ops as the free functions (brisk::exp(x) == x.exp()), with libtorch's names and
+  // argument order, so chains read left to right: x.abs().add(0.2).pow(2.5).sum().
+  // Elementwise (differentiable).
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor log1p() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor square() const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu(std::string_view approximate = "none") const;
+  Tensor silu() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
+  // Arithmetic: this + alpha * other, this - alpha * other, this * other, this / other.
+  Tensor add(const Tensor& other, double alpha = 1.0) const;
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other, double alpha = 1.0) const;
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  // Comparisons give Bool tensors (no gradient).
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(double other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(double other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(double other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(double other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(double other) const;
+  // libtorch's self.where(condition, other): this where condition is true, other elsewhere.
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+  // Reductions: dims empty = all dims; one dim may be given as an integer (x.sum(1)).
   Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor prod(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amax(int64_t dim, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amin(int64_t dim, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(int64_t dim, bool keepdim = false) const;
+  // sum((x - mean)^2) / max(0, n - correction) over dims; std is its square root.
+  Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor var(int64_t dim, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(int64_t dim, int64_t correction = 1, bool keepdim = false) const;
+  // Over everything (0-d), or along one dim as (values, indices): auto [v, i] = x.max(1);
+  Tensor max() const;
+  Tensor min() const;
+  ValuesIndices max(int64_t dim, bool keepdim = false) const;
+  ValuesIndices min(int64_t dim, bool keepdim = false) const;
+  // i64 indices (not differentiable); with no dim, into the flattened tensor.
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // Matrix products and indexing.
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& other) const;  // 2-D x 2-D only
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+
+  // In-place updates (return *this; const like libtorch's: the handle is shared, the data changes). Refused on a tensor
+  // that requires grad while grad mode is on (wrap them in a NoGradGuard); an update to a tensor some graph saved for
+  // its backward makes that backward throw (the version check) instead of computing a wrong gradient.
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& add_(double other) const;
+  const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& sub_(double other) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(double other) const;
+  const Tensor& div_(const Tensor& other) const;
+  const Tensor& div_(double other) const;
+  const Tensor& zero_() const;
+  const Tensor& fill_(double value) const;
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt) const;
 
  private:
   TensorImpl* checked() const {
@@ -124,6 +235,14 @@ class Tensor {
     return impl_.get();
   }
   std::shared_ptr<TensorImpl> impl_;
+};
+
+// What max/min along a dim and topk return, as PyTorch's (values, indices) pair:
+// `auto [v, i] = x.max(1);`. indices are i64. Converts to libtorch's std::tuple.
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;
+  operator std::tuple<Tensor, Tensor>() const { return {values, indices}; }
 };
 
 // Allocates an uninitialised contiguous tensor (the one primitive every factory builds on).
