@@ -183,10 +183,8 @@ Tensor abs(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   return unary_op(UnaryOp::Relu, x);
 }
-Tensor gelu(const Tensor& x, std::string_view approximate) {
-  BRISK_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
-              std::string(approximate), "'");
-  return unary_op(approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  return unary_op(approximate == GeluApproximation::Tanh ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
 }
 Tensor silu(const Tensor& x) {
   return unary_op(UnaryOp::Silu, x);

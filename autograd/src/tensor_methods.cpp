@@ -12,6 +12,14 @@ namespace brisk {
 
 using autograd::meta;
 
+namespace {
+// Lets the factories honour TensorOptions::requires_grad (core cannot call into autograd).
+const bool g_setter_registered = [] {
+  register_requires_grad_setter([](const Tensor& t) { Tensor(t).requires_grad_(true); });
+  return true;
+}();
+}  // namespace
+
 bool Tensor::requires_grad() const {
   return autograd::requires_grad(*this);
 }
@@ -153,7 +161,7 @@ Tensor Tensor::sigmoid() const {
 Tensor Tensor::relu() const {
   return brisk::relu(*this);
 }
-Tensor Tensor::gelu(std::string_view approximate) const {
+Tensor Tensor::gelu(GeluApproximation approximate) const {
   return brisk::gelu(*this, approximate);
 }
 Tensor Tensor::silu() const {

@@ -24,8 +24,8 @@ Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor relu(const Tensor& x);
-// approximate: "none" (erf, the default) or "tanh".
-Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+// approximate: None (erf, the default) or Tanh.
+Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
 Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);

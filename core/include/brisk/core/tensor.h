@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "brisk/core/dtype.h"
+#include "brisk/core/enums.h"
 #include "brisk/core/error.h"
 #include "brisk/core/shape.h"
 #include "brisk/core/storage.h"
@@ -142,7 +143,7 @@ class Tensor {
   Tensor tanh() const;
   Tensor sigmoid() const;
   Tensor relu() const;
-  Tensor gelu(std::string_view approximate = "none") const;
+  Tensor gelu(GeluApproximation approximate = GeluApproximation::None) const;
   Tensor silu() const;
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   Tensor clamp_min(double min) const;
@@ -245,8 +246,29 @@ struct ValuesIndices {
   operator std::tuple<Tensor, Tensor>() const { return {values, indices}; }
 };
 
+// The dtype factories use when none is given (F32 at start; a floating type, as in PyTorch):
+//   set_default_dtype(DType::F64);  // zeros({2}), randn({3}), nn layers' parameters: f64 now
+// Process-wide; integer factories (arange, randint) and from_vector / tensor<T> are unaffected.
+DType get_default_dtype();
+void set_default_dtype(DType dtype);
+
+// What a factory makes: libtorch's TensorOptions as an aggregate,
+//   zeros({2, 3}, {.dtype = DType::F64, .device = cuda_device(), .requires_grad = true}).
+// dtype defaults to get_default_dtype() at the point the options are made.
+struct TensorOptions {
+  DType dtype = get_default_dtype();
+  Device device = kCPU;
+  bool requires_grad = false;  // the result is a leaf that requires grad (floating dtypes only)
+};
+
 // Allocates an uninitialised contiguous tensor (the one primitive every factory builds on).
-Tensor empty(const Shape& sizes, DType dtype = DType::F32, Device device = kCPU);
+Tensor empty(const Shape& sizes, DType dtype = get_default_dtype(), Device device = kCPU);
+Tensor empty(const Shape& sizes, const TensorOptions& options);
+// Applies options.requires_grad to a freshly made tensor (what every factory ends with).
+Tensor apply_requires_grad(Tensor t, const TensorOptions& options);
+// The autograd library installs how a tensor is made to require grad (core cannot reach it).
+using RequiresGradSetter = void (*)(const Tensor& t);
+void register_requires_grad_setter(RequiresGradSetter fn);
 // A tensor over a copy of host data.
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& sizes, Device device = kCPU);
