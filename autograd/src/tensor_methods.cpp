@@ -246,56 +246,32 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
 Tensor Tensor::sum() const {
   return brisk::sum(*this);
 }
-Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const {
-  return brisk::sum(*this, dims, keepdim);
-}
-Tensor Tensor::sum(int64_t dim, bool keepdim) const {
-  return brisk::sum(*this, {dim}, keepdim);
+Tensor Tensor::sum(DimList dims, bool keepdim) const {
+  return brisk::sum(*this, dims.vec(), keepdim);
 }
 Tensor Tensor::mean() const {
   return brisk::mean(*this);
 }
-Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
-  return brisk::mean(*this, dims, keepdim);
+Tensor Tensor::mean(DimList dims, bool keepdim) const {
+  return brisk::mean(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::mean(int64_t dim, bool keepdim) const {
-  return brisk::mean(*this, {dim}, keepdim);
+Tensor Tensor::prod(DimList dims, bool keepdim) const {
+  return brisk::prod(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::prod(const std::vector<int64_t>& dims, bool keepdim) const {
-  return brisk::prod(*this, dims, keepdim);
+Tensor Tensor::amax(DimList dims, bool keepdim) const {
+  return brisk::amax(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::prod(int64_t dim, bool keepdim) const {
-  return brisk::prod(*this, {dim}, keepdim);
+Tensor Tensor::amin(DimList dims, bool keepdim) const {
+  return brisk::amin(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::amax(const std::vector<int64_t>& dims, bool keepdim) const {
-  return brisk::amax(*this, dims, keepdim);
+Tensor Tensor::logsumexp(DimList dims, bool keepdim) const {
+  return brisk::logsumexp(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::amax(int64_t dim, bool keepdim) const {
-  return brisk::amax(*this, {dim}, keepdim);
+Tensor Tensor::var(DimList dims, int64_t correction, bool keepdim) const {
+  return brisk::var(*this, dims.vec(), correction, keepdim);
 }
-Tensor Tensor::amin(const std::vector<int64_t>& dims, bool keepdim) const {
-  return brisk::amin(*this, dims, keepdim);
-}
-Tensor Tensor::amin(int64_t dim, bool keepdim) const {
-  return brisk::amin(*this, {dim}, keepdim);
-}
-Tensor Tensor::logsumexp(const std::vector<int64_t>& dims, bool keepdim) const {
-  return brisk::logsumexp(*this, dims, keepdim);
-}
-Tensor Tensor::logsumexp(int64_t dim, bool keepdim) const {
-  return brisk::logsumexp(*this, {dim}, keepdim);
-}
-Tensor Tensor::var(const std::vector<int64_t>& dims, int64_t correction, bool keepdim) const {
-  return brisk::var(*this, dims, correction, keepdim);
-}
-Tensor Tensor::var(int64_t dim, int64_t correction, bool keepdim) const {
-  return brisk::var(*this, {dim}, correction, keepdim);
-}
-Tensor Tensor::std(const std::vector<int64_t>& dims, int64_t correction, bool keepdim) const {
-  return brisk::std_dev(*this, dims, correction, keepdim);
-}
-Tensor Tensor::std(int64_t dim, int64_t correction, bool keepdim) const {
-  return brisk::std_dev(*this, {dim}, correction, keepdim);
+Tensor Tensor::std(DimList dims, int64_t correction, bool keepdim) const {
+  return brisk::std_dev(*this, dims.vec(), correction, keepdim);
 }
 Tensor Tensor::max() const {
   return brisk::max(*this);

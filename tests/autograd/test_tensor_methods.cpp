@@ -191,6 +191,14 @@ TEST(TensorMethods, ReductionsMatchFreeFunctionsAndGradcheck) {
       {"mean int dim keepdim", [](const Tensor& x) { return x.mean(0, true); },
        [](const Tensor& x) { return mean(x, {0}, true); }},
       {"prod", [](const Tensor& x) { return x.prod(1); }, [](const Tensor& x) { return prod(x, {1}); }},
+      {"sum vector dims",
+       [](const Tensor& x) {
+         return x.sum(std::vector<int64_t>{1, 2});
+       },
+       [](const Tensor& x) {
+         return sum(x, {1, 2});
+       }},
+      {"sum empty braces = all", [](const Tensor& x) { return x.sum({}); }, [](const Tensor& x) { return sum(x); }},
       {"prod all", [](const Tensor& x) { return x.prod(); }, [](const Tensor& x) { return prod(x); }},
       {"amax", [](const Tensor& x) { return x.amax(2, true); }, [](const Tensor& x) { return amax(x, {2}, true); }},
       {"amin",

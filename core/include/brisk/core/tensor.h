@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -28,6 +29,20 @@ struct AutogradMetaBase {
 
 class Tensor;
 struct ValuesIndices;
+
+// The dims a reduction method takes, as libtorch's IntArrayRef: one dim (x.sum(1)), a braced
+// list (x.sum({0, 2})) or a std::vector; {} is every dim.
+class DimList {
+ public:
+  DimList() = default;
+  DimList(int64_t dim) : dims_{dim} {}                            // NOLINT: x.sum(1) reads well
+  DimList(std::initializer_list<int64_t> dims) : dims_(dims) {}   // NOLINT
+  DimList(std::vector<int64_t> dims) : dims_(std::move(dims)) {}  // NOLINT
+  const std::vector<int64_t>& vec() const { return dims_; }
+
+ private:
+  std::vector<int64_t> dims_;
+};
 
 struct TensorImpl {
   Storage storage;
@@ -174,26 +189,19 @@ class Tensor {
   Tensor where(const Tensor& condition, const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
 
-  // Reductions: dims empty = all dims; one dim may be given as an integer (x.sum(1)).
+  // Reductions over dims (DimList: x.sum(1), x.sum({0, 2}), a std::vector; empty = all dims).
   Tensor sum() const;
-  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor sum(DimList dims, bool keepdim = false) const;
   Tensor mean() const;
-  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  Tensor mean(int64_t dim, bool keepdim = false) const;
-  Tensor prod(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-  Tensor prod(int64_t dim, bool keepdim = false) const;
-  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-  Tensor amax(int64_t dim, bool keepdim = false) const;
-  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-  Tensor amin(int64_t dim, bool keepdim = false) const;
-  Tensor logsumexp(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-  Tensor logsumexp(int64_t dim, bool keepdim = false) const;
-  // sum((x - mean)^2) / max(0, n - correction) over dims; std is its square root.
-  Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
-  Tensor var(int64_t dim, int64_t correction = 1, bool keepdim = false) const;
-  Tensor std(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
-  Tensor std(int64_t dim, int64_t correction = 1, bool keepdim = false) const;
+  Tensor mean(DimList dims, bool keepdim = false) const;
+  Tensor prod(DimList dims = {}, bool keepdim = false) const;
+  Tensor amax(DimList dims = {}, bool keepdim = false) const;
+  Tensor amin(DimList dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(DimList dims = {}, bool keepdim = false) const;
+  // sum((x - mean)^2) / max(0, n - correction) over dims; std is its square root. correction 1
+  // (Bessel) is libtorch's unbiased = true, 0 its unbiased = false.
+  Tensor var(DimList dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(DimList dims = {}, int64_t correction = 1, bool keepdim = false) const;
   // Over everything (0-d), or along one dim as (values, indices): auto [v, i] = x.max(1);
   Tensor max() const;
   Tensor min() const;
