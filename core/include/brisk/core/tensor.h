@@ -139,6 +139,7 @@ class Tensor {
   // A copy on `device` (this tensor itself when already there), differentiable: the gradient
   // flows back to this tensor's device. non_blocking: see copy_bytes.
   Tensor to(Device device, bool non_blocking = false) const;
+
   // --- libtorch-style op methods [autograd] --------------------------------------
   // The same ops as the free functions (brisk::exp(x) == x.exp()), with libtorch's names and
   // argument order, so chains read left to right: x.abs().add(0.2).pow(2.5).sum().
@@ -222,9 +223,10 @@ class Tensor {
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
 
-  // In-place updates (return *this; const like libtorch's: the handle is shared, the data changes). Refused on a tensor
-  // that requires grad while grad mode is on (wrap them in a NoGradGuard); an update to a tensor some graph saved for
-  // its backward makes that backward throw (the version check) instead of computing a wrong gradient.
+  // In-place updates, returning *this (const as in libtorch: the handle is shared, the data
+  // changes). Refused on a tensor that requires grad while grad mode is on (wrap them in a
+  // NoGradGuard); a change to a tensor that a graph saved for its backward makes that backward
+  // throw (the version check) instead of computing a wrong gradient.
   const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
   const Tensor& add_(double other) const;
   const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;
