@@ -54,7 +54,7 @@ Eval evaluate(Accelerator& acc, models::FashionCNN& net, data::DataLoader& loade
       auto ac = acc.autocast();
       logits = net(normalize(x));
     }
-    Tensor losses = acc.gather_for_metrics(cross_entropy(logits, y, {.reduction = "none"}));
+    Tensor losses = acc.gather_for_metrics(cross_entropy(logits, y, {.reduction = Reduction::None}));
     Tensor predictions = acc.gather_for_metrics(argmax(logits, 1));
     Tensor labels = acc.gather_for_metrics(y);
     loss_sum += sum(losses.to(DType::F64)).item<double>();
@@ -102,7 +102,10 @@ int main(int argc, char** argv) {
 
   try {
     set_num_threads(a.threads);
-    Accelerator acc({.mixed_precision = a.mixed_precision,
+    // The flag is user input: parsed once here (a bad value names the valid ones).
+    std::optional<MixedPrecision> mp;
+    if (a.mixed_precision) mp = parse_enum<MixedPrecision>(*a.mixed_precision, "--mixed_precision");
+    Accelerator acc({.mixed_precision = mp,
                      .seed = a.seed,
                      .project_dir = a.out,
                      .automatic_checkpoint_naming = true,
@@ -171,7 +174,8 @@ int main(int argc, char** argv) {
                   "mixed precision %s, %d thread(s) per process, %lld parameters",
                   static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
                   static_cast<long long>(N), static_cast<long long>(a.batch_size), acc.device().str().c_str(), a.lr,
-                  acc.mixed_precision().c_str(), get_num_threads(), static_cast<long long>(net.num_parameters()));
+                  std::string(enum_name(acc.mixed_precision())).c_str(), get_num_threads(),
+                  static_cast<long long>(net.num_parameters()));
     acc.print(header);
     for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
       const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, train.size()) : train.size();
@@ -193,7 +197,8 @@ int main(int argc, char** argv) {
       Eval ev = evaluate(acc, net, test, test_set->size());
       // The training loss averaged over the processes (each saw its own shard).
       const double train_loss =
-          acc.reduce(full({1}, loss_sum / static_cast<double>(steps), {.dtype = DType::F64}), "mean").item<double>();
+          acc.reduce(full({1}, loss_sum / static_cast<double>(steps), {.dtype = DType::F64}), dist::ReduceOp::Mean)
+              .item<double>();
       char line[256];
       std::snprintf(line, sizeof line,
                     "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%lld images), %.0f images/s, "

@@ -14,7 +14,7 @@ struct Net : nn::Module {
 };
 
 int main() {
-  Accelerator acc({.mixed_precision = "bf16", .gradient_accumulation_steps = 2});
+  Accelerator acc({.mixed_precision = MixedPrecision::BF16, .gradient_accumulation_steps = 2});
   Net net;
   optim::AdamW opt(net.parameters(), {.lr = 1e-3});
   data::DataLoader train(data::FashionMNIST(data::Split::Train), {.batch_size = 64, .shuffle = true});

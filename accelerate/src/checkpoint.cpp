@@ -723,7 +723,7 @@ std::string Accelerator::save_state(const std::string& dir) {
         st.set("num_processes", world_size_);
         st.set("step", step_);
         json::Value cfg = json::Value::object();
-        cfg.set("mixed_precision", s_.mixed_precision);
+        cfg.set("mixed_precision", std::string(enum_name(s_.mixed_precision)));
         cfg.set("gradient_accumulation_steps", s_.gradient_accumulation_steps);
         cfg.set("split_batches", s_.split_batches);
         cfg.set("even_batches", s_.even_batches);

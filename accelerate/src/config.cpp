@@ -13,6 +13,7 @@
 #include <limits>
 #include <sstream>
 
+#include "brisk/core/enums.h"
 #include "brisk/core/error.h"
 #include "brisk/core/fs.h"
 
@@ -46,7 +47,7 @@ std::string valid_keys_text() {
 }
 
 bool is_valid_mixed_precision(const std::string& s) {
-  return s == "no" || s == "fp16" || s == "bf16";
+  return try_parse_enum<MixedPrecision>(s).has_value();
 }
 
 std::vector<int> parse_gpu_ids(const std::string& s, const std::string& what) {
@@ -97,9 +98,7 @@ void validate(const Config& c, const std::string& source) {
   if (c.main_process_port)
     BRISK_CHECK(*c.main_process_port >= 1 && *c.main_process_port <= 65535, where("main_process_port"),
                 ": expected a port in 1..65535, got ", *c.main_process_port);
-  if (c.mixed_precision)
-    BRISK_CHECK(is_valid_mixed_precision(*c.mixed_precision), where("mixed_precision"),
-                ": expected no, fp16 or bf16, got '", *c.mixed_precision, "'");
+  if (c.mixed_precision) parse_enum<MixedPrecision>(*c.mixed_precision, where("mixed_precision"));
   if (c.gpu_ids) parse_gpu_ids(*c.gpu_ids, where("gpu_ids"));
   if (c.hostfile) BRISK_CHECK(!c.hostfile->empty(), where("hostfile"), ": empty path");
   if (c.timeout)

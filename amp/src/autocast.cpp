@@ -15,15 +15,9 @@ Autocast::Autocast(DType dtype, bool enabled) : prev_(autocast_state()) {
 
 Autocast::~Autocast() { set_autocast_state(prev_); }
 
-DType mixed_precision_dtype(const std::string& mp, bool* enabled) {
-  if (mp == "no") {
-    *enabled = false;
-    return DType::F32;
-  }
-  *enabled = true;
-  if (mp == "fp16") return DType::F16;
-  if (mp == "bf16") return DType::BF16;
-  BRISK_THROW("mixed_precision must be one of no, fp16, bf16; got '", mp, "'");
+DType mixed_precision_dtype(MixedPrecision mp, bool* enabled) {
+  *enabled = mp != MixedPrecision::No;
+  return mp == MixedPrecision::FP16 ? DType::F16 : mp == MixedPrecision::BF16 ? DType::BF16 : DType::F32;
 }
 
 }  // namespace brisk::amp

@@ -149,11 +149,13 @@ void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& roo
         const OutputMeta& om = n->outputs[i];
         grads[i] = zeros(om.sizes, {om.dtype, om.device});
       }
+    check_saved_versions(*n);
     std::vector<Tensor> in_grads = n->backward(GradCtx(grads, n->next));
     BRISK_CHECK(in_grads.size() == n->next.size(), "backward: node ", n->name, " returned ", in_grads.size(),
                 " gradients for ", n->next.size(), " inputs");
     if (!retain_graph) {
       n->backward = nullptr;  // frees the saved tensors
+      n->saved.clear();
       n->released = true;
     }
     for (size_t i = 0; i < n->next.size(); ++i) {

@@ -12,8 +12,12 @@ namespace brisk {
 namespace {
 thread_local bool tl_grad_enabled = true;
 }
-bool is_grad_enabled() { return tl_grad_enabled; }
-void set_grad_enabled(bool enabled) { tl_grad_enabled = enabled; }
+bool is_grad_enabled() {
+  return tl_grad_enabled;
+}
+void set_grad_enabled(bool enabled) {
+  tl_grad_enabled = enabled;
+}
 
 }  // namespace brisk
 
@@ -91,7 +95,8 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn) {
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
+            const std::vector<Tensor>& saved) {
   if (!any_requires_grad(inputs)) return;
   auto node = std::make_shared<Node>();
   node->name = name;
@@ -99,6 +104,12 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   node->next.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next.push_back(gradient_edge(t));
   node->backward = std::move(fn);
+  node->saved.reserve(saved.size());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    const Tensor& t = saved[i];
+    if (!t.defined()) continue;
+    node->saved.push_back({t.storage(), t.version(), t.sizes(), t.dtype(), static_cast<uint32_t>(i)});
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     node->outputs.push_back({out.sizes(), out.dtype(), out.device()});
@@ -106,6 +117,16 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     AutogradMeta* m = meta(out, true);
     m->grad_fn = node;
     m->output_nr = static_cast<uint32_t>(i);
+  }
+}
+
+void check_saved_versions(const Node& node) {
+  for (const SavedVersion& s : node.saved) {
+    const uint32_t now = s.storage ? s.storage->version() : 0;
+    BRISK_CHECK(now == s.version, "backward: one of the tensors needed for the gradient of ", node.name,
+                " (saved tensor ", s.index, ", shape ", s.sizes, ", ", dtype_name(s.dtype),
+                ") has been modified by an in-place operation: it was at version ", s.version, " when saved and is at ",
+                "version ", now, " now. Do the in-place update after backward(), or on a clone()");
   }
 }
 

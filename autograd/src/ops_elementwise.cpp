@@ -35,24 +35,37 @@ Tensor unary_op(UnaryOp op, const Tensor& x) {
   Tensor y = kernels::unary(op, x);
   if (autograd::any_requires_grad({&x})) {
     Tensor xs = x, ys = y.detach();
-    record(kernels::op_name(op), {x}, y, [op, xs, ys](const GradCtx& g) -> std::vector<Tensor> {
-      return {kernels::unary_backward(op, g.grad(), xs, ys)};
-    });
+    record(
+        kernels::op_name(op), {x}, y,
+        [op, xs, ys](const GradCtx& g) -> std::vector<Tensor> {
+          return {kernels::unary_backward(op, g.grad(), xs, ys)};
+        },
+        op == UnaryOp::Neg ? std::vector<Tensor>{} : std::vector<Tensor>{xs, ys});
   }
   return y;
 }
 
+// What a binary op's backward reads (checked for in-place changes before it runs).
+enum Saves : unsigned { kSaveNone = 0, kSaveA = 1, kSaveB = 2, kSaveOut = 4 };
+
 // Gradients of a binary op, summed back to each input's shape.
 template <class F>
-Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name, F grads) {
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name, unsigned saves, F grads) {
   profiler::Scope prof_scope(name);
   Tensor out = kbin(op, a, b);
   if (autograd::any_requires_grad({&a, &b})) {
     Tensor as = a, bs = b, os = out.detach();
-    record(name, {a, b}, out, [as, bs, os, grads](const GradCtx& g) -> std::vector<Tensor> {
-      auto [ga, gb] = grads(g, as, bs, os);
-      return {ga.defined() ? sum_to(ga, as.sizes()) : ga, gb.defined() ? sum_to(gb, bs.sizes()) : gb};
-    });
+    std::vector<Tensor> saved;
+    if (saves & kSaveA) saved.push_back(as);
+    if (saves & kSaveB) saved.push_back(bs);
+    if (saves & kSaveOut) saved.push_back(os);
+    record(
+        name, {a, b}, out,
+        [as, bs, os, grads](const GradCtx& g) -> std::vector<Tensor> {
+          auto [ga, gb] = grads(g, as, bs, os);
+          return {ga.defined() ? sum_to(ga, as.sizes()) : ga, gb.defined() ? sum_to(gb, bs.sizes()) : gb};
+        },
+        saved);
   }
   return out;
 }
@@ -69,42 +82,49 @@ Tensor scalar_like(const Tensor& t, double s) {
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   if (alpha != 1.0) return add(a, mul(b, scalar_like(b, alpha)));
-  return binary_op(BinaryOp::Add, a, b, "add", [](const GradCtx& g, const Tensor&, const Tensor&, const Tensor&) {
-    return GradPair{g.needs(0) ? g.grad() : Tensor(), g.needs(1) ? g.grad() : Tensor()};
-  });
+  return binary_op(BinaryOp::Add, a, b, "add", kSaveNone,
+                   [](const GradCtx& g, const Tensor&, const Tensor&, const Tensor&) {
+                     return GradPair{g.needs(0) ? g.grad() : Tensor(), g.needs(1) ? g.grad() : Tensor()};
+                   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return binary_op(BinaryOp::Sub, a, b, "sub", [](const GradCtx& g, const Tensor&, const Tensor&, const Tensor&) {
-    return GradPair{g.needs(0) ? g.grad() : Tensor(), g.needs(1) ? kernels::unary(UnaryOp::Neg, g.grad()) : Tensor()};
-  });
+  return binary_op(BinaryOp::Sub, a, b, "sub", kSaveNone,
+                   [](const GradCtx& g, const Tensor&, const Tensor&, const Tensor&) {
+                     return GradPair{g.needs(0) ? g.grad() : Tensor(),
+                                     g.needs(1) ? kernels::unary(UnaryOp::Neg, g.grad()) : Tensor()};
+                   });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return binary_op(BinaryOp::Mul, a, b, "mul", [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor&) {
-    return GradPair{g.needs(0) ? kmul(g.grad(), y) : Tensor(), g.needs(1) ? kmul(g.grad(), x) : Tensor()};
-  });
+  return binary_op(
+      BinaryOp::Mul, a, b, "mul", kSaveA | kSaveB,
+      [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor&) {
+        return GradPair{g.needs(0) ? kmul(g.grad(), y) : Tensor(), g.needs(1) ? kmul(g.grad(), x) : Tensor()};
+      });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  return binary_op(BinaryOp::Div, a, b, "div", [](const GradCtx& g, const Tensor&, const Tensor& y, const Tensor& o) {
-    Tensor ga = g.needs(0) ? kdiv(g.grad(), y) : Tensor();
-    // d(a/b)/db = -a/b^2 = -out/b
-    Tensor gb = g.needs(1) ? kernels::unary(UnaryOp::Neg, kdiv(kmul(g.grad(), o), y)) : Tensor();
-    return GradPair{ga, gb};
-  });
+  return binary_op(BinaryOp::Div, a, b, "div", kSaveB | kSaveOut,
+                   [](const GradCtx& g, const Tensor&, const Tensor& y, const Tensor& o) {
+                     Tensor ga = g.needs(0) ? kdiv(g.grad(), y) : Tensor();
+                     // d(a/b)/db = -a/b^2 = -out/b
+                     Tensor gb = g.needs(1) ? kernels::unary(UnaryOp::Neg, kdiv(kmul(g.grad(), o), y)) : Tensor();
+                     return GradPair{ga, gb};
+                   });
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  return binary_op(BinaryOp::Pow, a, b, "pow", [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor& o) {
-    Tensor ga, gb;
-    if (g.needs(0)) {  // y * x^(y-1)
-      Tensor xm = kbin(BinaryOp::Pow, x, kscal(BinaryOp::Sub, y, 1.0));
-      ga = kmul(g.grad(), kmul(y, xm));
-    }
-    if (g.needs(1)) gb = kmul(g.grad(), kmul(o, kernels::unary(UnaryOp::Log, x)));
-    return GradPair{ga, gb};
-  });
+  return binary_op(BinaryOp::Pow, a, b, "pow", kSaveA | kSaveB | kSaveOut,
+                   [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor& o) {
+                     Tensor ga, gb;
+                     if (g.needs(0)) {  // y * x^(y-1)
+                       Tensor xm = kbin(BinaryOp::Pow, x, kscal(BinaryOp::Sub, y, 1.0));
+                       ga = kmul(g.grad(), kmul(y, xm));
+                     }
+                     if (g.needs(1)) gb = kmul(g.grad(), kmul(o, kernels::unary(UnaryOp::Log, x)));
+                     return GradPair{ga, gb};
+                   });
 }
 
 Tensor pow(const Tensor& a, double exponent) {
@@ -112,16 +132,18 @@ Tensor pow(const Tensor& a, double exponent) {
   Tensor out = kscal(BinaryOp::Pow, a, exponent);
   if (autograd::any_requires_grad({&a})) {
     Tensor as = a;
-    record("pow", {a}, out, [as, exponent](const GradCtx& g) -> std::vector<Tensor> {
-      Tensor d = kscal(BinaryOp::Mul, kscal(BinaryOp::Pow, as, exponent - 1.0), exponent);
-      return {kmul(g.grad(), d)};
-    });
+    record("pow", {a}, out,
+           [as, exponent](const GradCtx& g) -> std::vector<Tensor> {
+             Tensor d = kscal(BinaryOp::Mul, kscal(BinaryOp::Pow, as, exponent - 1.0), exponent);
+             return {kmul(g.grad(), d)};
+           },
+           {as});
   }
   return out;
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return binary_op(BinaryOp::Maximum, a, b, "maximum",
+  return binary_op(BinaryOp::Maximum, a, b, "maximum", kSaveA | kSaveB,
                    [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor&) {
                      Tensor mask = kernels::compare(CompareOp::Ge, x, y);  // ties go to a
                      Tensor zero = scalar_like(g.grad(), 0.0);
@@ -131,7 +153,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return binary_op(BinaryOp::Minimum, a, b, "minimum",
+  return binary_op(BinaryOp::Minimum, a, b, "minimum", kSaveA | kSaveB,
                    [](const GradCtx& g, const Tensor& x, const Tensor& y, const Tensor&) {
                      Tensor mask = kernels::compare(CompareOp::Le, x, y);
                      Tensor zero = scalar_like(g.grad(), 0.0);
@@ -161,10 +183,8 @@ Tensor abs(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   return unary_op(UnaryOp::Relu, x);
 }
-Tensor gelu(const Tensor& x, std::string_view approximate) {
-  BRISK_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
-              std::string(approximate), "'");
-  return unary_op(approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  return unary_op(approximate == GeluApproximation::Tanh ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
 }
 Tensor silu(const Tensor& x) {
   return unary_op(UnaryOp::Silu, x);
@@ -202,9 +222,11 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   Tensor out = kernels::clamp(x, min, max);
   if (autograd::any_requires_grad({&x})) {
     Tensor xs = x;
-    record("clamp", {x}, out, [xs, min, max](const GradCtx& g) -> std::vector<Tensor> {
-      return {kernels::clamp_backward(g.grad(), xs, min, max)};
-    });
+    record("clamp", {x}, out,
+           [xs, min, max](const GradCtx& g) -> std::vector<Tensor> {
+             return {kernels::clamp_backward(g.grad(), xs, min, max)};
+           },
+           {xs});
   }
   return out;
 }
@@ -214,12 +236,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = kernels::where(cond, a, b);
   if (autograd::any_requires_grad({&a, &b})) {
     Tensor cs = cond, as = a, bs = b;
-    record("where", {a, b}, out, [cs, as, bs](const GradCtx& g) -> std::vector<Tensor> {
-      Tensor zero = scalar_like(g.grad(), 0.0);
-      Tensor ga = g.needs(0) ? sum_to(kernels::where(cs, g.grad(), zero), as.sizes()) : Tensor();
-      Tensor gb = g.needs(1) ? sum_to(kernels::where(cs, zero, g.grad()), bs.sizes()) : Tensor();
-      return {ga, gb};
-    });
+    record("where", {a, b}, out,
+           [cs, as, bs](const GradCtx& g) -> std::vector<Tensor> {
+             Tensor zero = scalar_like(g.grad(), 0.0);
+             Tensor ga = g.needs(0) ? sum_to(kernels::where(cs, g.grad(), zero), as.sizes()) : Tensor();
+             Tensor gb = g.needs(1) ? sum_to(kernels::where(cs, zero, g.grad()), bs.sizes()) : Tensor();
+             return {ga, gb};
+           },
+           {cs});
   }
   return out;
 }
@@ -268,23 +292,26 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
   Tensor out = kernels::binary_scalar(op, a, s, scalar_first);
   if (autograd::any_requires_grad({&a})) {
     Tensor as = a, os = out.detach();
-    record(kernels::op_name(op), {a}, out, [op, as, os, s, scalar_first](const GradCtx& g) -> std::vector<Tensor> {
-      const Tensor& gr = g.grad();
-      switch (op) {
-        case BinaryOp::Add:
-          return {gr};
-        case BinaryOp::Sub:
-          return {scalar_first ? kernels::unary(UnaryOp::Neg, gr) : gr};
-        case BinaryOp::Mul:
-          return {kscal(BinaryOp::Mul, gr, s)};
-        case BinaryOp::Div:
-          // a / s -> g / s ; s / a -> -g * out / a
-          if (!scalar_first) return {kscal(BinaryOp::Mul, gr, 1.0 / s)};
-          return {kernels::unary(UnaryOp::Neg, kdiv(kmul(gr, os), as))};
-        default:
-          BRISK_THROW("scalar ", kernels::op_name(op), ": no gradient");
-      }
-    });
+    record(
+        kernels::op_name(op), {a}, out,
+        [op, as, os, s, scalar_first](const GradCtx& g) -> std::vector<Tensor> {
+          const Tensor& gr = g.grad();
+          switch (op) {
+            case BinaryOp::Add:
+              return {gr};
+            case BinaryOp::Sub:
+              return {scalar_first ? kernels::unary(UnaryOp::Neg, gr) : gr};
+            case BinaryOp::Mul:
+              return {kscal(BinaryOp::Mul, gr, s)};
+            case BinaryOp::Div:
+              // a / s -> g / s ; s / a -> -g * out / a
+              if (!scalar_first) return {kscal(BinaryOp::Mul, gr, 1.0 / s)};
+              return {kernels::unary(UnaryOp::Neg, kdiv(kmul(gr, os), as))};
+            default:
+              BRISK_THROW("scalar ", kernels::op_name(op), ": no gradient");
+          }
+        },
+        op == BinaryOp::Div && scalar_first ? std::vector<Tensor>{as, os} : std::vector<Tensor>{});
   }
   return out;
 }
@@ -367,9 +394,53 @@ const Tensor& add_(const Tensor& t, const Tensor& other, double alpha) {
   kernels::add_(t, other, alpha);
   return t;
 }
+const Tensor& add_(const Tensor& t, double s) {
+  check_inplace("add_", t);
+  kernels::copy_(t, kscal(BinaryOp::Add, t, s));
+  return t;
+}
+const Tensor& sub_(const Tensor& t, const Tensor& other, double alpha) {
+  check_inplace("sub_", t);
+  kernels::add_(t, other, -alpha);
+  return t;
+}
+const Tensor& sub_(const Tensor& t, double s) {
+  check_inplace("sub_", t);
+  kernels::copy_(t, kscal(BinaryOp::Sub, t, s));
+  return t;
+}
+
+namespace {
+// t op= other, computed out of place and copied back: other must broadcast to t's shape.
+const Tensor& binary_inplace(const char* op, BinaryOp bop, const Tensor& t, const Tensor& other) {
+  check_inplace(op, t);
+  BRISK_CHECK(other.defined(), op, ": undefined operand");
+  BRISK_CHECK(broadcast_shapes(t.sizes(), other.sizes(), op) == t.sizes(), op, ": cannot broadcast shape ",
+              other.sizes(), " into shape ", t.sizes());
+  kernels::copy_(t, kbin(bop, t, other));
+  return t;
+}
+}  // namespace
+
+const Tensor& mul_(const Tensor& t, const Tensor& other) {
+  return binary_inplace("mul_", BinaryOp::Mul, t, other);
+}
 const Tensor& mul_(const Tensor& t, double s) {
   check_inplace("mul_", t);
   kernels::mul_scalar_(t, s);
+  return t;
+}
+const Tensor& div_(const Tensor& t, const Tensor& other) {
+  return binary_inplace("div_", BinaryOp::Div, t, other);
+}
+const Tensor& div_(const Tensor& t, double s) {
+  check_inplace("div_", t);
+  kernels::copy_(t, kscal(BinaryOp::Div, t, s));
+  return t;
+}
+const Tensor& clamp_(const Tensor& t, std::optional<double> min, std::optional<double> max) {
+  check_inplace("clamp_", t);
+  kernels::copy_(t, kernels::clamp(t, min, max));
   return t;
 }
 const Tensor& fill_(const Tensor& t, double v) {

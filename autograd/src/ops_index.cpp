@@ -133,11 +133,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   profiler::Scope prof_scope("index_select");
   Tensor out = kernels::index_select(x, dim, index);
   Shape in = x.sizes();
-  record("index_select", {x}, out, [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
-    Tensor z = zeros(in, {g.grad().dtype(), g.grad().device()});
-    kernels::index_add_(z, dim, index, g.grad());
-    return {z};
-  });
+  record("index_select", {x}, out,
+         [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
+           Tensor z = zeros(in, {g.grad().dtype(), g.grad().device()});
+           kernels::index_add_(z, dim, index, g.grad());
+           return {z};
+         },
+         {index});
   return out;
 }
 
@@ -145,9 +147,11 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   profiler::Scope prof_scope("gather");
   Tensor out = kernels::gather(x, dim, index);
   Shape in = x.sizes();
-  record("gather", {x}, out, [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::scatter_add(zeros(in, {g.grad().dtype(), g.grad().device()}), dim, index, g.grad())};
-  });
+  record("gather", {x}, out,
+         [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
+           return {kernels::scatter_add(zeros(in, {g.grad().dtype(), g.grad().device()}), dim, index, g.grad())};
+         },
+         {index});
   return out;
 }
 
@@ -155,21 +159,23 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
   profiler::Scope prof_scope("scatter");
   Tensor out = kernels::scatter(x, dim, index, src);
   Shape src_shape = src.sizes();
-  record("scatter", {x, src}, out, [dim, index, src_shape](const GradCtx& g) -> std::vector<Tensor> {
-    const Tensor& gr = g.grad();
-    Tensor gx, gsrc;
-    // Overwritten positions of x do not reach the output.
-    if (g.needs(0)) gx = kernels::scatter(gr, dim, index, zeros(index.sizes(), {gr.dtype(), gr.device()}));
-    // With duplicate targets only the last write reaches the output; the others get zero.
-    if (g.needs(1)) {
-      Tensor pos = arange(index.numel()).as_strided(index.sizes(), contiguous_strides(index.sizes()), 0);
-      Tensor last = kernels::scatter(zeros(gr.sizes(), {.dtype = DType::I64}), dim, index, pos);
-      Tensor won = kernels::compare(kernels::CompareOp::Eq, kernels::gather(last, dim, index), pos);
-      Tensor picked = kernels::gather(gr, dim, index);
-      gsrc = zero_extend(kernels::where(won, picked, zeros({}, {gr.dtype(), gr.device()})), src_shape);
-    }
-    return {gx, gsrc};
-  });
+  record("scatter", {x, src}, out,
+         [dim, index, src_shape](const GradCtx& g) -> std::vector<Tensor> {
+           const Tensor& gr = g.grad();
+           Tensor gx, gsrc;
+           // Overwritten positions of x do not reach the output.
+           if (g.needs(0)) gx = kernels::scatter(gr, dim, index, zeros(index.sizes(), {gr.dtype(), gr.device()}));
+           // With duplicate targets only the last write reaches the output; the others get zero.
+           if (g.needs(1)) {
+             Tensor pos = arange(index.numel()).as_strided(index.sizes(), contiguous_strides(index.sizes()), 0);
+             Tensor last = kernels::scatter(zeros(gr.sizes(), {.dtype = DType::I64}), dim, index, pos);
+             Tensor won = kernels::compare(kernels::CompareOp::Eq, kernels::gather(last, dim, index), pos);
+             Tensor picked = kernels::gather(gr, dim, index);
+             gsrc = zero_extend(kernels::where(won, picked, zeros({}, {gr.dtype(), gr.device()})), src_shape);
+           }
+           return {gx, gsrc};
+         },
+         {index});
   return out;
 }
 
@@ -177,11 +183,13 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   profiler::Scope prof_scope("scatter_add");
   Tensor out = kernels::scatter_add(x, dim, index, src);
   Shape src_shape = src.sizes();
-  record("scatter_add", {x, src}, out, [dim, index, src_shape](const GradCtx& g) -> std::vector<Tensor> {
-    Tensor gsrc;
-    if (g.needs(1)) gsrc = zero_extend(kernels::gather(g.grad(), dim, index), src_shape);
-    return {g.needs(0) ? g.grad() : Tensor(), gsrc};
-  });
+  record("scatter_add", {x, src}, out,
+         [dim, index, src_shape](const GradCtx& g) -> std::vector<Tensor> {
+           Tensor gsrc;
+           if (g.needs(1)) gsrc = zero_extend(kernels::gather(g.grad(), dim, index), src_shape);
+           return {g.needs(0) ? g.grad() : Tensor(), gsrc};
+         },
+         {index});
   return out;
 }
 
@@ -189,7 +197,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   profiler::Scope prof_scope("masked_fill");
   Tensor out = kernels::masked_fill(x, mask, value);
   record("masked_fill", {x}, out,
-         [mask](const GradCtx& g) -> std::vector<Tensor> { return {kernels::masked_fill(g.grad(), mask, 0.0)}; });
+         [mask](const GradCtx& g) -> std::vector<Tensor> { return {kernels::masked_fill(g.grad(), mask, 0.0)}; },
+         {mask});
   return out;
 }
 

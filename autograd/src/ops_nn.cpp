@@ -25,10 +25,12 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   if (autograd::any_requires_grad({&x, &weight, &bias})) {
     // Saved as detached handles: the forward's inputs, not its output.
     Tensor xs = x.detach(), ws = weight.detach();
-    record("conv2d", {x, weight, bias}, y, [xs, ws, o](const GradCtx& g) -> std::vector<Tensor> {
-      kernels::Conv2dGrads r = kernels::conv2d_backward(g.grad(), xs, ws, o, g.needs(0), g.needs(1), g.needs(2));
-      return {r.input, r.weight, r.bias};
-    });
+    record("conv2d", {x, weight, bias}, y,
+           [xs, ws, o](const GradCtx& g) -> std::vector<Tensor> {
+             kernels::Conv2dGrads r = kernels::conv2d_backward(g.grad(), xs, ws, o, g.needs(0), g.needs(1), g.needs(2));
+             return {r.input, r.weight, r.bias};
+           },
+           {xs, ws});
   }
   return y;
 }
@@ -105,7 +107,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
            kernels::BatchNormGrads d = kernels::batch_norm_backward(g.grad(), xs, ws, mean, invstd, training,
                                                                     {g.needs(0), g.needs(1), g.needs(2)});
            return {d.dx, d.dweight, d.dbias};
-         });
+         },
+         {xs, ws});
   return r.y;
 }
 

@@ -71,9 +71,11 @@ Tensor extreme(const char* name, const Tensor& x, const std::vector<int64_t>& di
   Tensor out = Max ? kernels::amax(x, dims, keepdim) : kernels::amin(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape ks = keep_shape(x.sizes(), dims);
-  record(name, {x}, out, [x, dims, ks, o = out.detach()](const GradCtx& g) -> std::vector<Tensor> {
-    return {evenly_distribute(as_keepdim(g.grad(), ks), x, as_keepdim(o, ks), dims)};
-  });
+  record(name, {x}, out,
+         [x, dims, ks, o = out.detach()](const GradCtx& g) -> std::vector<Tensor> {
+           return {evenly_distribute(as_keepdim(g.grad(), ks), x, as_keepdim(o, ks), dims)};
+         },
+         {x, out});
   return out;
 }
 
@@ -85,7 +87,8 @@ ValuesIndices pick_along_dim(const char* name, const Tensor& x, ValuesIndices r,
   record(name, {x}, {r.values, r.indices},
          [in, ks, dim, idx = as_keepdim(r.indices.detach(), ks)](const GradCtx& g) -> std::vector<Tensor> {
            return {kernels::take_along_dim_backward(as_keepdim(g.grad(0), ks), idx, dim, in)};
-         });
+         },
+         {r.indices});
   return r;
 }
 
@@ -98,15 +101,17 @@ Tensor var_std(const char* name, const Tensor& x_in, const std::vector<int64_t>&
   Shape ks = keep_shape(x.sizes(), dims);
   const int64_t n = out.numel() ? x.numel() / out.numel() : 0;
   const double denom = static_cast<double>(std::max<int64_t>(0, n - correction));
-  record(name, {x}, out, [x, dims, ks, denom, is_std, o = out.detach()](const GradCtx& g) -> std::vector<Tensor> {
-    Tensor dev = ksub(x, kernels::mean(x, dims, /*keepdim=*/true));
-    Tensor gk = as_keepdim(g.grad(), ks);
-    if (!is_std) return {kmul(kernels::binary_scalar(BinaryOp::Mul, gk, 2.0 / denom), dev)};
-    // d std = d var / (2 std); groups with std == 0 get 0 (their deviations are all 0).
-    Tensor sk = as_keepdim(o, ks);
-    Tensor safe = kernels::where(kernels::compare_scalar(CompareOp::Eq, sk, 0.0), scalar_like(sk, 1.0), sk);
-    return {kmul(kdiv(kernels::binary_scalar(BinaryOp::Mul, gk, 1.0 / denom), safe), dev)};
-  });
+  record(name, {x}, out,
+         [x, dims, ks, denom, is_std, o = out.detach()](const GradCtx& g) -> std::vector<Tensor> {
+           Tensor dev = ksub(x, kernels::mean(x, dims, /*keepdim=*/true));
+           Tensor gk = as_keepdim(g.grad(), ks);
+           if (!is_std) return {kmul(kernels::binary_scalar(BinaryOp::Mul, gk, 2.0 / denom), dev)};
+           // d std = d var / (2 std); groups with std == 0 get 0 (their deviations are all 0).
+           Tensor sk = as_keepdim(o, ks);
+           Tensor safe = kernels::where(kernels::compare_scalar(CompareOp::Eq, sk, 0.0), scalar_like(sk, 1.0), sk);
+           return {kmul(kdiv(kernels::binary_scalar(BinaryOp::Mul, gk, 1.0 / denom), safe), dev)};
+         },
+         {x, out});
   return out;
 }
 
@@ -143,18 +148,20 @@ Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor out = kernels::prod(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape ks = keep_shape(x.sizes(), dims);
-  record("prod", {x}, out, [x, dims, ks](const GradCtx& g) -> std::vector<Tensor> {
-    // d/dx_i = product of the other elements: p1 / x1 with zeros replaced by 1 in x1, kept only
-    // where the group has no zero, or where x_i is the group's only zero.
-    Tensor z = kernels::compare_scalar(CompareOp::Eq, x, 0.0);
-    Tensor x1 = kernels::where(z, scalar_like(x, 1.0), x);
-    Tensor p1 = kernels::prod(x1, dims, /*keepdim=*/true);
-    Tensor zc = kernels::sum(z, dims, /*keepdim=*/true);
-    Tensor keep = kernels::where(z, kernels::compare_scalar(CompareOp::Eq, zc, 1.0),
-                                 kernels::compare_scalar(CompareOp::Eq, zc, 0.0));
-    Tensor others = kmul(kdiv(p1, x1), kernels::cast(keep, x.dtype()));
-    return {kmul(as_keepdim(g.grad(), ks), others)};
-  });
+  record("prod", {x}, out,
+         [x, dims, ks](const GradCtx& g) -> std::vector<Tensor> {
+           // d/dx_i = product of the other elements: p1 / x1 with zeros replaced by 1 in x1, kept only
+           // where the group has no zero, or where x_i is the group's only zero.
+           Tensor z = kernels::compare_scalar(CompareOp::Eq, x, 0.0);
+           Tensor x1 = kernels::where(z, scalar_like(x, 1.0), x);
+           Tensor p1 = kernels::prod(x1, dims, /*keepdim=*/true);
+           Tensor zc = kernels::sum(z, dims, /*keepdim=*/true);
+           Tensor keep = kernels::where(z, kernels::compare_scalar(CompareOp::Eq, zc, 1.0),
+                                        kernels::compare_scalar(CompareOp::Eq, zc, 0.0));
+           Tensor others = kmul(kdiv(p1, x1), kernels::cast(keep, x.dtype()));
+           return {kmul(as_keepdim(g.grad(), ks), others)};
+         },
+         {x});
   return out;
 }
 
@@ -188,7 +195,7 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   return var_std("var", x, dims, correction, keepdim, false);
 }
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+Tensor std_dev(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   return var_std("std", x, dims, correction, keepdim, true);
 }
 
@@ -198,10 +205,12 @@ Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims, bool keep
   Tensor out = kernels::logsumexp(x, dims, keepdim);
   if (!autograd::any_requires_grad({&x})) return out;
   Shape ks = keep_shape(x.sizes(), dims);
-  record("logsumexp", {x}, out, [x, ks, o = out.detach()](const GradCtx& g) -> std::vector<Tensor> {
-    Tensor p = kernels::unary(kernels::UnaryOp::Exp, ksub(x, as_keepdim(o, ks)));
-    return {kmul(as_keepdim(g.grad(), ks), p)};
-  });
+  record("logsumexp", {x}, out,
+         [x, ks, o = out.detach()](const GradCtx& g) -> std::vector<Tensor> {
+           Tensor p = kernels::unary(kernels::UnaryOp::Exp, ksub(x, as_keepdim(o, ks)));
+           return {kmul(as_keepdim(g.grad(), ks), p)};
+         },
+         {x, out});
   return out;
 }
 
@@ -224,9 +233,11 @@ Tensor softmax(const Tensor& x_in, int64_t dim) {
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor y = kernels::softmax(x, dim);
   if (!autograd::any_requires_grad({&x})) return y;
-  record("softmax", {x}, y, [dim, ys = y.detach()](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::softmax_backward(g.grad(), ys, dim)};
-  });
+  record("softmax", {x}, y,
+         [dim, ys = y.detach()](const GradCtx& g) -> std::vector<Tensor> {
+           return {kernels::softmax_backward(g.grad(), ys, dim)};
+         },
+         {y});
   return y;
 }
 
@@ -235,9 +246,11 @@ Tensor log_softmax(const Tensor& x_in, int64_t dim) {
   const Tensor x = autograd::autocast(x_in, AutocastCategory::Fp32);
   Tensor y = kernels::log_softmax(x, dim);
   if (!autograd::any_requires_grad({&x})) return y;
-  record("log_softmax", {x}, y, [dim, ys = y.detach()](const GradCtx& g) -> std::vector<Tensor> {
-    return {kernels::log_softmax_backward(g.grad(), ys, dim)};
-  });
+  record("log_softmax", {x}, y,
+         [dim, ys = y.detach()](const GradCtx& g) -> std::vector<Tensor> {
+           return {kernels::log_softmax_backward(g.grad(), ys, dim)};
+         },
+         {y});
   return y;
 }
 

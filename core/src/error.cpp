@@ -2,6 +2,7 @@
 #include "brisk/core/error.h"
 
 #include <cstring>
+#include <string_view>
 
 namespace brisk {
 
@@ -16,3 +17,16 @@ Error::Error(const std::string& msg, const char* file, int line)
 void throw_error(const std::string& msg, const char* file, int line) { throw Error(msg, file, line); }
 
 }  // namespace brisk
+
+namespace brisk::detail {
+
+void throw_bad_choice(std::string_view what, std::string_view got, const std::string_view* valid, size_t count) {
+  std::string list;
+  for (size_t i = 0; i < count; ++i) {
+    if (i) list += ", ";
+    list += valid[i];
+  }
+  BRISK_THROW(what, ": '", got, "' is not valid; expected one of: ", list);
+}
+
+}  // namespace brisk::detail

@@ -1,6 +1,7 @@
 // Tensor metadata, element access, creation from host data, and printing.
 #include "brisk/core/tensor.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -176,7 +177,39 @@ void Tensor::set_data(const Tensor& src) const {
   d->strides = src.strides();
   d->offset = src.offset();
   d->dtype = src.dtype();
-  ++d->version;
+  d->storage->bump_version();
+}
+
+namespace {
+std::atomic<DType> g_default_dtype{DType::F32};
+std::atomic<RequiresGradSetter> g_requires_grad_setter{nullptr};
+}  // namespace
+
+DType get_default_dtype() {
+  return g_default_dtype.load(std::memory_order_relaxed);
+}
+
+void set_default_dtype(DType dtype) {
+  BRISK_CHECK(is_floating(dtype),
+              "set_default_dtype: the default dtype must be a floating type (f16, bf16, f32, f64), ", "got ",
+              dtype_name(dtype));
+  g_default_dtype.store(dtype, std::memory_order_relaxed);
+}
+
+void register_requires_grad_setter(RequiresGradSetter fn) {
+  g_requires_grad_setter.store(fn);
+}
+
+Tensor apply_requires_grad(Tensor t, const TensorOptions& options) {
+  if (!options.requires_grad) return t;
+  RequiresGradSetter fn = g_requires_grad_setter.load();
+  BRISK_CHECK(fn != nullptr, "TensorOptions: requires_grad = true needs the autograd library (brisk::autograd)");
+  fn(t);
+  return t;
+}
+
+Tensor empty(const Shape& sizes, const TensorOptions& options) {
+  return apply_requires_grad(empty(sizes, options.dtype, options.device), options);
 }
 
 Tensor empty(const Shape& sizes, DType dtype, Device device) {

@@ -6,6 +6,7 @@
 #include "brisk/core/cli.h"
 #include "brisk/core/device.h"
 #include "brisk/core/dtype.h"
+#include "brisk/core/enums.h"
 #include "brisk/core/error.h"
 #include "brisk/core/half.h"
 #include "brisk/core/profiler.h"

@@ -62,7 +62,7 @@ Generator& gen_or_default(Generator* g) {
 Tensor full(const Shape& sizes, double value, TensorOptions o) {
   Tensor t = empty(sizes, o.dtype, o.device);
   kernels::fill_(t, value);
-  return t;
+  return apply_requires_grad(t, o);
 }
 Tensor zeros(const Shape& sizes, TensorOptions o) {
   return full(sizes, 0.0, o);
@@ -90,7 +90,7 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   auto n = static_cast<int64_t>(std::ceil((end - start) / step));
   Tensor t = empty({n}, o.dtype, o.device);
   fill_indexed(t, "arange", device::ArangeValues{start, step});
-  return t;
+  return apply_requires_grad(t, o);
 }
 
 Tensor arange(int64_t end, TensorOptions o) {
@@ -102,7 +102,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   Tensor t = empty({steps}, o.dtype, o.device);
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   fill_indexed(t, "linspace", device::LinspaceValues{start, end, step, steps});
-  return t;
+  return apply_requires_grad(t, o);
 }
 
 void uniform_(const Tensor& t, double lo, double hi, Generator* gen) {
@@ -131,13 +131,13 @@ void normal_(const Tensor& t, double mean, double std, Generator* gen) {
 Tensor rand(const Shape& sizes, TensorOptions o, Generator* gen) {
   Tensor t = empty(sizes, o.dtype, o.device);
   uniform_(t, 0.0, 1.0, gen);
-  return t;
+  return apply_requires_grad(t, o);
 }
 
 Tensor randn(const Shape& sizes, TensorOptions o, Generator* gen) {
   Tensor t = empty(sizes, o.dtype, o.device);
   normal_(t, 0.0, 1.0, gen);
-  return t;
+  return apply_requires_grad(t, o);
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions o, Generator* gen) {

@@ -366,13 +366,6 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p) {
 
 // --- class losses ----------------------------------------------------------------------------
 
-Reduction reduction_from_name(std::string_view name, const char* op) {
-  if (name == "mean") return Reduction::Mean;
-  if (name == "sum") return Reduction::Sum;
-  if (name == "none") return Reduction::None;
-  BRISK_THROW(op, ": reduction must be \"mean\", \"sum\" or \"none\", got \"", name, "\"");
-}
-
 ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
                               Reduction reduction) {
   BRISK_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,

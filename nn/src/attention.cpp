@@ -44,7 +44,7 @@ TransformerBlock::TransformerBlock(int64_t c, int64_t h, AttentionOptions o)
 
 Tensor TransformerBlock::forward(const Tensor& x) {
   Tensor h = x + attn(ln_1(x));
-  return h + drop_(c_proj(gelu(c_fc(ln_2(h)), "tanh")));
+  return h + drop_(c_proj(gelu(c_fc(ln_2(h)), GeluApproximation::Tanh)));
 }
 
 }  // namespace brisk::nn

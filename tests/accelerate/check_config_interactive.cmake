@@ -11,7 +11,7 @@ execute_process(COMMAND ${BRISK} config --interactive --config_file ${cfg}
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "brisk config --interactive exited ${rc}:\n${out}\n${err}")
 endif()
-if(NOT out MATCHES "mixed_precision: expected no, fp16 or bf16, got 'fp9'")
+if(NOT out MATCHES "mixed_precision: 'fp9' is not valid; expected one of: no, fp16, bf16")
   message(FATAL_ERROR "the bad answer was not explained:\n${out}")
 endif()
 file(READ ${cfg} text)

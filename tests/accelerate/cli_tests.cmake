@@ -35,7 +35,7 @@ add_test(NAME accelerate.cli.launch_one_process_runs_directly COMMAND ${BRISK_TE
 set_tests_properties(accelerate.cli.launch_one_process_runs_directly PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
 
 add_test(NAME accelerate.cli.launch_rejects_bad_mixed_precision COMMAND ${BRISK_TEST_JOB} --expect fail
-  --grep "mixed_precision: expected no, fp16 or bf16, got 'fp8'" -- ${_brisk} launch --mixed_precision fp8 true)
+  --grep "mixed_precision: 'fp8' is not valid; expected one of: no, fp16, bf16" -- ${_brisk} launch --mixed_precision fp8 true)
 set_tests_properties(accelerate.cli.launch_rejects_bad_mixed_precision PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
 
 add_test(NAME accelerate.cli.launch_dry_run COMMAND ${BRISK_TEST_JOB}

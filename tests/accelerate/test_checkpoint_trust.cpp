@@ -296,7 +296,7 @@ TEST(CheckpointNumbers, TensorsMustFitTheModel) {
 }
 
 TEST(CheckpointNumbers, GradScalerStateIsChecked) {
-  AcceleratorOptions o{.mixed_precision = "fp16", .gradient_accumulation_steps = 2, .seed = 4};
+  AcceleratorOptions o{.mixed_precision = MixedPrecision::FP16, .gradient_accumulation_steps = 2, .seed = 4};
   const fs::path dir = fresh_folder("scaler") / "ckpt";
   {
     CkptTrainer t(o);

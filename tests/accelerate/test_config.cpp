@@ -108,7 +108,7 @@ TEST(Config, UnknownKeysAreAnErrorNamingEachAndListingTheValidOnes) {
 TEST(Config, BadValuesNameTheKeyTheValueAndWhatIsAllowed) {
   EXPECT_NE(error_of([] {
               config_from_yaml("mixed_precision: fp8\n", "c.yaml");
-            }).find("c.yaml: mixed_precision: expected no, fp16 or bf16, got 'fp8'"),
+            }).find("c.yaml: mixed_precision: 'fp8' is not valid; expected one of: no, fp16, bf16"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               config_from_yaml("num_processes: two\n", "c.yaml");

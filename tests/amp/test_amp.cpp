@@ -66,11 +66,15 @@ TEST(Autocast, GradientsMatchF32WithinBf16Tolerance) {
 TEST(Autocast, RejectsNonSixteenBitTypesAndBadNames) {
   EXPECT_THROW((amp::Autocast(DType::F32)), Error);
   bool enabled = true;
-  EXPECT_EQ(amp::mixed_precision_dtype("bf16", &enabled), DType::BF16);
+  EXPECT_EQ(amp::mixed_precision_dtype(MixedPrecision::BF16, &enabled), DType::BF16);
   EXPECT_TRUE(enabled);
-  amp::mixed_precision_dtype("no", &enabled);
+  EXPECT_EQ(amp::mixed_precision_dtype(MixedPrecision::FP16, &enabled), DType::F16);
+  EXPECT_TRUE(enabled);
+  amp::mixed_precision_dtype(MixedPrecision::No, &enabled);
   EXPECT_FALSE(enabled);
-  EXPECT_THROW(amp::mixed_precision_dtype("fp8", &enabled), Error);
+  // Names from users (flags, config files) are parsed once, naming every valid spelling.
+  EXPECT_EQ(parse_enum<MixedPrecision>("bf16", "--mixed_precision"), MixedPrecision::BF16);
+  EXPECT_THROW(parse_enum<MixedPrecision>("fp8", "--mixed_precision"), Error);
 }
 
 namespace {

@@ -37,7 +37,7 @@ TEST(ElementwiseGrad, UnaryOps) {
       {"abs", [](auto& v) { return abs(v[0]); }, away_from_zero({3, 4})},
       {"relu", [](auto& v) { return relu(v[0]); }, away_from_zero({3, 4})},
       {"gelu", [](auto& v) { return gelu(v[0]); }, randn({3, 4}, {.dtype = DType::F64})},
-      {"gelu_tanh", [](auto& v) { return gelu(v[0], "tanh"); }, randn({3, 4}, {.dtype = DType::F64})},
+      {"gelu_tanh", [](auto& v) { return gelu(v[0], GeluApproximation::Tanh); }, randn({3, 4}, {.dtype = DType::F64})},
       {"silu", [](auto& v) { return silu(v[0]); }, randn({3, 4}, {.dtype = DType::F64})},
       {"sigmoid", [](auto& v) { return sigmoid(v[0]); }, randn({3, 4}, {.dtype = DType::F64})},
       {"tanh", [](auto& v) { return tanh(v[0]); }, randn({3, 4}, {.dtype = DType::F64})},

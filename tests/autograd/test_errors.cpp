@@ -58,7 +58,7 @@ TEST(Errors, CoreAndElementwiseBadInputNamesOpAndShapes) {
       {"requires_grad on int", [&] { Tensor t = i; t.requires_grad_(); }, {"requires_grad_", "i64"}},
       {"hook on non-leaf", [&] { Tensor x = ones({2}); x.requires_grad_(); (x * 2.0).register_hook([](const Tensor&) {}); }, {"register_hook", "not a leaf"}},
       {"set_grad wrong shape", [&] { a.set_grad(ones({3})); }, {"set_grad", "[3]", "[2, 3]"}},
-      {"gelu approximate", [&] { (void)gelu(a, "fast"); }, {"gelu", "fast"}},
+      {"gelu approximate", [&] { (void)gelu(a, parse_enum<GeluApproximation>("fast", "gelu: approximate")); }, {"gelu", "'fast'", "none, tanh"}},
       {"clamp min > max", [&] { (void)clamp(a, 2.0, 1.0); }, {"clamp", "2", "1"}},
       {"where cond dtype", [&] { (void)where(a, a, a); }, {"where", "f32"}},
       {"arange bad step", [] { (void)arange(0.0, 5.0, 0.0); }, {"arange", "step"}},

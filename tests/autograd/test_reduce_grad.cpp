@@ -102,13 +102,13 @@ TEST(ReduceGrad, VarAndStd) {
         c ? "var" : "var correction 0", [c](const Tensor& x, const auto& d, bool k) { return var(x, d, c, k); },
         input({2, 3, 4}, 7));
     gradcheck_dims(
-        c ? "std" : "std correction 0", [c](const Tensor& x, const auto& d, bool k) { return brisk::std(x, d, c, k); },
-        input({2, 3, 4}, 8));
+        c ? "std" : "std correction 0",
+        [c](const Tensor& x, const auto& d, bool k) { return brisk::std_dev(x, d, c, k); }, input({2, 3, 4}, 8));
   }
 }
 
 TEST(ReduceGrad, StdOfAConstantGroupHasZeroGradient) {
-  EXPECT_EQ(grad_of(tensor<double>({2, 2, 2}), [](const Tensor& x) { return brisk::std(x); }),
+  EXPECT_EQ(grad_of(tensor<double>({2, 2, 2}), [](const Tensor& x) { return std_dev(x); }),
             (std::vector<double>{0, 0, 0}));
 }
 

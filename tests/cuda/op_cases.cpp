@@ -21,7 +21,6 @@ std::vector<OpCase>& registry() {
 const std::set<std::string>& not_ops() {
   static const std::set<std::string> names = {
       "pool_output_size",     // shape arithmetic
-      "reduction_from_name",  // string parsing
       "op_name",              // enum names
       "gemm",                 // raw row-major GEMM on host pointers (the CPU building block of matmul)
       "cpu_gemm",             // which library computes CPU GEMMs, and its switch

@@ -117,8 +117,8 @@ TEST(AcceleratorDevice, CollectivesKeepGpuTensorsOnTheGpu) {
   rec::Session session;
   Accelerator acc;
   Tensor t = kernels::to_device(from_vector<float>({1, 2, 3}, {3}), cuda_device(0));
-  for (const Tensor& r : {acc.gather(t), acc.reduce(t, "sum"), acc.reduce(t, "mean"), acc.broadcast(t),
-                          acc.pad_across_processes(t), acc.gather_for_metrics(t)}) {
+  for (const Tensor& r : {acc.gather(t), acc.reduce(t, dist::ReduceOp::Sum), acc.reduce(t, dist::ReduceOp::Mean),
+                          acc.broadcast(t), acc.pad_across_processes(t), acc.gather_for_metrics(t)}) {
     EXPECT_EQ(r.device(), cuda_device(0));
     EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1, 2, 3}));
   }

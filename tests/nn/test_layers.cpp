@@ -278,7 +278,7 @@ void expect_matches_formula(nn::Module& m, Formula f, const char* what, bool x_s
 
 TEST(Activations, ModulesMatchTheFormulas) {
   nn::ReLU relu;
-  nn::GELU gelu, gelu_tanh("tanh");
+  nn::GELU gelu, gelu_tanh(GeluApproximation::Tanh);
   nn::SiLU silu;
   nn::Tanh th;
   nn::Sigmoid sig;
@@ -288,7 +288,7 @@ TEST(Activations, ModulesMatchTheFormulas) {
   expect_matches_formula(silu, silu_ref, "SiLU");
   expect_matches_formula(th, tanh_ref, "Tanh");
   expect_matches_formula(sig, sigmoid_ref, "Sigmoid");
-  EXPECT_THROW(nn::GELU("fast")(ones({2})), Error);
+  EXPECT_THROW(nn::GELU(parse_enum<GeluApproximation>("fast", "GELU approximate"))(ones({2})), Error);
 }
 
 TEST(Activations, HandValuesAndShapes) {
@@ -296,7 +296,7 @@ TEST(Activations, HandValuesAndShapes) {
   // 0.841192, SiLU(1) = 1 / (1 + e^-1) = 0.731059, sigmoid(0) = 1/2, tanh(1) = 0.761594.
   Tensor one = full({1}, 1.0, {.dtype = DType::F64});
   EXPECT_NEAR(nn::GELU()(one).item<double>(), 0.841345, 1e-6);
-  EXPECT_NEAR(nn::GELU("tanh")(one).item<double>(), 0.841192, 1e-6);
+  EXPECT_NEAR(nn::GELU(GeluApproximation::Tanh)(one).item<double>(), 0.841192, 1e-6);
   EXPECT_NEAR(nn::SiLU()(one).item<double>(), 0.731059, 1e-6);
   EXPECT_NEAR(nn::Tanh()(one).item<double>(), 0.761594, 1e-6);
   EXPECT_EQ(nn::Sigmoid()(zeros({1})).item<float>(), 0.5f);

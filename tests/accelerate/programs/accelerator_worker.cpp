@@ -246,14 +246,19 @@ void collectives() {
   }
   Tensor one = full({1}, static_cast<double>(r + 1), {.dtype = DType::F32});
   EXPECT_OR_DIE(acc.reduce(one).item<float>() == static_cast<float>(N * (N + 1) / 2), "sum");
-  EXPECT_OR_DIE(acc.reduce(one, "mean").item<float>() == static_cast<float>(N + 1) / 2, "mean");
-  EXPECT_OR_DIE(acc.reduce(one, "max").item<float>() == static_cast<float>(N), "max");
+  EXPECT_OR_DIE(acc.reduce(one, dist::ReduceOp::Mean).item<float>() == static_cast<float>(N + 1) / 2, "mean");
+  EXPECT_OR_DIE(acc.reduce(one, dist::ReduceOp::Max).item<float>() == static_cast<float>(N), "max");
+  EXPECT_OR_DIE(acc.reduce(one, dist::ReduceOp::Min).item<float>() == 1.0f, "min");
+  float factorial = 1.0f;
+  for (int64_t k = 2; k <= N; ++k) factorial *= static_cast<float>(k);
+  EXPECT_OR_DIE(acc.reduce(one, dist::ReduceOp::Product).item<float>() == factorial, "product");
   EXPECT_OR_DIE(one.item<float>() == static_cast<float>(r + 1), "reduce must not change its input");
   EXPECT_OR_DIE(acc.broadcast(one, static_cast<int>(N - 1)).item<float>() == static_cast<float>(N), "broadcast");
   // The world-of-one unit test's cases with N ranks: whole tensors, integer dtypes, 0-d inputs.
   Tensor block = mul(arange(6).reshape({2, 3}), full({}, static_cast<double>(r + 1), {.dtype = DType::I64}));
   EXPECT_OR_DIE(block.dtype() == DType::I64, "block dtype");
-  auto bsum = acc.reduce(block).to_vector<int64_t>(), bmax = acc.reduce(block, "max").to_vector<int64_t>();
+  auto bsum = acc.reduce(block).to_vector<int64_t>(),
+       bmax = acc.reduce(block, dist::ReduceOp::Max).to_vector<int64_t>();
   for (int64_t i = 0; i < 6; ++i) {
     EXPECT_OR_DIE(bsum[static_cast<size_t>(i)] == i * N * (N + 1) / 2, "i64 sum element " << i);
     EXPECT_OR_DIE(bmax[static_cast<size_t>(i)] == i * N, "i64 max element " << i);
@@ -261,7 +266,7 @@ void collectives() {
   EXPECT_OR_DIE(acc.reduce(block).sizes() == (Shape{2, 3}), "reduce keeps the shape");
   std::string mean_error;
   try {
-    acc.reduce(block, "mean");
+    acc.reduce(block, dist::ReduceOp::Mean);
   } catch (const Error& err) {
     mean_error = err.what();
   }

@@ -3,7 +3,7 @@
 // (docs/accelerator-options.md), and adds mixed precision, gradient
 // accumulation, collectives for metrics, checkpoints and trackers.
 //
-//   Accelerator acc({.mixed_precision = "bf16", .gradient_accumulation_steps = 2});
+//   Accelerator acc({.mixed_precision = MixedPrecision::BF16, .gradient_accumulation_steps = 2});
 //   acc.prepare(net, opt, train_loader, sched);       // any order and number
 //   for (auto& [x, y] : train_loader) {
 //     auto sync = acc.accumulate(net);
@@ -49,7 +49,7 @@ namespace brisk {
 // Every field is optional: unset is not the same as the default. What the program sets wins, then
 // the environment (BRISK_MIXED_PRECISION ..., filled by `brisk launch`), then the defaults shown.
 struct AcceleratorOptions {
-  std::optional<std::string> mixed_precision = std::nullopt;          // "no" | "fp16" | "bf16"   (no)
+  std::optional<MixedPrecision> mixed_precision = std::nullopt;       // No | FP16 | BF16         (No)
   std::optional<int64_t> gradient_accumulation_steps = std::nullopt;  // >= 1                     (1)
   std::optional<bool> cpu = std::nullopt;                             // train on the CPU even with a GPU (false)
   std::optional<bool> device_placement = std::nullopt;                // move models to device()  (true)
@@ -80,7 +80,7 @@ struct AcceleratorOptions {
 
 // The options in force, each decided by the program, the environment or the default.
 struct AcceleratorSettings {
-  std::string mixed_precision = "no";
+  MixedPrecision mixed_precision = MixedPrecision::No;
   int64_t gradient_accumulation_steps = 1;
   bool cpu = false;
   bool device_placement = true;
@@ -149,7 +149,7 @@ class Accelerator {
   Accelerator& operator=(const Accelerator&) = delete;
 
   const AcceleratorSettings& settings() const { return s_; }
-  const std::string& mixed_precision() const { return s_.mixed_precision; }
+  MixedPrecision mixed_precision() const { return s_.mixed_precision; }
   int64_t gradient_accumulation_steps() const { return s_.gradient_accumulation_steps; }
 
   // --- process facts -------------------------------------------------------------------------
@@ -252,7 +252,7 @@ class Accelerator {
   // Mixed precision for the forward pass and the loss (nothing under "no").
   class Autocast {
    public:
-    explicit Autocast(const std::string& mixed_precision);
+    explicit Autocast(MixedPrecision mixed_precision);
     Autocast(const Autocast&) = delete;
     Autocast& operator=(const Autocast&) = delete;
 
@@ -282,8 +282,8 @@ class Accelerator {
   // Like gather (ranks' first dims may differ), but on the last batch of an epoch drops the
   // samples that were duplicated to even out the shards: an epoch yields exactly len(dataset).
   Tensor gather_for_metrics(const Tensor& t);
-  // "sum" (default), "mean" or "max" over ranks; returns a new tensor on every rank.
-  Tensor reduce(const Tensor& t, const std::string& reduction = "sum");
+  // Sum (default), Mean, Max, Min or Product over ranks; returns a new tensor on every rank.
+  Tensor reduce(const Tensor& t, dist::ReduceOp op = dist::ReduceOp::Sum);
   // Rank `from`'s values, on every rank (shapes and dtypes must match).
   Tensor broadcast(const Tensor& t, int from = 0);
   // Pads every rank's tensor with `value` to the largest size along `dim` (at the end, or at

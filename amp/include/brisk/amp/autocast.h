@@ -10,6 +10,7 @@
 #include <string>
 
 #include "brisk/core/autocast.h"
+#include "brisk/core/enums.h"
 
 namespace brisk::amp {
 
@@ -24,7 +25,7 @@ class Autocast {
   AutocastState prev_;
 };
 
-// "no" -> autocast off, "fp16" -> F16, "bf16" -> BF16; anything else throws naming the value.
-DType mixed_precision_dtype(const std::string& mixed_precision, bool* enabled);
+// No -> autocast off, FP16 -> F16, BF16 -> BF16 (*enabled says whether autocast is on).
+DType mixed_precision_dtype(MixedPrecision mixed_precision, bool* enabled);
 
 }  // namespace brisk::amp

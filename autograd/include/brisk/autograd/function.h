@@ -51,14 +51,17 @@ struct Function {
       NoGradGuard no_grad;
       out = Derived::forward(*ctx, args...);
     }
-    record(typeid(Derived).name(), inputs, out, [ctx](const GradCtx& g) {
-      std::vector<Tensor> grads(g.num_grads());
-      for (size_t i = 0; i < grads.size(); ++i) grads[i] = g.grad(i);
-      std::vector<Tensor> result = Derived::backward(*ctx, grads);
-      BRISK_CHECK(result.size() == ctx->needs_.size(), "custom Function backward returned ", result.size(),
-                  " gradients for ", ctx->needs_.size(), " tensor inputs");
-      return result;
-    });
+    record(
+        typeid(Derived).name(), inputs, out,
+        [ctx](const GradCtx& g) {
+          std::vector<Tensor> grads(g.num_grads());
+          for (size_t i = 0; i < grads.size(); ++i) grads[i] = g.grad(i);
+          std::vector<Tensor> result = Derived::backward(*ctx, grads);
+          BRISK_CHECK(result.size() == ctx->needs_.size(), "custom Function backward returned ", result.size(),
+                      " gradients for ", ctx->needs_.size(), " tensor inputs");
+          return result;
+        },
+        ctx->saved_);
     return out;
   }
 

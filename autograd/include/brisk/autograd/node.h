@@ -44,14 +44,25 @@ struct OutputMeta {
   Device device;
 };
 
+// A tensor an op's backward reads, with the version its storage had when it was saved: the
+// engine refuses to run the backward when the two differ (the tensor changed in place).
+struct SavedVersion {
+  Storage storage;
+  uint32_t version = 0;
+  Shape sizes;
+  DType dtype = DType::F32;
+  uint32_t index = 0;  // position in the op's saved list, for the message
+};
+
 struct Node {
-  std::string name;                // the op, for error messages and graph printing
-  std::vector<Edge> next;          // one per input
-  std::vector<OutputMeta> outputs; // one per output
-  BackwardFn backward;             // released (empty) after use unless retain_graph
-  uint64_t sequence_nr = 0;        // creation order; later nodes run first
-  bool is_accumulator = false;     // AccumulateGrad for a leaf
-  std::weak_ptr<TensorImpl> leaf;  // the leaf, for accumulators
+  std::string name;                 // the op, for error messages and graph printing
+  std::vector<Edge> next;           // one per input
+  std::vector<OutputMeta> outputs;  // one per output
+  BackwardFn backward;              // released (empty) after use unless retain_graph
+  std::vector<SavedVersion> saved;  // what backward reads, checked before it runs
+  uint64_t sequence_nr = 0;         // creation order; later nodes run first
+  bool is_accumulator = false;      // AccumulateGrad for a leaf
+  std::weak_ptr<TensorImpl> leaf;   // the leaf, for accumulators
   bool released = false;
   // Non-leaf outputs whose gradient the user asked to keep (retain_grad): output index, tensor.
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
@@ -86,10 +97,17 @@ bool any_requires_grad(const std::vector<Tensor>& inputs);
 // Records `outputs` as made by an op over `inputs`, when grad mode is on and any input requires
 // grad. Closures must not capture an op's own outputs undetached (that would make a cycle):
 // capture `out.detach()` instead.
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn);
-inline void record(const char* name, const std::vector<Tensor>& inputs, const Tensor& output, BackwardFn fn) {
-  record(name, inputs, std::vector<Tensor>{output}, std::move(fn));
+// `saved`: the tensors the closure reads in backward (inputs, outputs, indices); their versions
+// are checked before the backward runs, so an in-place change made after the forward is an
+// error instead of a silently wrong gradient.
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
+            const std::vector<Tensor>& saved = {});
+inline void record(const char* name, const std::vector<Tensor>& inputs, const Tensor& output, BackwardFn fn,
+                   const std::vector<Tensor>& saved = {}) {
+  record(name, inputs, std::vector<Tensor>{output}, std::move(fn), saved);
 }
+// Throws when a tensor saved by `node` was modified in place after it was saved.
+void check_saved_versions(const Node& node);
 
 // Sums `grad` down to `shape` (undoing broadcasting).
 Tensor sum_to(const Tensor& grad, const Shape& shape);

@@ -24,8 +24,8 @@ Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor relu(const Tensor& x);
-// approximate: "none" (erf, the default) or "tanh".
-Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+// approximate: None (erf, the default) or Tanh.
+Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
 Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
@@ -79,10 +79,19 @@ Tensor operator>=(const Tensor& a, double s);
 
 // In-place updates (no graph; for optimizers and initialisation under NoGradGuard).
 // Throw when `t` requires grad and grad mode is on, as PyTorch does for leaves.
+// `other` must broadcast to t's shape; t keeps its dtype. Every one bumps t's version, so a
+// graph that saved t refuses to run its backward (see Node::saved).
 const Tensor& add_(const Tensor& t, const Tensor& other, double alpha = 1.0);
+const Tensor& add_(const Tensor& t, double s);
+const Tensor& sub_(const Tensor& t, const Tensor& other, double alpha = 1.0);
+const Tensor& sub_(const Tensor& t, double s);
+const Tensor& mul_(const Tensor& t, const Tensor& other);
 const Tensor& mul_(const Tensor& t, double s);
+const Tensor& div_(const Tensor& t, const Tensor& other);
+const Tensor& div_(const Tensor& t, double s);
 const Tensor& fill_(const Tensor& t, double v);
 const Tensor& zero_(const Tensor& t);
 const Tensor& copy_(const Tensor& dst, const Tensor& src);
+const Tensor& clamp_(const Tensor& t, std::optional<double> min, std::optional<double> max);
 
 }  // namespace brisk

@@ -27,24 +27,36 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, Generator* gen = nullptr);
 
 struct CrossEntropyOptions {
-  int64_t ignore_index = -100;   // targets equal to this contribute no loss and no gradient
-  double label_smoothing = 0.0;  // in [0, 1]; cross_entropy only
-  std::string reduction = "mean";  // "mean" (over non-ignored targets), "sum" or "none"
+  int64_t ignore_index = -100;            // targets equal to this contribute no loss and no gradient
+  double label_smoothing = 0.0;           // in [0, 1]; cross_entropy only
+  Reduction reduction = Reduction::Mean;  // Mean: over non-ignored targets (weighted: / sum of their weights)
+  Tensor weight = Tensor();               // (C) per-class weights, or undefined (all 1); never gets a gradient
 };
 
 // logits (N, C) or (N, C, d1, ...) or (C); targets i32/i64 (N) or (N, d1, ...) or () with
-// class indices. log-softmax and NLL in one fused kernel; with e = label_smoothing:
-//   loss = (1 - e) * -log_softmax(x)[target] + e / C * sum_c -log_softmax(x)[c].
+// class indices. log-softmax and NLL in one fused kernel; with e = label_smoothing and w the
+// class weights (1 when undefined), as PyTorch:
+//   loss = (1 - e) * -w[target] * log_softmax(x)[target] + e / C * sum_c -w[c] * log_softmax(x)[c],
+// and Mean divides the summed loss by the sum of w[target] over non-ignored positions.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options = {});
-// loss = -log_probs[target] per position; label_smoothing must be 0.
+// loss = -w[target] * log_probs[target] per position; label_smoothing must be 0.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const CrossEntropyOptions& options = {});
 
 // (input - target)^2 and |input - target|, reduced; input and target have the same shape.
-Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view reduction = "mean");
-Tensor l1_loss(const Tensor& input, const Tensor& target, std::string_view reduction = "mean");
-// max(x, 0) - x * y + log(1 + exp(-|x|)) per element (stable for any x); targets in [0, 1],
-// same shape as logits. Gradients: sigmoid(x) - y for logits, -x for targets.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+struct BCEWithLogitsOptions {
+  Tensor weight = Tensor();      // broadcast to the logits' shape: scales each element's loss; or undefined
+  Tensor pos_weight = Tensor();  // broadcast along the last dim (one per class): weighs the positive term; or undefined
+  Reduction reduction = Reduction::Mean;
+};
+// Per element, as PyTorch (stable for any x), with p = pos_weight (1 when undefined), w = weight:
+//   loss = w * ((1 - y) * x + (1 + (p - 1) * y) * (log(1 + exp(-|x|)) + max(-x, 0)))
+// (= max(x, 0) - x * y + log(1 + exp(-|x|)) when p = w = 1); targets in [0, 1], same shape as
+// logits. Gradients flow to logits and targets (not to weight or pos_weight).
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
-                                        std::string_view reduction = "mean");
+                                        const BCEWithLogitsOptions& options = {});
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, Reduction reduction);
 
 }  // namespace brisk

@@ -31,8 +31,14 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 
 // sum((x - mean)^2) / max(0, n - correction); correction = 1 is Bessel's (unbiased) estimate.
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
-// Call it as brisk::std(x): with `using namespace brisk`, a bare `std` is ambiguous with namespace std.
-Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+// The standard deviation, sqrt(var(...)). Named std_dev so it can be called unqualified under
+// `using namespace brisk` (a bare `std(x)` would be ambiguous with namespace std); the method is
+// x.std(...) as in libtorch, and brisk::std(x) stays for code written before the rename.
+Tensor std_dev(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+inline Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
+                  bool keepdim = false) {
+  return std_dev(x, dims, correction, keepdim);
+}
 // log(sum(exp(x))) over dims, without overflow.
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 

@@ -3,6 +3,7 @@
 // what sharded training does with parameters between uses.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "brisk/core/allocator.h"
@@ -25,6 +26,11 @@ class StorageImpl {
   MemoryCategory category() const { return category_; }
   Allocator* allocator() const { return allocator_; }
   bool is_allocated() const { return data_ != nullptr || nbytes_ == 0; }
+  // Bumped by every in-place write to the bytes, through any view of them (PyTorch's version
+  // counter, shared by a tensor, its views and its detached handles): autograd compares it with
+  // the value a saved tensor had when it was saved.
+  uint32_t version() const { return version_; }
+  void bump_version() { ++version_; }
 
   // Moves the counted bytes to another category (a tensor becomes a parameter, a gradient ...).
   void set_category(MemoryCategory c);
@@ -39,6 +45,7 @@ class StorageImpl {
   Device device_;
   MemoryCategory category_;
   Allocator* allocator_;
+  uint32_t version_ = 0;
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

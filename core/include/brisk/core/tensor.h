@@ -6,11 +6,16 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <ostream>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "brisk/core/dtype.h"
+#include "brisk/core/enums.h"
 #include "brisk/core/error.h"
 #include "brisk/core/shape.h"
 #include "brisk/core/storage.h"
@@ -22,6 +27,23 @@ struct AutogradMetaBase {
   virtual ~AutogradMetaBase() = default;
 };
 
+class Tensor;
+struct ValuesIndices;
+
+// The dims a reduction method takes, as libtorch's IntArrayRef: one dim (x.sum(1)), a braced
+// list (x.sum({0, 2})) or a std::vector; {} is every dim.
+class DimList {
+ public:
+  DimList() = default;
+  DimList(int64_t dim) : dims_{dim} {}                            // NOLINT: x.sum(1) reads well
+  DimList(std::initializer_list<int64_t> dims) : dims_(dims) {}   // NOLINT
+  DimList(std::vector<int64_t> dims) : dims_(std::move(dims)) {}  // NOLINT
+  const std::vector<int64_t>& vec() const { return dims_; }
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
 struct TensorImpl {
   Storage storage;
   Shape sizes;
@@ -29,8 +51,6 @@ struct TensorImpl {
   int64_t offset = 0;  // in elements
   DType dtype = DType::F32;
   std::shared_ptr<AutogradMetaBase> autograd;
-  // Incremented by in-place kernels so autograd can detect a saved tensor that changed.
-  uint32_t version = 0;
 };
 
 class Tensor {
@@ -60,8 +80,12 @@ class Tensor {
   // True when the bytes live in page-locked host memory (see pin_memory()).
   bool is_pinned() const;
   bool is_floating_point() const { return is_floating(dtype()); }
-  uint32_t version() const { return checked()->version; }
-  void bump_version() const { ++checked()->version; }
+  // The version counter of the storage (shared with every view and detached handle), bumped by
+  // in-place kernels so autograd can detect a saved tensor that changed before backward.
+  uint32_t version() const { return checked()->storage ? checked()->storage->version() : 0; }
+  void bump_version() const {
+    if (checked()->storage) checked()->storage->bump_version();
+  }
 
   // Pointer to the first element (storage base + offset).
   void* data_ptr() const;
@@ -115,8 +139,106 @@ class Tensor {
   // A copy on `device` (this tensor itself when already there), differentiable: the gradient
   // flows back to this tensor's device. non_blocking: see copy_bytes.
   Tensor to(Device device, bool non_blocking = false) const;
+
+  // --- libtorch-style op methods [autograd] --------------------------------------
+  // The same ops as the free functions (brisk::exp(x) == x.exp()), with libtorch's names and
+  // argument order, so chains read left to right: x.abs().add(0.2).pow(2.5).sum().
+  // Elementwise (differentiable).
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor log1p() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor square() const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu(GeluApproximation approximate = GeluApproximation::None) const;
+  Tensor silu() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
+  // Arithmetic: this + alpha * other, this - alpha * other, this * other, this / other.
+  Tensor add(const Tensor& other, double alpha = 1.0) const;
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other, double alpha = 1.0) const;
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  // Comparisons give Bool tensors (no gradient).
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(double other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(double other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(double other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(double other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(double other) const;
+  // libtorch's self.where(condition, other): this where condition is true, other elsewhere.
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+  // Reductions over dims (DimList: x.sum(1), x.sum({0, 2}), a std::vector; empty = all dims).
   Tensor sum() const;
+  Tensor sum(DimList dims, bool keepdim = false) const;
   Tensor mean() const;
+  Tensor mean(DimList dims, bool keepdim = false) const;
+  Tensor prod(DimList dims = {}, bool keepdim = false) const;
+  Tensor amax(DimList dims = {}, bool keepdim = false) const;
+  Tensor amin(DimList dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(DimList dims = {}, bool keepdim = false) const;
+  // sum((x - mean)^2) / max(0, n - correction) over dims; std is its square root. correction 1
+  // (Bessel) is libtorch's unbiased = true, 0 its unbiased = false.
+  Tensor var(DimList dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(DimList dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  // Over everything (0-d), or along one dim as (values, indices): auto [v, i] = x.max(1);
+  Tensor max() const;
+  Tensor min() const;
+  ValuesIndices max(int64_t dim, bool keepdim = false) const;
+  ValuesIndices min(int64_t dim, bool keepdim = false) const;
+  // i64 indices (not differentiable); with no dim, into the flattened tensor.
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // Matrix products and indexing.
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& other) const;  // 2-D x 2-D only
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+
+  // In-place updates, returning *this (const as in libtorch: the handle is shared, the data
+  // changes). Refused on a tensor that requires grad while grad mode is on (wrap them in a
+  // NoGradGuard); a change to a tensor that a graph saved for its backward makes that backward
+  // throw (the version check) instead of computing a wrong gradient.
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& add_(double other) const;
+  const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& sub_(double other) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(double other) const;
+  const Tensor& div_(const Tensor& other) const;
+  const Tensor& div_(double other) const;
+  const Tensor& zero_() const;
+  const Tensor& fill_(double value) const;
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt) const;
 
  private:
   TensorImpl* checked() const {
@@ -126,8 +248,37 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// What max/min along a dim and topk return, as PyTorch's (values, indices) pair:
+// `auto [v, i] = x.max(1);`. indices are i64. Converts to libtorch's std::tuple.
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;
+  operator std::tuple<Tensor, Tensor>() const { return {values, indices}; }
+};
+
+// The dtype factories use when none is given (F32 at start; a floating type, as in PyTorch):
+//   set_default_dtype(DType::F64);  // zeros({2}), randn({3}), nn layers' parameters: f64 now
+// Process-wide; integer factories (arange, randint) and from_vector / tensor<T> are unaffected.
+DType get_default_dtype();
+void set_default_dtype(DType dtype);
+
+// What a factory makes: libtorch's TensorOptions as an aggregate,
+//   zeros({2, 3}, {.dtype = DType::F64, .device = cuda_device(), .requires_grad = true}).
+// dtype defaults to get_default_dtype() at the point the options are made.
+struct TensorOptions {
+  DType dtype = get_default_dtype();
+  Device device = kCPU;
+  bool requires_grad = false;  // the result is a leaf that requires grad (floating dtypes only)
+};
+
 // Allocates an uninitialised contiguous tensor (the one primitive every factory builds on).
-Tensor empty(const Shape& sizes, DType dtype = DType::F32, Device device = kCPU);
+Tensor empty(const Shape& sizes, DType dtype = get_default_dtype(), Device device = kCPU);
+Tensor empty(const Shape& sizes, const TensorOptions& options);
+// Applies options.requires_grad to a freshly made tensor (what every factory ends with).
+Tensor apply_requires_grad(Tensor t, const TensorOptions& options);
+// The autograd library installs how a tensor is made to require grad (core cannot reach it).
+using RequiresGradSetter = void (*)(const Tensor& t);
+void register_requires_grad_setter(RequiresGradSetter fn);
 // A tensor over a copy of host data.
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& sizes, Device device = kCPU);

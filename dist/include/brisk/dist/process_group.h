@@ -22,7 +22,8 @@
 
 namespace brisk::dist {
 
-enum class ReduceOp : uint8_t { Sum, Avg, Max, Min, Prod };
+// Mean and Product are other names of Avg and Prod (the same values).
+enum class ReduceOp : uint8_t { Sum, Avg, Max, Min, Prod, Mean = Avg, Product = Prod };
 const char* reduce_op_name(ReduceOp op);
 
 // Who computes an all-reduce or a broadcast. Default: the environment variable

@@ -1,4 +1,5 @@
-// Factories (PyTorch's names), in namespace brisk. Values are made on the tensor's device. Random
+// Factories (PyTorch's names), in namespace brisk. TensorOptions (core/tensor.h) gives the dtype
+// (get_default_dtype() unless set), device and requires_grad. Values are made on the tensor's device. Random
 // factories draw from the counter-based generator (element i of a draw uses counter offset + i),
 // so a seed gives the same values, bit for bit, on every device and thread count.
 #pragma once
@@ -6,11 +7,6 @@
 #include "brisk/core/tensor.h"
 
 namespace brisk {
-
-struct TensorOptions {
-  DType dtype = DType::F32;
-  Device device = kCPU;
-};
 
 Tensor zeros(const Shape& sizes, TensorOptions o = {});
 Tensor ones(const Shape& sizes, TensorOptions o = {});

@@ -75,9 +75,7 @@ DropoutResult dropout(const Tensor& x, double p, Generator* gen = nullptr);
 Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p);
 
 // --- class losses ----------------------------------------------------------------------------
-enum class Reduction : uint8_t { None, Mean, Sum };
-// "none", "mean" or "sum"; anything else throws naming `op`.
-Reduction reduction_from_name(std::string_view name, const char* op);
+using brisk::Reduction;  // core/enums.h
 
 struct ClassLossResult {
   Tensor loss;  // scalar for Mean/Sum, targets' shape for None; the input's dtype

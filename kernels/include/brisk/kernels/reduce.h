@@ -11,17 +11,6 @@
 
 #include "brisk/core/tensor.h"
 
-namespace brisk {
-
-// What max/min along a dim and topk return, as PyTorch's (values, indices) pair:
-// `auto [v, i] = max(x, 1);`. indices are i64.
-struct ValuesIndices {
-  Tensor values;
-  Tensor indices;
-};
-
-}  // namespace brisk
-
 namespace brisk::kernels {
 
 // In every `dims` argument: empty = all dims, negative dims wrap, duplicates are an error.

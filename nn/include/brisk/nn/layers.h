@@ -10,7 +10,7 @@ namespace brisk::nn {
 
 struct LinearOptions {
   bool bias = true;
-  DType dtype = DType::F32;
+  DType dtype = get_default_dtype();  // set_default_dtype changes it
 };
 
 // y = x W^T + b; weight (out_features, in_features), bias (out_features).
@@ -26,7 +26,7 @@ class Linear : public Module {
 
 struct EmbeddingOptions {
   int64_t padding_idx = -1;  // a row that gets no gradient (and starts at zero); -1: none
-  DType dtype = DType::F32;
+  DType dtype = get_default_dtype();  // set_default_dtype changes it
 };
 
 // Lookup table (num_embeddings, dim), init N(0, 1) as PyTorch.
@@ -68,10 +68,11 @@ class ReLU : public Module {
 };
 class GELU : public Module {
  public:
-  explicit GELU(std::string approximate = "none") : approximate_(std::move(approximate)) {}
+  explicit GELU(GeluApproximation approximate = GeluApproximation::None) : approximate_(approximate) {}
   Tensor forward(const Tensor& x) override;
+
  private:
-  std::string approximate_;
+  GeluApproximation approximate_;
 };
 class SiLU : public Module {
  public:
@@ -95,6 +96,7 @@ class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim_(start_dim), end_dim_(end_dim) {}
   Tensor forward(const Tensor& x) override;
+
  private:
   int64_t start_dim_, end_dim_;
 };
