@@ -395,7 +395,7 @@ TEST(TrainingLoop, StepsAfterTheFirstMakeNoSystemAllocations) {
     Net() { register_modules({{"c1", c1}, {"f1", f1}, {"f2", f2}}); }
     Tensor forward(const Tensor& x) override {
       auto h = max_pool2d(relu(c1(x)), 2);
-      return f2(gelu(f1(h.flatten(1)), "tanh"));
+      return f2(gelu(f1(h.flatten(1)), GeluApproximation::Tanh));
     }
   };
   manual_seed(0);
