@@ -96,11 +96,15 @@ void softmax_impl(const T* x, T* y, const DimGeom& g) {
         const T* xr = x + off;
         T* yr = y + off;
         const A m = row_max(xr, n);
-        const A s = lane_sum<A>(n, [&](int64_t i) {
-          const A e = fast_exp(load<A>(xr[i]) - m);
-          if constexpr (kStoreExp) yr[i] = e;
-          return e;
-        });
+        A s;
+        if constexpr (kStoreExp) {
+          // exp into y first, then sum y: two loops that vectorise, where one loop that both
+          // stores and accumulates in lanes did not (the row is in L1 for the second pass).
+          for (int64_t i = 0; i < n; ++i) yr[i] = fast_exp(xr[i] - m);
+          s = lane_sum<A>(n, [&](int64_t i) { return yr[i]; });
+        } else {
+          s = lane_sum<A>(n, [&](int64_t i) { return fast_exp(load<A>(xr[i]) - m); });
+        }
         if constexpr (Log) {
           // (x - m) - log(s), not x - (m + log(s)): the latter rounds at the logits' magnitude.
           const A ls = std::log(s);

@@ -29,8 +29,10 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   // The 1/sqrt(hd) scale is applied to q (B, h, T, hd) rather than to the scores (B, h, T, T):
   // the same product, on T/hd times fewer elements.
   Tensor att = matmul(q * (1.0 / std::sqrt(static_cast<double>(hd))), k.transpose(-2, -1));  // (B, h, T, T)
-  Tensor future = triu(ones({T, T}, {.dtype = DType::Bool, .device = x.device()}), 1);
-  att = softmax(masked_fill(att, future, -INFINITY), -1);
+  // The future is masked by adding -inf above the diagonal (a constant: its backward passes the
+  // gradient through untouched, where masked_fill's would be another pass over (B, h, T, T)).
+  Tensor future = triu(full({T, T}, -INFINITY, {.dtype = att.dtype(), .device = x.device()}), 1);
+  att = softmax(att + future, -1);
   att = attn_drop_(att);
   Tensor y = matmul(att, v).transpose(1, 2).reshape({B, T, n_embd});  // (B, T, C)
   return resid_drop_(c_proj(y));
