@@ -1,11 +1,19 @@
 // GEMM in GFLOP/s: brisk::matmul against Eigen's own GEMM called directly (the reference),
 // square sizes 64..1024 on 1 and 2 threads. brisk should stay within 10% of Eigen at >= 512.
 // BM_BriskLayerGemm: the products of the example CNN's first linear layer (batch 64, 1568 -> 256)
-// and of a small GPT's layers (8 x 256 tokens, width 384), forward and both gradients.
+// and of a small GPT's layers (8 x 256 tokens, width 384), forward and both gradients, through
+// each CPU GEMM library (OpenBLAS when built in, Eigen). BM_OpenBlasOneCall: the same products
+// as one single-threaded OpenBLAS call with no panels, so brisk's panels (the price of results
+// that do not depend on the thread count) and its per-call overhead show as the difference.
 #include <brisk/brisk.h>
+
+#include <brisk/kernels/linalg.h>
 
 #include <Eigen/Core>
 #include <iterator>
+#if BRISK_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
 
 #include "bench_common.h"
 
@@ -62,17 +70,47 @@ const LayerGemm kLayerGemms[] = {
 
 void BM_BriskLayerGemm(benchmark::State& state) {
   bench::ThreadScope threads(static_cast<int>(state.range(1)));
+  const auto library = state.range(2) == 0 ? kernels::CpuGemm::OpenBLAS : kernels::CpuGemm::Eigen;
+  if (!kernels::cpu_gemm_available(library)) {
+    state.SkipWithError("OpenBLAS is not built in");
+    return;
+  }
+  const kernels::CpuGemm saved = kernels::cpu_gemm();
+  kernels::set_cpu_gemm(library);
   const LayerGemm& g = kLayerGemms[state.range(0)];
   Tensor a = randn(g.ta ? Shape{g.k, g.m} : Shape{g.m, g.k}), b = randn(g.tb ? Shape{g.n, g.k} : Shape{g.k, g.n});
   Tensor opa = g.ta ? a.t() : a, opb = g.tb ? b.t() : b;
   for (auto _ : state) benchmark::DoNotOptimize(matmul(opa, opb).data_ptr());
+  kernels::set_cpu_gemm(saved);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * g.m * g.n * g.k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+#if BRISK_BENCH_OPENBLAS
+void BM_OpenBlasOneCall(benchmark::State& state) {
+  openblas_set_num_threads(1);
+  const LayerGemm& g = kLayerGemms[state.range(0)];
+  Tensor a = randn({g.m * g.k}), b = randn({g.k * g.n}), c = empty({g.m * g.n}, DType::F32);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a.data<float>(),
+                static_cast<int>(g.ta ? g.m : g.k), b.data<float>(), static_cast<int>(g.tb ? g.k : g.n), 0.0f,
+                c.data<float>(), static_cast<int>(g.n));
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * g.m * g.n * g.k, benchmark::Counter::kIsIterationInvariantRate);
+}
+#endif
+
 void layer_gemms(benchmark::internal::Benchmark* b) {
   for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayerGemms)); ++i)
-    for (int t : {1, 2}) b->Args({i, t});
-  b->ArgNames({"shape", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
+    for (int t : {1, 2})
+      for (int library : {0, 1}) b->Args({i, t, library});
+  b->ArgNames({"shape", "threads", "openblas0_eigen1"})->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+void one_call(benchmark::internal::Benchmark* b) {
+  for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayerGemms)); ++i) b->Args({i});
+  b->ArgNames({"shape"})->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
 void sizes(benchmark::internal::Benchmark* b) {
@@ -87,4 +125,7 @@ BENCHMARK(BM_BriskMatmul)->Apply(sizes);
 BENCHMARK(BM_EigenGemm)->Apply(sizes);
 BENCHMARK(BM_BriskMatmulTransposedB)->Apply(sizes);
 BENCHMARK(BM_BriskLayerGemm)->Apply(layer_gemms);
+#if BRISK_BENCH_OPENBLAS
+BENCHMARK(BM_OpenBlasOneCall)->Apply(one_call);
+#endif
 BENCHMARK_MAIN();
