@@ -9,14 +9,14 @@
 
 using namespace brisk;
 
-namespace {
-void skip_unless_caching() {
-  if (!cpu_allocator_stats().caching) GTEST_SKIP() << "the CPU allocator's cache is off in this process";
-}
-}  // namespace
+// (A macro: GTEST_SKIP returns from the function it is written in.)
+#define SKIP_UNLESS_CACHING()                                                                               \
+  do {                                                                                                      \
+    if (!cpu_allocator_stats().caching) GTEST_SKIP() << "the CPU allocator's cache is off in this process"; \
+  } while (0)
 
 TEST(CpuAllocator, AFreedBlockServesTheNextRequestOfItsSize) {
-  skip_unless_caching();
+  SKIP_UNLESS_CACHING();
   Allocator* a = cpu_allocator();
   void* p = a->allocate(3 << 20);
   ASSERT_NE(p, nullptr);
@@ -34,7 +34,7 @@ TEST(CpuAllocator, AFreedBlockServesTheNextRequestOfItsSize) {
 }
 
 TEST(CpuAllocator, ABlockServesRequestsUpToAnEighthSmallerButNotMuchSmaller) {
-  skip_unless_caching();
+  SKIP_UNLESS_CACHING();
   cpu_empty_cache();
   Allocator* a = cpu_allocator();
   const size_t big = 8 << 20;
@@ -54,7 +54,7 @@ TEST(CpuAllocator, ABlockServesRequestsUpToAnEighthSmallerButNotMuchSmaller) {
 }
 
 TEST(CpuAllocator, EmptyCacheReturnsEveryFreeBlock) {
-  skip_unless_caching();
+  SKIP_UNLESS_CACHING();
   Allocator* a = cpu_allocator();
   void* p = a->allocate(1 << 20);
   a->deallocate(p, 1 << 20);
@@ -69,7 +69,7 @@ TEST(CpuAllocator, EmptyCacheReturnsEveryFreeBlock) {
 }
 
 TEST(CpuAllocator, TensorsOfARepeatedShapeComeFromTheCache) {
-  skip_unless_caching();
+  SKIP_UNLESS_CACHING();
   { Tensor warm = empty({512, 1024}, DType::F32); }
   const int64_t sys = cpu_allocator_stats().system_allocs;
   for (int i = 0; i < 10; ++i) {
