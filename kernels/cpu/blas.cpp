@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "brisk/core/error.h"
 #include "brisk/kernels/linalg.h"
@@ -111,13 +112,22 @@ std::string cpu_gemm_description() {
 
 namespace cpu {
 
-bool blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+namespace {
+
+// cblas_sgemm or cblas_dgemm, row-major, one thread; false when OpenBLAS is not the library in
+// use or a size does not fit its 32-bit integers.
+template <class T>
+bool blas_gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                    int64_t ldb, T beta, T* C, int64_t ldc) {
 #if BRISK_WITH_OPENBLAS
   if (backend().current != CpuGemm::OpenBLAS || !fits_blas_int(M, N, K, lda, ldb, ldc)) return false;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
-              C, static_cast<int>(ldc));
+  const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  const int la = static_cast<int>(lda), lb = static_cast<int>(ldb), lc = static_cast<int>(ldc);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, alpha, A, la, B, lb, beta, C, lc);
+  else
+    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, alpha, A, la, B, lb, beta, C, lc);
   return true;
 #else
   (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta,
@@ -126,19 +136,16 @@ bool blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
 #endif
 }
 
+}  // namespace
+
+bool blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  return blas_gemm_impl<float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 bool blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
                const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-#if BRISK_WITH_OPENBLAS
-  if (backend().current != CpuGemm::OpenBLAS || !fits_blas_int(M, N, K, lda, ldb, ldc)) return false;
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
-              C, static_cast<int>(ldc));
-  return true;
-#else
-  (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta,
-      (void)C, (void)ldc;
-  return false;
-#endif
+  return blas_gemm_impl<double>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace cpu
