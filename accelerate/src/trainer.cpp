@@ -481,7 +481,9 @@ void Trainer::restore_logs() {
     data::json::Value v = data::json::parse(line);
     if (!v.is_object()) continue;
     const data::json::Value* step = v.find("step");
-    if (!step || step->as_int() > state_.global_step) continue;
+    // Records after the checkpoint, and the interrupted run's closing summary, did not happen in
+    // the run that now continues.
+    if (!step || step->as_int() > state_.global_step || v.contains("train_loss")) continue;
     Metrics record;
     for (const auto& [k, x] : v.items()) record[k] = x.as_double();
     state_.log_history.push_back(record);

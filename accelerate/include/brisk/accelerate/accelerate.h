@@ -6,5 +6,4 @@
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/accelerate/host.h"
 #include "brisk/accelerate/launch.h"
-#include "brisk/accelerate/trainer.h"
 #include "brisk/accelerate/yaml.h"

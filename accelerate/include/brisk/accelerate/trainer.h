@@ -1,5 +1,7 @@
 // The Trainer: a complete training loop on top of the Accelerator (Hugging Face's Trainer in
-// C++), for programs that do not want to write the loop themselves (docs/trainer.md).
+// C++), for programs that do not want to write the loop themselves (docs/trainer.md). Not part of
+// <brisk/brisk.h> (programs that define their own `Trainer` keep compiling): include
+// <brisk/accelerate/trainer.h>.
 //
 //   TrainingArguments args;                          // or from flags: args.add_flags(parser)
 //   args.num_train_epochs = 8;
@@ -102,10 +104,10 @@ struct TrainerState {
 
 // Hooks into train(); any may be left empty. Callbacks run on every process.
 struct TrainerCallback {
-  std::function<void(const TrainerState&)> on_step_end;                      // after each optimizer step
-  std::function<void(const TrainerState&, const Metrics&)> on_evaluate;      // after evaluate()
-  std::function<void(const TrainerState&, const std::string& dir)> on_save;  // after a checkpoint
-  std::function<void(const TrainerState&, const Metrics& record)> on_log;    // each log record
+  std::function<void(const TrainerState&)> on_step_end = nullptr;                      // after each optimizer step
+  std::function<void(const TrainerState&, const Metrics&)> on_evaluate = nullptr;      // after evaluate()
+  std::function<void(const TrainerState&, const std::string& dir)> on_save = nullptr;  // after a checkpoint
+  std::function<void(const TrainerState&, const Metrics& record)> on_log = nullptr;    // each log record
 };
 
 class Trainer {
@@ -116,7 +118,7 @@ class Trainer {
   using ComputeMetrics = std::function<Metrics(const EvalPrediction&)>;
 
   // Builds the Accelerator (which seeds brisk's generator and the shuffling with args.seed: for
-  // reproducible initial weights call set_seed(args.seed) before building the model), the AdamW
+  // reproducible initial weights call manual_seed(args.seed) before building the model), the AdamW
   // optimizer, the learning-rate schedule and the data loaders, and prepares them. The model is
   // the caller's and must outlive the Trainer. eval_dataset may be null (no evaluation).
   Trainer(nn::Module& model, TrainingArguments args, std::shared_ptr<data::Dataset> train_dataset,
