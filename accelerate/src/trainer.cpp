@@ -78,6 +78,13 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+// The output folder, or a brisk::Error naming it and the system's reason.
+void make_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  BRISK_CHECK(!ec, "Trainer: cannot create output_dir \"", dir, "\": ", ec.message());
+}
+
 bool reports_to(const TrainingArguments& a, const std::string& what) {
   auto v = split_commas(a.report_to);
   return std::find(v.begin(), v.end(), what) != v.end();
@@ -250,8 +257,12 @@ Metrics Trainer::train() {
     csv_rows_.clear();
     csv_columns_.clear();
     if (acc_->is_main_process()) {
-      fs::create_directories(args_.output_dir);
-      for (const char* f : {"metrics.jsonl", "metrics.csv"}) fs::remove(fs::path(args_.output_dir) / f);
+      make_dir(args_.output_dir);
+      std::error_code ec;
+      for (const char* f : {"metrics.jsonl", "metrics.csv"}) {
+        fs::remove(fs::path(args_.output_dir) / f, ec);
+        BRISK_CHECK(!ec, "Trainer: cannot remove the old ", f, " in \"", args_.output_dir, "\": ", ec.message());
+      }
     }
   }
   const int64_t total = state_.max_steps;
@@ -348,17 +359,24 @@ Trainer::Gathered Trainer::run_eval(data::DataLoader& loader) {
   Gathered g;
   std::vector<Tensor> preds, labels;
   for (auto& [x, y] : loader) {
-    Tensor out;
-    Tensor loss;
+    Tensor out, loss;
+    const int64_t n = x.size(0);
+    // The last batch of a process may end with samples repeated to even out the shards, which
+    // gather_for_metrics drops: its loss is taken sample by sample, so that the dropped samples
+    // do not count (exact for a loss that is a mean over the batch's samples).
+    const bool last = loader.has_size() && loader.position() == loader.size();
+    std::vector<double> each;
     {
       auto ac = acc_->autocast();
       out = model_(x);
       if (y.defined() || !loss_) loss = compute_loss(out, y);
+      if (last && loss_ && y.defined() && n > 1)
+        for (int64_t i = 0; i < n; ++i) each.push_back(loss_(out.narrow(0, i, 1), y.narrow(0, i, 1)).item<double>());
     }
     if (loss.defined()) {
-      // The batch's mean loss once per sample, so that the gathered mean weighs batches by size.
-      const int64_t n = x.size(0);
-      Tensor per_sample = acc_->gather_for_metrics(full({n}, loss.item<double>(), {.dtype = DType::F64}));
+      // Otherwise the batch's mean loss once per sample, so that the gathered mean weighs batches by size.
+      Tensor per_sample = acc_->gather_for_metrics(each.empty() ? full({n}, loss.item<double>(), {.dtype = DType::F64})
+                                                                : from_vector<double>(each, {n}));
       g.loss += sum(per_sample).item<double>();
       g.count += per_sample.numel();
     }
@@ -502,7 +520,7 @@ void Trainer::restore_logs() {
 void Trainer::write_log_files(const Metrics& record) {
   const bool jsonl = reports_to(args_, "jsonl"), csv = reports_to(args_, "csv");
   if (!jsonl && !csv) return;
-  fs::create_directories(args_.output_dir);
+  make_dir(args_.output_dir);
   if (jsonl) {
     data::json::Value::Object o;
     o.emplace_back("step", data::json::Value(state_.global_step));

@@ -365,3 +365,18 @@ TEST(TrainingArguments, BadValuesNameTheField) {
   a.load_best_model_at_end = true;  // without evaluations there is no best model
   EXPECT_NE(message(a).find("load_best_model_at_end"), std::string::npos);
 }
+
+TEST(Trainer, AnOutputDirThatCannotBeCreatedIsAnErrorNamingIt) {
+  const std::string file = fresh_dir("a_file");
+  std::ofstream(file) << "not a folder";
+  TrainingArguments a = base_args(file + "/run");
+  manual_seed(a.seed);
+  Regressor net;
+  Trainer trainer(net, a, regression_data(16), nullptr, mse);
+  try {
+    trainer.train();
+    ADD_FAILURE() << "training into a folder below a file did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file + "/run"), std::string::npos) << e.what();
+  }
+}
