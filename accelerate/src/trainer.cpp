@@ -511,6 +511,7 @@ void Trainer::restore_logs() {
   const std::vector<Metrics> history = state_.log_history;
   if (reports_to(args_, "csv"))
     for (const Metrics& r : history) {
+      if (csv_columns_.empty()) csv_columns_.push_back("step");
       for (const auto& [k, x] : r)
         if (std::find(csv_columns_.begin(), csv_columns_.end(), k) == csv_columns_.end()) csv_columns_.push_back(k);
       csv_rows_.push_back(r);
@@ -531,6 +532,7 @@ void Trainer::write_log_files(const Metrics& record) {
   }
   if (csv) {
     // A column per key seen so far: the whole file is rewritten (atomically) with each record.
+    if (csv_columns_.empty()) csv_columns_.push_back("step");
     for (const auto& [k, v] : record)
       if (std::find(csv_columns_.begin(), csv_columns_.end(), k) == csv_columns_.end()) csv_columns_.push_back(k);
     csv_rows_.push_back(record);
