@@ -5,6 +5,7 @@
 #include <brisk/brisk.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -379,4 +380,31 @@ TEST(Trainer, AnOutputDirThatCannotBeCreatedIsAnErrorNamingIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(file + "/run"), std::string::npos) << e.what();
   }
+}
+
+TEST(Trainer, MixedPrecisionAndWarmupRatioComeFromTheArguments) {
+  TrainingArguments a = base_args(fresh_dir("bf16"));
+  a.mixed_precision = "bf16";
+  a.max_steps = 10;
+  a.warmup_ratio = 0.2;  // 2 of 10 steps
+  a.lr_scheduler_type = "cosine";
+  manual_seed(a.seed);
+  Regressor net;
+  Trainer trainer(net, a, regression_data(40), nullptr, mse);
+  EXPECT_EQ(trainer.accelerator().mixed_precision(), MixedPrecision::BF16);
+  EXPECT_EQ(trainer.lr_scheduler().get_last_lr(), 0.0);  // warm-up starts at 0
+  std::vector<double> rates;
+  trainer.add_callback({.on_log = [&](const TrainerState&, const Metrics& m) {
+    if (m.count("learning_rate")) rates.push_back(m.at("learning_rate"));
+  }});
+  trainer.train();
+  ASSERT_EQ(rates.size(), 10u);
+  EXPECT_DOUBLE_EQ(rates[1], a.learning_rate);  // the peak after the warm-up
+  EXPECT_NEAR(rates[9], 0.0, 1e-12);            // cosine down to 0 at the last step
+  for (const auto& r : trainer.state().log_history)
+    if (r.count("loss")) {
+      EXPECT_TRUE(std::isfinite(r.at("loss")));
+    }
+  a.mixed_precision = "fp8";
+  EXPECT_THROW(Trainer(net, a, regression_data(40), nullptr, mse), Error);
 }
