@@ -81,3 +81,4 @@ if(BRISK_HAVE_MPI)
   set_tests_properties(accelerate.mp.determinism.np2 PROPERTIES LABELS "multiprocess" RESOURCE_LOCK cpu_cores
     TIMEOUT 600 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
 endif()
+include(${CMAKE_CURRENT_LIST_DIR}/trainer_tests.cmake)
