@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -83,10 +84,25 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
   }
   // Like the reference implementation, refuse tensors that share memory (tied weights): the file
   // would hold two copies that load back untied. nn::remove_tied_duplicates keeps one name each.
+  // Disjoint views of one buffer (an optimizer's flat state: one slot per parameter) are
+  // independent tensors and are saved as such.
+  auto extent = [](const Tensor& t) {
+    const auto* begin = static_cast<const char*>(t.data_ptr());
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (t.size(d) > 1) last += (t.size(d) - 1) * std::abs(t.stride(d));
+    return std::pair{begin, begin + (t.numel() == 0 ? 0 : (last + 1) * static_cast<int64_t>(t.element_size()))};
+  };
+  auto overlap = [&](const Tensor& a, const Tensor& b) {
+    if (a.storage() != b.storage()) return false;
+    const auto [a0, a1] = extent(a);
+    const auto [b0, b1] = extent(b);
+    return a0 < b1 && b0 < a1;
+  };
   for (size_t i = 0; i < tensors.size(); ++i)
     for (size_t j = i + 1; j < tensors.size(); ++j)
-      BRISK_CHECK(tensors[i].second.storage() != tensors[j].second.storage(), "save_safetensors: tensors \"",
-                  tensors[i].first, "\" and \"", tensors[j].first,
+      BRISK_CHECK(!overlap(tensors[i].second, tensors[j].second), "save_safetensors: tensors \"", tensors[i].first,
+                  "\" and \"", tensors[j].first,
                   "\" share memory (tied weights); save one name per shared tensor, e.g. with "
                   "nn::remove_tied_duplicates(module.state_dict())");
   std::vector<const std::pair<std::string, Tensor>*> order;
