@@ -268,10 +268,20 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   steps_ = steps;
   steps_taken_ = taken;
   relayout_if_moved();
+  // The state dict may hold views of this optimizer's own buffers (load_state_dict(state_dict())):
+  // those are copied out before the buffers are cleared.
+  std::vector<Tensor> sources;
+  for (const auto& [i, k, t] : loads) {
+    bool own = false;
+    for (const auto& kind : flat_)
+      for (const Tensor& f : kind) own |= f.storage() == t->storage();
+    sources.push_back(own ? t->clone() : *t);
+  }
   for (size_t k = 0; k < flat_.size(); ++k)
     for (const Tensor& f : flat_[k]) kernels::fill_(f, 0.0);
   std::fill(has_state_.begin(), has_state_.end(), 0);
-  for (const auto& [i, k, t] : loads) kernels::copy_(state(k, i), *t);
+  for (size_t n = 0; n < loads.size(); ++n)
+    kernels::copy_(state(std::get<1>(loads[n]), std::get<0>(loads[n])), sources[n]);
 }
 
 }  // namespace brisk::optim

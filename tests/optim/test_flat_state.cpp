@@ -113,6 +113,24 @@ TEST(FlatState, MovingParametersAfterAStepKeepsTheState) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
 }
 
+// The state dict's tensors are views of the optimizer's own buffers: loading it back into the
+// same optimizer keeps the state (it is not cleared before it is read).
+TEST(FlatState, LoadingItsOwnStateDictKeepsTheState) {
+  Tensor a = leaf({0.5, -1, 2}), b = leaf({0.5, -1, 2});
+  optim::Adam self({a}, {.lr = 0.1, .amsgrad = true});
+  optim::Adam ref({b}, {.lr = 0.1, .amsgrad = true});
+  for (int t = 0; t < 3; ++t) {
+    set_grads({a}, 1.0 + t);
+    set_grads({b}, 1.0 + t);
+    self.step();
+    ref.step();
+    self.load_state_dict(self.state_dict());
+  }
+  EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
+  EXPECT_EQ(self.state_dict().tensor("state.0.exp_avg")->to_vector<double>(),
+            ref.state_dict().tensor("state.0.exp_avg")->to_vector<double>());
+}
+
 TEST(FlatState, LoadingAnUnknownStateKindIsAnErrorThatChangesNothing) {
   Tensor a = leaf({0.5, -1, 2});
   optim::Adam opt({a}, {.lr = 0.1});
