@@ -4,6 +4,8 @@
 
 #include <brisk/brisk.h>
 #include <brisk/kernels/elementwise.h>
+#include <brisk/kernels/optim.h>
+#include <brisk/kernels/threads.h>
 
 using namespace brisk;
 
@@ -182,4 +184,44 @@ TEST(SGDOptions, TheLearningRateIsRequired) {
             std::string::npos);
   // A bad parameter list is still reported first.
   EXPECT_NE(message_of([&] { optim::SGD({}, {}); }).find("empty"), std::string::npos);
+}
+
+// The flat state changes where the state lives, not the arithmetic: an AdamW step gives the
+// same bits as the fused kernel run on separately allocated state tensors (the layout before),
+// for large tensors split over threads, on 1 and 2 threads.
+TEST(FlatState, StepsAreBitIdenticalToSeparateStateTensorsOnAnyThreadCount) {
+  const int saved = get_num_threads();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    std::vector<std::vector<float>> first_run;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      manual_seed(7);
+      std::vector<Tensor> ps, ref, gs;
+      for (int64_t n : {70001, 3, 40000}) {
+        Tensor p = kernels::cast(randn({n}), dt);
+        ps.push_back(leaf(p.to_vector<double>(), dt));
+        ref.push_back(kernels::cast(p, dt));
+        gs.push_back(kernels::cast(randn({n}), dt));
+      }
+      optim::AdamW opt(ps, {.lr = 0.01, .betas = {0.8, 0.95}, .weight_decay = 0.1, .amsgrad = true});
+      std::vector<Tensor> m, v, vmax;
+      for (const Tensor& r : ref)
+        for (auto* list : {&m, &v, &vmax}) list->push_back(zeros(r.sizes(), {.dtype = dt}));
+      for (int64_t step = 1; step <= 3; ++step) {
+        for (size_t i = 0; i < ps.size(); ++i) ps[i].set_grad(gs[i]);
+        opt.step();
+        kernels::adam_step(ref, gs, m, v, vmax, {0.01, 0.8, 0.95, 1e-8, 0.1, true, true, false, step});
+      }
+      std::vector<std::vector<float>> got;
+      for (size_t i = 0; i < ps.size(); ++i) {
+        EXPECT_EQ(ps[i].to_vector<float>(), ref[i].to_vector<float>()) << dtype_name(dt) << " tensor " << i;
+        got.push_back(ps[i].to_vector<float>());
+      }
+      if (threads == 1)
+        first_run = got;
+      else
+        EXPECT_EQ(got, first_run) << dtype_name(dt) << ": 2 threads differ from 1";
+    }
+  }
+  set_num_threads(saved);
 }
