@@ -1,7 +1,9 @@
 // Fused optimizer steps and gradient norms in GB/s over a transformer-like parameter list (many
 // tensors of mixed sizes): AdamW (p, g, m, v read; p, m, v written) and the total gradient norm
 // with clipping, on the CPU (1 and 2 threads) and, when a GPU is present, on the GPU (timed to
-// completion: each iteration ends with a device synchronisation).
+// completion: each iteration ends with a device synchronisation). BM_AdamWOptimizerStep times the
+// whole optim::AdamW::step() on the same list (state look-up and grouping included, not only the
+// fused kernel): run it on two builds to compare optimizer-side overhead before/after a change.
 #include <brisk/brisk.h>
 #include <brisk/kernels/cuda.h>
 #include <brisk/kernels/elementwise.h>
@@ -69,6 +71,26 @@ void BM_ClipGradNorm(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * elements(g) * 4 * 2);
 }
 
+void BM_AdamWOptimizerStep(benchmark::State& state) {
+  const Device dev = state.range(1) ? cuda_device(0) : kCPU;
+  if (!device_ok(state, dev)) return;
+  bench::ThreadScope threads(static_cast<int>(state.range(2)));
+  auto p = model_like(state.range(0), 256, DType::F32, dev), g = model_like(state.range(0), 256, DType::F32, dev);
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i].requires_grad_();
+    p[i].set_grad(g[i]);
+  }
+  optim::AdamW opt(p, {.lr = 1e-4, .weight_decay = 0.01});
+  opt.step();  // the state is made on the first step
+  if (dev.is_cuda()) cuda::synchronize();
+  for (auto _ : state) {
+    opt.step();
+    if (dev.is_cuda()) cuda::synchronize();
+  }
+  state.SetBytesProcessed(state.iterations() * elements(p) * 7 * 4);
+  state.counters["tensors"] = static_cast<double>(p.size());
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (int64_t layers : {2, 12}) {
     for (int t : {1, 2}) b->Args({layers, 0, t});
@@ -81,4 +103,5 @@ void sizes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_AdamW)->Apply(sizes);
 BENCHMARK(BM_ClipGradNorm)->Apply(sizes);
+BENCHMARK(BM_AdamWOptimizerStep)->Apply(sizes);
 BENCHMARK_MAIN();

@@ -3,13 +3,18 @@
 #include "brisk/data/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string_view>
 
@@ -68,10 +73,34 @@ std::string sys_error() {
 
 }  // namespace
 
+const Tensor* SafetensorsFile::find(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it != index_.end() && it->second < tensors.size() && tensors[it->second].first == name)
+    return &tensors[it->second].second;
+  auto at_place = [&](size_t i) {
+    auto e = index_.find(tensors[i].first);
+    return e != index_.end() && e->second == i;
+  };
+  const bool current = it == index_.end() && index_.size() == tensors.size() &&
+                       (tensors.empty() || (at_place(0) && at_place(tensors.size() - 1)));
+  if (!current) {
+    // `tensors` was edited since the index was built: search it.
+    for (const auto& [n, t] : tensors)
+      if (n == name) return &t;
+  }
+  return nullptr;
+}
+
 const Tensor& SafetensorsFile::at(const std::string& name) const {
-  for (const auto& [n, t] : tensors)
-    if (n == name) return t;
-  BRISK_THROW("SafetensorsFile::at: no tensor named \"", name, "\"");
+  const Tensor* t = find(name);
+  BRISK_CHECK(t != nullptr, "SafetensorsFile::at: no tensor named \"", name, "\"");
+  return *t;
+}
+
+void SafetensorsFile::reindex() {
+  index_.clear();
+  index_.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) index_.emplace(tensors[i].first, i);
 }
 
 std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
@@ -83,10 +112,25 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
   }
   // Like the reference implementation, refuse tensors that share memory (tied weights): the file
   // would hold two copies that load back untied. nn::remove_tied_duplicates keeps one name each.
+  // Disjoint views of one buffer (an optimizer's flat state: one slot per parameter) are
+  // independent tensors and are saved as such.
+  auto extent = [](const Tensor& t) {
+    const auto* begin = static_cast<const char*>(t.data_ptr());
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (t.size(d) > 1) last += (t.size(d) - 1) * std::abs(t.stride(d));
+    return std::pair{begin, begin + (t.numel() == 0 ? 0 : (last + 1) * static_cast<int64_t>(t.element_size()))};
+  };
+  auto overlap = [&](const Tensor& a, const Tensor& b) {
+    if (a.storage() != b.storage()) return false;
+    const auto [a0, a1] = extent(a);
+    const auto [b0, b1] = extent(b);
+    return a0 < b1 && b0 < a1;
+  };
   for (size_t i = 0; i < tensors.size(); ++i)
     for (size_t j = i + 1; j < tensors.size(); ++j)
-      BRISK_CHECK(tensors[i].second.storage() != tensors[j].second.storage(), "save_safetensors: tensors \"",
-                  tensors[i].first, "\" and \"", tensors[j].first,
+      BRISK_CHECK(!overlap(tensors[i].second, tensors[j].second), "save_safetensors: tensors \"", tensors[i].first,
+                  "\" and \"", tensors[j].first,
                   "\" share memory (tied weights); save one name per shared tensor, e.g. with "
                   "nn::remove_tied_duplicates(module.state_dict())");
   std::vector<const std::pair<std::string, Tensor>*> order;
@@ -256,17 +300,23 @@ Entry read_entry(json::Reader& r, std::string name, const std::string& who) {
   return e;
 }
 
-}  // namespace
+// The validated layout of a file: its entries in data order, its metadata, and where the data
+// section begins.
+struct Layout {
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;
+};
 
-SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& what) {
-  const std::string who = "load_safetensors: " + what;
-  const uint64_t size = bytes.size();
+// Parses and validates the header of a whole file of `size` bytes at `bytes`, and checks that the
+// entries tile the data section and that BOOL data holds only 0 and 1.
+Layout parse_layout(const char* bytes, uint64_t size, const std::string& who) {
   BRISK_CHECK(size >= 8, who, ": file is ", size, " bytes, smaller than the 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
   BRISK_CHECK(n <= kMaxHeader, who, ": header length ", n, " exceeds the limit of ", kMaxHeader, " bytes");
   BRISK_CHECK(8 + n <= size, who, ": header length ", n, " runs past the end of the file (", size, " bytes)");
-  const std::string_view text(bytes.data() + 8, n);
+  const std::string_view text(bytes + 8, n);
   size_t bad = 0;
   BRISK_CHECK(json::valid_utf8(text, &bad), who, ": header is not valid UTF-8 (byte ", bad, " of the header)");
 
@@ -279,8 +329,8 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
   } catch (const Error& e) {
     BRISK_THROW(who, ": header is not valid JSON: ", e.message());
   }
-  SafetensorsFile out;
-  std::vector<Entry> entries;
+  Layout out;
+  std::vector<Entry>& entries = out.entries;
   {
     json::Reader r(text);
     BRISK_CHECK(r.next_type() == json::Type::Object, who, ": header must be a JSON object, got ",
@@ -343,9 +393,9 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
   BRISK_CHECK(expected == data_bytes, who, ": the tensors' data ends at byte ", expected, " of the data section but ",
               "the file has ", data_bytes, " data bytes", expected < data_bytes ? " (trailing bytes)" : " (truncated)");
 
-  const char* data = bytes.data() + 8 + n;
-  out.tensors.reserve(entries.size());
-  for (Entry& e : entries) {
+  out.data_start = 8 + n;
+  const char* data = bytes + 8 + n;
+  for (const Entry& e : entries) {
     if (e.dtype == DType::Bool) {
       // Any other byte would be a bool holding neither value (undefined behaviour in C++).
       const auto* p = reinterpret_cast<const unsigned char*>(data + e.begin);
@@ -353,20 +403,167 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
       BRISK_CHECK(bad == p + (e.end - e.begin), who, ": tensor \"", e.name, "\" (BOOL) has byte ", int{*bad},
                   " at element ", bad - p, "; BOOL bytes must be 0 or 1");
     }
+  }
+  return out;
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& what) {
+  Layout layout = parse_layout(bytes.data(), bytes.size(), "load_safetensors: " + what);
+  SafetensorsFile out;
+  out.metadata = std::move(layout.metadata);
+  const char* data = bytes.data() + layout.data_start;
+  out.tensors.reserve(layout.entries.size());
+  for (Entry& e : layout.entries) {
     Tensor t = empty(e.shape, e.dtype);
     if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
     out.tensors.emplace_back(std::move(e.name), std::move(t));
     Shape().swap(e.shape);  // what is handed over is freed as it goes: the peak is one copy
   }
+  out.reindex();
   return out;
 }
 
+namespace {
+
+// A read-only file mapped copy-on-write, unmapped when the last tensor on it is freed.
+struct Mapping {
+  void* base = MAP_FAILED;
+  size_t size = 0;
+  ~Mapping() {
+    if (base != MAP_FAILED) ::munmap(base, size);
+  }
+};
+
+// Hands the bytes of one mapped tensor to the StorageImpl being constructed (a StorageImpl
+// takes its bytes from an allocator), and drops its hold on the mapping when they are freed.
+// Allocators are never deleted (a storage keeps a raw pointer to its allocator): an idle one
+// (no mapped bytes handed out) is reused for the next file. After release() a storage allocates
+// again from the CPU allocator, and those bytes go back there.
+class MappedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    if (next_) return std::exchange(next_, nullptr);  // set by wrap() on this thread, just before
+    return cpu_allocator()->allocate(nbytes);
+  }
+  void deallocate(void* ptr, size_t nbytes) override {
+    const auto* p = static_cast<const char*>(ptr);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_ && p >= static_cast<const char*>(map_->base) && p < static_cast<const char*>(map_->base) + map_->size) {
+      if (--live_ == 0) map_.reset();
+      return;
+    }
+    cpu_allocator()->deallocate(ptr, nbytes);
+  }
+  Device device() const override { return kCPU; }
+
+  // A storage of `nbytes` at `p` inside the mapping.
+  Storage wrap(const char* p, size_t nbytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++live_;
+    }
+    next_ = const_cast<char*>(p);
+    return std::make_shared<StorageImpl>(nbytes, kCPU, MemoryCategory::Activations, this);
+  }
+
+  // After a file's tensors are made: a mapping none of them uses is let go at once.
+  void done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_ == 0) map_.reset();
+  }
+
+  // An idle allocator from the pool (or a new one) now serving `map`.
+  static MappedAllocator* for_mapping(std::shared_ptr<Mapping> map) {
+    static std::mutex pool_mu;
+    static std::vector<std::unique_ptr<MappedAllocator>> pool;
+    std::lock_guard<std::mutex> pool_lock(pool_mu);
+    MappedAllocator* a = nullptr;
+    for (auto& candidate : pool) {
+      std::lock_guard<std::mutex> lock(candidate->mu_);
+      if (candidate->live_ == 0 && !candidate->map_) {
+        a = candidate.get();
+        break;
+      }
+    }
+    if (!a) a = pool.emplace_back(std::make_unique<MappedAllocator>()).get();
+    std::lock_guard<std::mutex> lock(a->mu_);
+    a->map_ = std::move(map);
+    return a;
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<Mapping> map_;
+  int64_t live_ = 0;
+  static thread_local char* next_;
+};
+
+thread_local char* MappedAllocator::next_ = nullptr;
+
+}  // namespace
+
 SafetensorsFile load_safetensors(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  BRISK_CHECK(f.good(), "load_safetensors: cannot open ", path, ": ", sys_error());
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  BRISK_CHECK(!f.bad(), "load_safetensors: reading ", path, " failed: ", sys_error());
-  return parse_safetensors(bytes, path);
+  const std::string who = "load_safetensors: " + path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  BRISK_CHECK(fd >= 0, "load_safetensors: cannot open ", path, ": ", sys_error());
+  struct stat st {};
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  const std::string stat_error = stat_ok ? "" : sys_error();
+  auto map = std::make_shared<Mapping>();
+  if (stat_ok && S_ISREG(st.st_mode) && st.st_size > 0) {
+    map->size = static_cast<size_t>(st.st_size);
+    map->base = ::mmap(nullptr, map->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  }
+  const std::string map_error = map->base == MAP_FAILED ? sys_error() : "";
+  ::close(fd);
+  BRISK_CHECK(stat_ok, "load_safetensors: cannot stat ", path, ": ", stat_error);
+  BRISK_CHECK(S_ISREG(st.st_mode), "load_safetensors: ", path, " is not a regular file");
+  BRISK_CHECK(st.st_size == 0 || map->base != MAP_FAILED, "load_safetensors: cannot map ", path, ": ", map_error);
+  const char* bytes = map->base == MAP_FAILED ? "" : static_cast<const char*>(map->base);
+  Layout layout = parse_layout(bytes, map->size, who);
+
+  SafetensorsFile out;
+  out.metadata = std::move(layout.metadata);
+  out.tensors.reserve(layout.entries.size());
+  const char* data = bytes + layout.data_start;
+  MappedAllocator* alloc = nullptr;
+  for (Entry& e : layout.entries) {
+    const size_t nbytes = e.end - e.begin;
+    const char* p = data + e.begin;
+    Tensor t;
+    if (nbytes == 0 || reinterpret_cast<uintptr_t>(p) % dtype_size(e.dtype) != 0) {
+      t = empty(e.shape, e.dtype);  // nothing to map, or misaligned for its type: a copy
+      if (nbytes > 0) std::memcpy(t.data_ptr(), p, nbytes);
+    } else {
+      if (!alloc) alloc = MappedAllocator::for_mapping(map);
+      auto impl = std::make_shared<TensorImpl>();
+      impl->storage = alloc->wrap(p, nbytes);
+      impl->strides = contiguous_strides(e.shape);
+      impl->sizes = std::move(e.shape);
+      impl->dtype = e.dtype;
+      t = Tensor(std::move(impl));
+    }
+    out.tensors.emplace_back(std::move(e.name), std::move(t));
+  }
+  if (alloc) alloc->done();
+  out.reindex();
+  return out;
+}
+
+void save_safetensors(const std::string& path, const nn::Module& module,
+                      const std::map<std::string, std::string>& metadata) {
+  save_safetensors(path, nn::remove_tied_duplicates(module.state_dict()), metadata);
+}
+
+nn::LoadResult load_safetensors_into(nn::Module& module, const std::string& path, bool strict) {
+  const SafetensorsFile file = load_safetensors(path);
+  try {
+    return module.load_state_dict(file.tensors, strict);
+  } catch (const Error& e) {
+    BRISK_THROW("load_safetensors_into: ", path, ": ", e.message());
+  }
 }
 
 }  // namespace brisk::data

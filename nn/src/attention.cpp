@@ -38,6 +38,46 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   return resid_drop_(c_proj(y));
 }
 
+// The masked path, beside the default one above (which it matches when no mask is given).
+Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+  if (!attn_mask.defined() && !key_padding_mask.defined()) return forward(x);
+  BRISK_CHECK(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: expected input (B, T, ", n_embd,
+              "), got shape ", x.sizes());
+  const int64_t B = x.size(0), T = x.size(1), hd = n_embd / n_head;
+  auto qkv = split(c_attn(x), n_embd, 2);
+  auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };
+  Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  Tensor att = matmul(q * (1.0 / std::sqrt(static_cast<double>(hd))), k.transpose(-2, -1));  // (B, h, T, T)
+  Tensor future = triu(ones({T, T}, {.dtype = DType::Bool, .device = x.device()}), 1);
+  att = masked_fill(att, future, -INFINITY);
+  auto apply = [&](const Tensor& mask, const Tensor& as4d, const char* what) {
+    BRISK_CHECK(mask.device() == x.device(), "CausalSelfAttention: ", what, " is on ", mask.device(),
+                " but the input is on ", x.device());
+    if (mask.dtype() == DType::Bool) {
+      att = masked_fill(att, as4d, -INFINITY);
+    } else {
+      BRISK_CHECK(mask.is_floating_point(), "CausalSelfAttention: ", what, " must be bool or floating, got ",
+                  dtype_name(mask.dtype()));
+      att = att + as4d.to(att.dtype());
+    }
+  };
+  if (attn_mask.defined()) {
+    const Shape& s = attn_mask.sizes();
+    const bool ok = (s == Shape{T, T}) || (s == Shape{B, T, T}) || (s == Shape{B, n_head, T, T});
+    BRISK_CHECK(ok, "CausalSelfAttention: attn_mask must be (T, T), (B, T, T) or (B, n_head, T, T) = (", T, ", ", T,
+                "), (", B, ", ", T, ", ", T, ") or (", B, ", ", n_head, ", ", T, ", ", T, "), got ", s);
+    apply(attn_mask, attn_mask.dim() == 3 ? attn_mask.unsqueeze(1) : attn_mask, "attn_mask");
+  }
+  if (key_padding_mask.defined()) {
+    BRISK_CHECK(key_padding_mask.sizes() == (Shape{B, T}), "CausalSelfAttention: key_padding_mask must be (B, T) = (",
+                B, ", ", T, "), got ", key_padding_mask.sizes());
+    apply(key_padding_mask, key_padding_mask.view({B, 1, 1, T}), "key_padding_mask");
+  }
+  att = attn_drop_(softmax(att, -1));
+  Tensor y = matmul(att, v).transpose(1, 2).reshape({B, T, n_embd});
+  return resid_drop_(c_proj(y));
+}
+
 TransformerBlock::TransformerBlock(int64_t c, int64_t h, AttentionOptions o)
     : ln_1(Shape{c}), ln_2(Shape{c}), attn(c, h, o), c_fc(c, 4 * c), c_proj(4 * c, c), drop_(o.dropout) {
   register_modules(
@@ -46,6 +86,11 @@ TransformerBlock::TransformerBlock(int64_t c, int64_t h, AttentionOptions o)
 
 Tensor TransformerBlock::forward(const Tensor& x) {
   Tensor h = x + attn(ln_1(x));
+  return h + drop_(c_proj(gelu(c_fc(ln_2(h)), GeluApproximation::Tanh)));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask) {
+  Tensor h = x + attn(ln_1(x), attn_mask, key_padding_mask);
   return h + drop_(c_proj(gelu(c_fc(ln_2(h)), GeluApproximation::Tanh)));
 }
 

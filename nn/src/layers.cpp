@@ -63,4 +63,24 @@ Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 Tensor Flatten::forward(const Tensor& x) { return flatten(x, start_dim_, end_dim_); }
 
+Tensor Unflatten::forward(const Tensor& x) {
+  const int64_t d = dim_ < 0 ? dim_ + x.dim() : dim_;
+  BRISK_CHECK(d >= 0 && d < x.dim(), "Unflatten: dim ", dim_, " is out of range for input of shape ", x.sizes());
+  int64_t known = 1, unknown = 0;
+  for (int64_t s : sizes_) {
+    BRISK_CHECK(s > 0 || s == -1, "Unflatten: sizes must be positive or -1, got ", sizes_);
+    if (s == -1)
+      ++unknown;
+    else
+      known *= s;
+  }
+  BRISK_CHECK(!sizes_.empty() && unknown <= 1 && (unknown ? known > 0 && x.size(d) % known == 0 : known == x.size(d)),
+              "Unflatten: sizes ", sizes_, " do not multiply to the size ", x.size(d), " of dim ", dim_,
+              " of input shape ", x.sizes());
+  Shape out(x.sizes().begin(), x.sizes().begin() + d);
+  out.insert(out.end(), sizes_.begin(), sizes_.end());
+  out.insert(out.end(), x.sizes().begin() + d + 1, x.sizes().end());
+  return x.reshape(out);
+}
+
 }  // namespace brisk::nn

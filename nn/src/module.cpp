@@ -28,21 +28,45 @@ Tensor Module::forward(const Tensor&) {
 }
 
 Tensor Module::operator()(const Tensor& x) {
-  for (auto& h : pre_hooks_) h(*this, x);
-  Tensor out = forward(x);
-  for (auto& h : fwd_hooks_) h(*this, x, out);
-  if (!bwd_hooks_.empty() && out.requires_grad()) {
-    // An identity node on the output whose backward shows the gradient to the hooks.
-    Tensor alias = out.as_strided(out.sizes(), out.strides(), out.offset());
-    auto hooks = bwd_hooks_;
-    Module* self = this;
-    autograd::record("ModuleBackwardHook", {out}, alias, [hooks, self](const autograd::GradCtx& g) {
-      for (auto& h : hooks) h(*self, g.grad());
-      return std::vector<Tensor>{g.grad()};
-    });
-    out = alias;
+  if (pre_list_hooks_.empty() && fwd_list_hooks_.empty()) {
+    for (auto& h : pre_hooks_) h(*this, x);
+    Tensor out = forward(x);
+    for (auto& h : fwd_hooks_) h(*this, x, out);
+    if (!bwd_hooks_.empty() && out.requires_grad()) out = with_backward_hooks(out);
+    return out;
   }
-  return out;
+  TensorList inputs{x};
+  run_pre_hooks(inputs);
+  TensorList outs{forward(x)};
+  run_post_hooks(inputs, outs);
+  return outs[0];
+}
+
+Tensor Module::with_backward_hooks(const Tensor& out) {
+  // An identity node on the output whose backward shows the gradient to the hooks.
+  Tensor alias = out.as_strided(out.sizes(), out.strides(), out.offset());
+  auto hooks = bwd_hooks_;
+  Module* self = this;
+  autograd::record("ModuleBackwardHook", {out}, alias, [hooks, self](const autograd::GradCtx& g) {
+    for (auto& h : hooks) h(*self, g.grad());
+    return std::vector<Tensor>{g.grad()};
+  });
+  return alias;
+}
+
+void Module::run_pre_hooks(const TensorList& inputs) {
+  static const Tensor none;
+  for (auto& h : pre_hooks_) h(*this, inputs.empty() ? none : inputs[0]);
+  for (auto& h : pre_list_hooks_) h(*this, inputs);
+}
+
+void Module::run_post_hooks(const TensorList& inputs, TensorList& outputs) {
+  static const Tensor none;
+  for (auto& h : fwd_hooks_) h(*this, inputs.empty() ? none : inputs[0], outputs.empty() ? none : outputs[0]);
+  for (auto& h : fwd_list_hooks_) h(*this, inputs, outputs);
+  if (bwd_hooks_.empty()) return;
+  for (Tensor& out : outputs)
+    if (out.defined() && out.requires_grad()) out = with_backward_hooks(out);
 }
 
 std::string Module::name() const {

@@ -6,66 +6,93 @@
 
 namespace brisk::optim {
 
-std::map<std::string, double> Adam::validate(double lr, double beta1, double beta2, double eps, double wd, bool amsgrad,
-                                             bool maximize) {
-  BRISK_CHECK(lr >= 0, "Adam: Invalid learning rate: ", lr);
-  BRISK_CHECK(eps >= 0, "Adam: Invalid epsilon value: ", eps);
-  BRISK_CHECK(beta1 >= 0 && beta1 < 1, "Adam: Invalid beta parameter at index 0: ", beta1);
-  BRISK_CHECK(beta2 >= 0 && beta2 < 1, "Adam: Invalid beta parameter at index 1: ", beta2);
-  BRISK_CHECK(wd >= 0, "Adam: Invalid weight_decay value: ", wd);
-  return {{"lr", lr},
-          {"beta1", beta1},
-          {"beta2", beta2},
-          {"eps", eps},
-          {"weight_decay", wd},
-          {"amsgrad", amsgrad ? 1.0 : 0.0},
-          {"maximize", maximize ? 1.0 : 0.0}};
+namespace {
+
+double beta(const std::pair<double, double>& betas, const std::optional<double>& old, int index, const char* who) {
+  const double b = index == 0 ? betas.first : betas.second;
+  const double dflt = index == 0 ? 0.9 : 0.999;
+  if (!old) return b;
+  BRISK_CHECK(b == dflt || b == *old, who, ": beta", index + 1, " = ", *old, " contradicts betas.",
+              index == 0 ? "first" : "second", " = ", b, " (set one of them)");
+  return *old;
 }
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions o) {
-  add_group(std::move(params), validate(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, o.maximize));
+}  // namespace
+
+Adam::Adam(bool decoupled)
+    : Optimizer({"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize"},
+                {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}),
+      decoupled_(decoupled) {}
+
+template <class Options>
+std::vector<double> Adam::validate(const Options& o) const {
+  const double beta1 = beta(o.betas, o.beta1, 0, name()), beta2 = beta(o.betas, o.beta2, 1, name());
+  BRISK_CHECK(o.lr >= 0, name(), ": Invalid learning rate: ", o.lr);
+  BRISK_CHECK(o.eps >= 0, name(), ": Invalid epsilon value: ", o.eps);
+  BRISK_CHECK(beta1 >= 0 && beta1 < 1, name(), ": Invalid beta parameter at index 0: ", beta1);
+  BRISK_CHECK(beta2 >= 0 && beta2 < 1, name(), ": Invalid beta parameter at index 1: ", beta2);
+  BRISK_CHECK(o.weight_decay >= 0, name(), ": Invalid weight_decay value: ", o.weight_decay);
+  std::vector<double> h(7);
+  h[kLr] = o.lr;
+  h[kBeta1] = beta1;
+  h[kBeta2] = beta2;
+  h[kEps] = o.eps;
+  h[kWeightDecay] = o.weight_decay;
+  h[kAmsgrad] = o.amsgrad ? 1.0 : 0.0;
+  h[kMaximize] = o.maximize ? 1.0 : 0.0;
+  return h;
 }
 
-Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups) {
+Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Adam(false) {
+  check_params(params);
+  add_group(std::move(params), validate(o));
+}
+
+Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups) : Adam(false) {
   for (auto& g : groups) {
-    const auto& o = g.options;
-    add_group(std::move(g.params), validate(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, o.maximize));
+    check_params(g.params);
+    add_group(std::move(g.params), validate(g.options));
   }
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o) : Adam(true) {
-  add_group(std::move(params), validate(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, o.maximize));
+  check_params(params);
+  add_group(std::move(params), validate(o));
 }
 
 AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups) : Adam(true) {
   for (auto& g : groups) {
-    const auto& o = g.options;
-    add_group(std::move(g.params), validate(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, o.maximize));
+    check_params(g.params);
+    add_group(std::move(g.params), validate(g.options));
   }
 }
 
 void Adam::update() {
+  std::vector<Tensor> ps, gs, m, v, vmax;
   for (const Group& g : groups_) {
-    const auto& h = g.hyper;
-    const bool amsgrad = h.at("amsgrad") != 0;
+    const std::vector<double>& h = g.hyper;
+    const bool amsgrad = h[kAmsgrad] != 0;
     // Parameters at the same step count share one fused call per dtype and device (step counts
-    // differ only after a parameter missed a step for lack of a gradient).
-    std::map<int64_t, std::vector<Tensor>> by_step;
-    for (const Tensor& p : g.params)
-      if (p.grad().defined()) by_step[++param_step(p)].push_back(p);
+    // differ only after a parameter missed a step for lack of a gradient); the state are views
+    // of the flat buffers.
+    std::map<int64_t, std::vector<size_t>> by_step;
+    for (size_t j = 0; j < g.params.size(); ++j)
+      if (g.params[j].grad().defined()) by_step[++steps_[g.first + j]].push_back(g.first + j);
     for (auto& [step, at_step] : by_step) {
-      for (const std::vector<Tensor>& ps : by_dtype_and_device(at_step)) {
-        std::vector<Tensor> gs, m, v, vmax;
-        for (const Tensor& p : ps) {
+      for (const std::vector<size_t>& part : by_dtype_and_device(at_step)) {
+        ps.clear(), gs.clear(), m.clear(), v.clear(), vmax.clear();
+        for (size_t i : part) {
+          const Tensor& p = flat_params_[i];
           Tensor grad = p.grad();
+          ps.push_back(p);
           gs.push_back(kernels::contiguous(grad.dtype() == p.dtype() ? grad : kernels::cast(grad, p.dtype())));
-          m.push_back(state(p, "exp_avg"));
-          v.push_back(state(p, "exp_avg_sq"));
-          if (amsgrad) vmax.push_back(state(p, "max_exp_avg_sq"));
+          m.push_back(state(kExpAvg, i));
+          v.push_back(state(kExpAvgSq, i));
+          if (amsgrad) vmax.push_back(state(kMaxExpAvgSq, i));
         }
-        kernels::adam_step(ps, gs, m, v, vmax,
-                           {h.at("lr"), h.at("beta1"), h.at("beta2"), h.at("eps"), h.at("weight_decay"), decoupled_,
-                            amsgrad, h.at("maximize") != 0, step});
+        kernels::adam_step(
+            ps, gs, m, v, vmax,
+            {h[kLr], h[kBeta1], h[kBeta2], h[kEps], h[kWeightDecay], decoupled_, amsgrad, h[kMaximize] != 0, step});
       }
     }
   }

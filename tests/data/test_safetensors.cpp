@@ -200,6 +200,19 @@ TEST(Safetensors, WriterRejectsDuplicateAndReservedNames) {
 
 // --- rejections --------------------------------------------------------------------
 
+// Disjoint views of one buffer (an optimizer's flat state) are separate tensors; views that
+// overlap are one tensor under two names and are refused, as tied weights are.
+TEST(Safetensors, WriterSavesDisjointViewsOfOneBufferAndRefusesOverlappingOnes) {
+  Tensor flat = from_vector<float>({1, 2, 3, 4, 5, 6}, {6});
+  SafetensorsFile f = parse_safetensors(safetensors_bytes({{"a", flat.narrow(0, 0, 2)}, {"b", flat.narrow(0, 2, 4)}}));
+  EXPECT_EQ(f.at("a").to_vector<float>(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(f.at("b").to_vector<float>(), (std::vector<float>{3, 4, 5, 6}));
+  EXPECT_THROW(safetensors_bytes({{"a", flat.narrow(0, 0, 3)}, {"b", flat.narrow(0, 2, 4)}}), Error);
+  EXPECT_THROW(safetensors_bytes({{"a", flat}, {"b", flat.view({2, 3})}}), Error);
+  // A strided view spans from its first to its last element.
+  EXPECT_THROW(safetensors_bytes({{"cols", flat.view({2, 3}).narrow(1, 0, 1)}, {"mid", flat.narrow(0, 1, 1)}}), Error);
+}
+
 TEST(SafetensorsReader, RejectsFilesShorterThanEightBytes) {
   EXPECT_REJECTS(std::string("abc"), "file is 3 bytes, smaller than the 8-byte header length");
 }

@@ -1,7 +1,8 @@
 // Fuzzes brisk's safetensors reader on whole files held in memory (header length, JSON header,
 // entries, offsets, data). Any input must either load or throw brisk::Error. A file that loads
-// must write back out and load again to the same tensors and metadata, and loading it into a
-// module (through load_state_dict) must either work or throw brisk::Error.
+// must write back out and load again to the same tensors and metadata, find every tensor by
+// name, and loading it into a module (through load_state_dict) must either work or throw
+// brisk::Error.
 #include <brisk/brisk.h>
 
 #include <cstddef>
@@ -46,6 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error&) {
     return 0;
   }
+  // Every name is found by the index, as the tensor at its place in file order.
+  for (const auto& [name, t] : f.tensors)
+    if (!f.contains(name) || f.find(name) != &t) __builtin_trap();
   try {
     const data::SafetensorsFile again = data::parse_safetensors(data::safetensors_bytes(f.tensors, f.metadata));
     if (!same(f, again)) __builtin_trap();

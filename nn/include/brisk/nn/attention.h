@@ -9,11 +9,20 @@ struct AttentionOptions {
   bool bias = true;
 };
 
+// Optional masks on top of the causal one, as torch.nn.MultiheadAttention takes them:
+//   attn_mask (T, T), (B, T, T) or (B, n_head, T, T): bool, true = may not attend; or floating,
+//     added to the attention scores (-inf forbids);
+//   key_padding_mask (B, T): bool, true = a padding key no query attends to; or floating, added.
+// A query row with every key masked gives NaN, as in PyTorch (with right padding and the causal
+// mask each query still sees key 0).
 // x (B, T, C) -> (B, T, C); C = n_head * head_dim. Position t attends to positions <= t.
-class CausalSelfAttention : public Module {
+class CausalSelfAttention : public CallableModule<CausalSelfAttention> {
  public:
   CausalSelfAttention(int64_t n_embd, int64_t n_head, AttentionOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // With masks (either may be undefined; both undefined is forward(x)): `attn(x, mask)`,
+  // `attn(x, Tensor(), key_padding_mask)`.
+  Tensor forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask = Tensor());
   Linear c_attn, c_proj;  // qkv projection (C -> 3C), output projection (C -> C)
   int64_t n_embd, n_head;
 
@@ -22,10 +31,12 @@ class CausalSelfAttention : public Module {
 };
 
 // x + attn(ln_1(x)), then x + mlp(ln_2(x)) with a 4C GELU(tanh) MLP, as GPT-2.
-class TransformerBlock : public Module {
+class TransformerBlock : public CallableModule<TransformerBlock> {
  public:
   TransformerBlock(int64_t n_embd, int64_t n_head, AttentionOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // The attention masks of CausalSelfAttention: `block(x, mask)`, `block(x, Tensor(), padding)`.
+  Tensor forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask = Tensor());
   LayerNorm ln_1, ln_2;
   CausalSelfAttention attn;
   Linear c_fc, c_proj;

@@ -86,4 +86,41 @@ class BatchNorm2d : public BatchNorm {
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {}) : BatchNorm(num_features, options, 4, 4) {}
 };
 
+struct ConvTranspose2dOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 output_padding = 0;  // added to one side of the output (each below stride or dilation)
+  Size2 dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+// The gradient of conv2d with respect to its input, as a layer (torch.nn.ConvTranspose2d):
+// weight (in, out/groups, kh, kw), bias (out); output size (H - 1) stride - 2 padding +
+// dilation (k - 1) + output_padding + 1. Computed with conv2d's kernels (its input gradient
+// forward, conv2d and its weight gradient backward), on the CPU and the GPU.
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, ConvTranspose2dOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  Tensor weight, bias;
+  int64_t in_channels, out_channels;
+  Size2 kernel_size;
+  ConvTranspose2dOptions options;
+};
+
+// conv_transpose2d(x, weight, bias, options) as the layer computes it (options.bias unused).
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose2dOptions& options = {});
+
+// Zeroes whole channels: each (sample, channel) plane of x (N, C, H, W) or (C, H, W) is kept
+// with probability 1 - p (scaled by 1 / (1 - p)) in training mode; the identity in eval mode.
+class Dropout2d : public Module {
+ public:
+  explicit Dropout2d(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  double p;
+};
+
 }  // namespace brisk::nn

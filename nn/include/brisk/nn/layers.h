@@ -25,7 +25,7 @@ class Linear : public Module {
 };
 
 struct EmbeddingOptions {
-  int64_t padding_idx = -1;  // a row that gets no gradient (and starts at zero); -1: none
+  int64_t padding_idx = -1;           // a row that gets no gradient (and starts at zero); -1: none
   DType dtype = get_default_dtype();  // set_default_dtype changes it
 };
 
@@ -99,6 +99,18 @@ class Flatten : public Module {
 
  private:
   int64_t start_dim_, end_dim_;
+};
+
+// Splits dim `dim` into `sizes` (one of them may be -1), the inverse of Flatten:
+// nn::Unflatten(1, {2, 5}) maps (N, 10, ...) to (N, 2, 5, ...).
+class Unflatten : public Module {
+ public:
+  Unflatten(int64_t dim, Shape sizes) : dim_(dim), sizes_(std::move(sizes)) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  int64_t dim_;
+  Shape sizes_;
 };
 
 }  // namespace brisk::nn

@@ -7,3 +7,5 @@
 #include "brisk/nn/init.h"
 #include "brisk/nn/layers.h"
 #include "brisk/nn/module.h"
+#include "brisk/nn/multihead_attention.h"
+#include "brisk/nn/normalization.h"

@@ -1,13 +1,18 @@
 // Adam and AdamW (decoupled weight decay), with amsgrad, as PyTorch defines them.
 #pragma once
+#include <optional>
+#include <utility>
+
 #include "brisk/optim/optimizer.h"
 
 namespace brisk::optim {
 
 struct AdamOptions {
   double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
+  std::pair<double, double> betas = {0.9, 0.999};  // as PyTorch's betas=(beta1, beta2)
+  // The older spelling of betas, still accepted: when set, each replaces its half of betas
+  // (setting both spellings of one beta to different values is an error).
+  std::optional<double> beta1 = std::nullopt, beta2 = std::nullopt;
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool amsgrad = false;
@@ -16,8 +21,8 @@ struct AdamOptions {
 
 struct AdamWOptions {
   double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
+  std::pair<double, double> betas = {0.9, 0.999};
+  std::optional<double> beta1 = std::nullopt, beta2 = std::nullopt;  // as in AdamOptions
   double eps = 1e-8;
   double weight_decay = 1e-2;
   bool amsgrad = false;
@@ -30,10 +35,15 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup<AdamOptions>> groups);
   const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
+  // Hyper-parameter indices of a group (state dict names: lr, beta1, beta2, eps, weight_decay,
+  // amsgrad, maximize) and state kinds (exp_avg, exp_avg_sq, max_exp_avg_sq).
+  enum Hyper : size_t { kLr, kBeta1, kBeta2, kEps, kWeightDecay, kAmsgrad, kMaximize };
+  enum State : size_t { kExpAvg, kExpAvgSq, kMaxExpAvgSq };
+
  protected:
-  Adam(bool decoupled) : decoupled_(decoupled) {}
-  static std::map<std::string, double> validate(double lr, double beta1, double beta2, double eps, double wd,
-                                                bool amsgrad, bool maximize);
+  explicit Adam(bool decoupled);
+  template <class Options>
+  std::vector<double> validate(const Options& o) const;
   void update() override;
   bool decoupled_ = false;
 };

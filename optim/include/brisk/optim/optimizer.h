@@ -1,5 +1,8 @@
 // Optimizer: parameter groups with their own hyper-parameters, per-parameter state, a fused
 // step, zero_grad, and state dicts. Optimizers call kernels directly: no graph is recorded.
+// Each kind of state (Adam's exp_avg, ...) is one contiguous buffer per (dtype, device) holding
+// every parameter's slot, so a step is one multi-tensor pass over views of it, with no look-up by
+// name; state dicts keep PyTorch's names ("state.<i>.exp_avg", "state.<i>.step").
 // Parameters may live on the CPU or a GPU (state is made on each parameter's device, in its
 // dtype); a step is a few fused multi-tensor launches per (dtype, device) and never waits for
 // the GPU.
@@ -63,27 +66,69 @@ class Optimizer {
   int64_t steps_taken() const { return steps_taken_; }
 
  protected:
+  // A group's hyper-parameters in a fixed order that each optimizer names once (Adam: lr, beta1,
+  // ...); step() reads them by index (`g.hyper[kLr]`), never by name.
   struct Group {
     std::vector<Tensor> params;
-    std::map<std::string, double> hyper;
+    std::vector<double> hyper;
+    size_t first = 0;  // global index of params[0]
   };
-  Optimizer() = default;
-  void add_group(std::vector<Tensor> params, std::map<std::string, double> hyper);
-  // Per-parameter state tensors by name ("exp_avg"), created zero-filled like the parameter.
-  Tensor& state(const Tensor& param, const std::string& key, bool* created = nullptr);
-  int64_t& param_step(const Tensor& param);
+  // names: the hyper-parameter names, in the order of every group's `hyper` (the state dict's
+  // "param_groups.<g>.<name>"); states: the per-parameter state kinds ("exp_avg", ...), in the
+  // order of kind indices.
+  Optimizer(std::vector<std::string> hyper_names, std::vector<std::string> state_names)
+      : hyper_names_(std::move(hyper_names)),
+        state_names_(std::move(state_names)),
+        flat_(state_names_.size()),
+        views_(state_names_.size()) {}
+  // Checks the parameters (non-empty, floating, leaves, each once) before the options, so that
+  // a bad parameter list is reported first.
+  void check_params(const std::vector<Tensor>& params) const;
+  void add_group(std::vector<Tensor> params, std::vector<double> hyper);
   virtual void update() = 0;
+
+  // --- per-parameter state -------------------------------------------------------------
+  // Kind k of every parameter lives in one flat, zero-filled buffer per (dtype, device) of the
+  // parameters (created on first use; slots 16-byte aligned); state(k, i) is parameter i's
+  // slot, a view shaped like the parameter. Parameters moved to another dtype or device since
+  // take their state along (relayout()).
+  const Tensor& state(size_t kind, size_t i) {
+    if (flat_[kind].empty()) allocate(kind);
+    has_state_[i] |= 1u << kind;
+    return views_[kind][i];
+  }
+  // Per parameter, bit k: kind k is in use (the parameter took a step that used it, or it was
+  // loaded); the state dict lists only those, as PyTorch's does.
+  std::vector<uint32_t> has_state_;
+  std::vector<int64_t> steps_;  // per parameter, by global index
+  // Re-lays the flat buffers out if a parameter's dtype or device changed (Module::to after the
+  // first step), keeping the values (cast and copied).
+  void relayout_if_moved();
+
   // Splits tensors for the fused kernels, which take one dtype and one device per call (groups in
   // order of first appearance, each keeping the tensors' order).
   static std::vector<std::vector<Tensor>> by_dtype_and_device(const std::vector<Tensor>& tensors);
+  // The same for parameters given by global index.
+  std::vector<std::vector<size_t>> by_dtype_and_device(const std::vector<size_t>& params) const;
 
   std::vector<Group> groups_;
+  std::vector<Tensor> flat_params_;  // every parameter by global index
 
  private:
-  size_t index_of(const Tensor& param) const;
-  std::unordered_map<const TensorImpl*, size_t> index_;  // parameter -> global index
-  std::vector<std::map<std::string, Tensor>> state_;     // by global parameter index
-  std::vector<int64_t> steps_;
+  void allocate(size_t kind);
+  void layout();
+  std::vector<std::string> hyper_names_, state_names_;
+  // Layout: parameter i's slot is bucket_[i] at offset_[i]; buckets by (dtype, device).
+  struct Bucket {
+    DType dtype;
+    Device device;
+    int64_t numel = 0;
+  };
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_;
+  std::vector<int64_t> offset_;
+  std::vector<std::vector<Tensor>> flat_;   // [kind][bucket]
+  std::vector<std::vector<Tensor>> views_;  // [kind][parameter]
   std::function<bool()> gate_;
   std::function<void(const std::function<void()>&)> wrapper_;
   int64_t steps_taken_ = 0;
