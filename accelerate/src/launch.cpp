@@ -107,6 +107,13 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
     a.insert(a.end(), {"--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", "lo", "--mca",
                        "oob_tcp_if_include", "lo"});
   }
+  // Each process's OpenMP threads fill the cores given to it, and its communication thread runs
+  // beside them: a rank that waits inside MPI must give its core back rather than spin, or it
+  // takes the core from its own training thread until the scheduler's time slice ends
+  // (docs/data-parallel.md, "Communication on full cores"). OpenMPI yields on its own only when
+  // it sees more processes than slots. An OMPI_MCA_mpi_yield_when_idle in the environment wins.
+  if (single_host && !inherited("OMPI_MCA_mpi_yield_when_idle"))
+    a.insert(a.end(), {"--mca", "mpi_yield_when_idle", "1"});
   std::vector<std::string> forward;
   for (const auto& [k, v] : cmd.env) forward.push_back(k);
   for (const auto& [k, v] : environment)

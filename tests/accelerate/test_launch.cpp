@@ -52,6 +52,14 @@ TEST(LaunchCommand, NonRootSingleHostRunsMpirunWithLoopbackTcpAndTheProgramLast)
   EXPECT_TRUE(std::equal(kProgram.begin(), kProgram.end(), c.argv.end() - kProgram.size()));
 }
 
+// Ranks that wait inside MPI give their core back (their training threads fill the cores);
+// the user's own OMPI_MCA_mpi_yield_when_idle decides instead when set.
+TEST(LaunchCommand, SingleHostRanksYieldWhenIdleUnlessTheUserSaysOtherwise) {
+  EXPECT_TRUE(has_pair(build_launch_command(with_n(2), kUser, kProgram, {}).argv, "mpi_yield_when_idle", "1"));
+  EXPECT_FALSE(has(build_launch_command(with_n(2), kUser, kProgram, {{"OMPI_MCA_mpi_yield_when_idle", "0"}}).argv,
+                   "mpi_yield_when_idle"));
+}
+
 TEST(LaunchCommand, RootAddsAllowRunAsRoot) {
   LaunchCommand c = build_launch_command(with_n(2), kRoot, kProgram, {});
   EXPECT_TRUE(has(c.argv, "--allow-run-as-root"));
