@@ -31,7 +31,7 @@ int64_t parse_bytes(const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   std::string unit = end ? end : "";
-  double mult = unit.empty() || unit == "B" ? 1
+  double mult = unit.empty() || unit == "B"      ? 1
                 : (unit == "K" || unit == "KiB") ? 1024.0
                 : (unit == "M" || unit == "MiB") ? 1024.0 * 1024
                 : (unit == "G" || unit == "GiB") ? 1024.0 * 1024 * 1024
@@ -46,15 +46,6 @@ std::string cpu_model() {
   while (std::getline(f, line))
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   return "unknown CPU";
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
 }
 
 }  // namespace
@@ -85,7 +76,7 @@ int main(int argc, char** argv) {
     const int64_t lo = std::max(parse_bytes(min_s), es), hi = parse_bytes(max_s);
     BRISK_CHECK(step > 1, "bench_allreduce: --step_factor must be > 1, got ", step);
     std::vector<dist::Algorithm> list;
-    for (auto& a : split(algos)) list.push_back(dist::algorithm_from_name(a));
+    for (auto& a : cli::split_comma_list(algos)) list.push_back(dist::algorithm_from_name(a));
 
     if (me == 0) {
       char host[256] = {};
@@ -96,8 +87,9 @@ int main(int argc, char** argv) {
       std::printf("# bench_allreduce: %d processes (%d on this host), backend %s, dtype %s, %s\n", W, pg.local_size(),
                   pg.backend().c_str(), dtype_name(dt), date);
       std::printf("# host %s: %s, %ld cores\n", host, cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
-      std::printf("# time: mean per iteration of the slowest rank, best of %d interleaved blocks; busbw = algbw * 2(n-1)/n\n",
-                  repeats);
+      std::printf(
+          "# time: mean per iteration of the slowest rank, best of %d interleaved blocks; busbw = algbw * 2(n-1)/n\n",
+          repeats);
       std::printf("#%11s %12s %6s %6s %11s %11s %11s %7s\n", "size", "count", "type", "algo", "time(us)", "algbw(GB/s)",
                   "busbw(GB/s)", "#wrong");
     }

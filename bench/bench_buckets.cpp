@@ -38,15 +38,6 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -91,14 +82,26 @@ int main(int argc, char** argv) {
 
     std::vector<Config> all;
     all.push_back({"local", "local (no communication)", false, {}, nullptr, {}, {}, {}});
-    all.push_back({"per-param", "per-param (no bucketing)", true, {.bucket_cap_mb = 0, .first_bucket_mb = 0}, nullptr,
-                   {}, {}, {}});
+    all.push_back({"per-param",
+                   "per-param (no bucketing)",
+                   true,
+                   {.bucket_cap_mb = 0, .first_bucket_mb = 0},
+                   nullptr,
+                   {},
+                   {},
+                   {}});
     all.push_back({"1mib", "1 MiB buckets", true, {.bucket_cap_mb = 1, .first_bucket_mb = 1}, nullptr, {}, {}, {}});
-    all.push_back({"25mib", "25 MiB (default: first 1 MiB)", true, {.bucket_cap_mb = 25, .first_bucket_mb = 1},
-                   nullptr, {}, {}, {}});
+    all.push_back({"25mib",
+                   "25 MiB (default: first 1 MiB)",
+                   true,
+                   {.bucket_cap_mb = 25, .first_bucket_mb = 1},
+                   nullptr,
+                   {},
+                   {},
+                   {}});
     all.push_back({"one", "one bucket", true, {.bucket_cap_mb = 1e6, .first_bucket_mb = 1e6}, nullptr, {}, {}, {}});
     std::vector<Config> configs;
-    for (const std::string& k : split(config_list)) {
+    for (const std::string& k : cli::split_comma_list(config_list)) {
       auto it = std::find_if(all.begin(), all.end(), [&](const Config& c) { return c.key == k; });
       BRISK_CHECK(it != all.end(), "bench_buckets: unknown configuration '", k,
                   "' (local, per-param, 1mib, 25mib, one)");
@@ -170,14 +173,16 @@ int main(int argc, char** argv) {
                   static_cast<long long>(batch), pg.backend().c_str(), date);
       std::printf("# host %s: %s, %ld cores; OMP threads per process: %d\n", host, cpu_model().c_str(),
                   sysconf(_SC_NPROCESSORS_ONLN), get_num_threads());
-      std::printf("# gradients: %lld f32 = %.2f MiB; step time = slowest rank, median of %d steps (%d interleaved "
-                  "blocks of %d)\n",
-                  static_cast<long long>(model.num_parameters()), model.num_parameters() * 4.0 / (1024 * 1024),
-                  repeats * steps, repeats, steps);
-      std::printf("# exposed comm: wait in finalize() after the backward for the last all-reduce; bucket 0 lead: how\n"
-                  "# long before the backward's end bucket 0 was launched (rank 0, medians)\n");
-      std::printf("| %-30s | %7s | %16s | %9s | %10s | %17s | %14s |\n", "configuration", "buckets",
-                  "step ms (median)", "vs first", "images/s", "exposed comm (ms)", "bucket 0 lead");
+      std::printf(
+          "# gradients: %lld f32 = %.2f MiB; step time = slowest rank, median of %d steps (%d interleaved "
+          "blocks of %d)\n",
+          static_cast<long long>(model.num_parameters()), model.num_parameters() * 4.0 / (1024 * 1024), repeats * steps,
+          repeats, steps);
+      std::printf(
+          "# exposed comm: wait in finalize() after the backward for the last all-reduce; bucket 0 lead: how\n"
+          "# long before the backward's end bucket 0 was launched (rank 0, medians)\n");
+      std::printf("| %-30s | %7s | %16s | %9s | %10s | %17s | %14s |\n", "configuration", "buckets", "step ms (median)",
+                  "vs first", "images/s", "exposed comm (ms)", "bucket 0 lead");
       std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(32, '-').c_str(), std::string(9, '-').c_str(),
                   std::string(18, '-').c_str(), std::string(11, '-').c_str(), std::string(12, '-').c_str(),
                   std::string(19, '-').c_str(), std::string(16, '-').c_str());

@@ -18,18 +18,18 @@ int main() {
   Net net;
   optim::AdamW opt(net.parameters(), {.lr = 1e-3});
   data::DataLoader train(data::FashionMNIST(data::Split::Train), {.batch_size = 64, .shuffle = true});
-  acc.prepare(net, opt, train);              // in place: shards the loader, syncs gradients
+  acc.prepare(net, opt, train);  // in place: shards the loader, syncs gradients
   for (int epoch = 0; epoch < 5; ++epoch)
     for (auto& [x, y] : train) {
-      auto sync = acc.accumulate(net);       // all-reduce only every 2nd micro-step
+      auto sync = acc.accumulate(net);  // all-reduce only every 2nd micro-step
       Tensor loss;
       {
-        auto ac = acc.autocast();            // matmul/conv in bf16, loss in f32
+        auto ac = acc.autocast();  // matmul/conv in bf16, loss in f32
         loss = nn::cross_entropy(net(x), y);
       }
-      acc.backward(loss);                    // buckets all-reduce while backward runs
-      opt.step();                            // a no-op on micro-steps that do not sync
+      acc.backward(loss);  // buckets all-reduce while backward runs
+      opt.step();          // a no-op on micro-steps that do not sync
       opt.zero_grad();
     }
-  acc.save_state("checkpoints");             // atomic, with a checksummed manifest
+  acc.save_state("checkpoints");  // atomic, with a checksummed manifest
 }

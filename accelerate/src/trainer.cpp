@@ -69,15 +69,6 @@ bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
   return false;
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // The output folder, or a brisk::Error naming it and the system's reason.
 void make_dir(const std::string& dir) {
   std::error_code ec;
@@ -86,7 +77,7 @@ void make_dir(const std::string& dir) {
 }
 
 bool reports_to(const TrainingArguments& a, const std::string& what) {
-  auto v = split_commas(a.report_to);
+  auto v = cli::split_comma_list(a.report_to);
   return std::find(v.begin(), v.end(), what) != v.end();
 }
 
@@ -125,7 +116,7 @@ void TrainingArguments::validate() const {
               "than no");
   BRISK_CHECK(dataloader_num_workers >= 0, "TrainingArguments: dataloader_num_workers must be >= 0, got ",
               dataloader_num_workers);
-  for (const std::string& r : split_commas(report_to))
+  for (const std::string& r : cli::split_comma_list(report_to))
     BRISK_CHECK(one_of(r, {"jsonl", "csv", "none"}), "TrainingArguments: report_to takes jsonl, csv or none, got \"", r,
                 "\" in \"", report_to, "\"");
 }

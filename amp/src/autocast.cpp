@@ -13,7 +13,9 @@ Autocast::Autocast(DType dtype, bool enabled) : prev_(autocast_state()) {
   set_autocast_state({enabled, dtype});
 }
 
-Autocast::~Autocast() { set_autocast_state(prev_); }
+Autocast::~Autocast() {
+  set_autocast_state(prev_);
+}
 
 DType mixed_precision_dtype(MixedPrecision mp, bool* enabled) {
   *enabled = mp != MixedPrecision::No;

@@ -263,4 +263,13 @@ std::string format_duration(double s) {
   return buf;
 }
 
+std::vector<std::string> split_comma_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
 }  // namespace brisk::cli

@@ -14,7 +14,9 @@ static std::string with_location(const std::string& msg, const char* file, int l
 Error::Error(const std::string& msg, const char* file, int line)
     : std::runtime_error(with_location(msg, file, line)), msg_(msg) {}
 
-void throw_error(const std::string& msg, const char* file, int line) { throw Error(msg, file, line); }
+void throw_error(const std::string& msg, const char* file, int line) {
+  throw Error(msg, file, line);
+}
 
 }  // namespace brisk
 

@@ -39,7 +39,9 @@ Embedding::Embedding(int64_t n, int64_t dim, EmbeddingOptions o) : padding_idx(o
   if (padding_idx >= 0) init::zeros_(weight.select(0, padding_idx).detach());
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(indices, weight, padding_idx); }
+Tensor Embedding::forward(const Tensor& indices) {
+  return embedding(indices, weight, padding_idx);
+}
 
 LayerNorm::LayerNorm(Shape shape, LayerNormOptions o) : normalized_shape(std::move(shape)), eps(o.eps) {
   if (o.elementwise_affine) {
@@ -48,20 +50,36 @@ LayerNorm::LayerNorm(Shape shape, LayerNormOptions o) : normalized_shape(std::mo
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+Tensor LayerNorm::forward(const Tensor& x) {
+  return layer_norm(x, normalized_shape, weight, bias, eps);
+}
 
 Dropout::Dropout(double p_) : p(p_) {
   BRISK_CHECK(p >= 0 && p <= 1, "Dropout: probability must be in [0, 1], got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+Tensor Dropout::forward(const Tensor& x) {
+  return dropout(x, p, is_training());
+}
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }
-Tensor SiLU::forward(const Tensor& x) { return silu(x); }
-Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
-Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
-Tensor Flatten::forward(const Tensor& x) { return flatten(x, start_dim_, end_dim_); }
+Tensor ReLU::forward(const Tensor& x) {
+  return relu(x);
+}
+Tensor GELU::forward(const Tensor& x) {
+  return gelu(x, approximate_);
+}
+Tensor SiLU::forward(const Tensor& x) {
+  return silu(x);
+}
+Tensor Tanh::forward(const Tensor& x) {
+  return tanh(x);
+}
+Tensor Sigmoid::forward(const Tensor& x) {
+  return sigmoid(x);
+}
+Tensor Flatten::forward(const Tensor& x) {
+  return flatten(x, start_dim_, end_dim_);
+}
 
 Tensor Unflatten::forward(const Tensor& x) {
   const int64_t d = dim_ < 0 ? dim_ + x.dim() : dim_;

@@ -12,11 +12,14 @@ using brisk::testing::expect_gradcheck_layouts;
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 namespace {
-Tensor positive(const Shape& s) { return rand(s, {.dtype = DType::F64}) + 0.5; }
+Tensor positive(const Shape& s) {
+  return rand(s, {.dtype = DType::F64}) + 0.5;
+}
 // Values away from 0 so kinks (relu, abs, clamp) are not hit by the finite difference.
 Tensor away_from_zero(const Shape& s) {
   Tensor r = rand(s, {.dtype = DType::F64}) + 0.1;
-  Tensor sgn = where(rand(s, {.dtype = DType::F64}) > 0.5, ones(s, {.dtype = DType::F64}), full(s, -1.0, {.dtype = DType::F64}));
+  Tensor sgn =
+      where(rand(s, {.dtype = DType::F64}) > 0.5, ones(s, {.dtype = DType::F64}), full(s, -1.0, {.dtype = DType::F64}));
   return r * sgn;
 }
 }  // namespace
@@ -74,8 +77,8 @@ TEST(ElementwiseGrad, BinaryOpsWithBroadcasting) {
   };
   for (auto& c : cases)
     expect_gradcheck_layouts(c.fn, {randn(c.a, {.dtype = DType::F64}), randn(c.b, {.dtype = DType::F64})}, c.name);
-  expect_gradcheck_layouts([](auto& v) { return pow(v[0], v[1]); }, {positive({3, 4}), randn({4}, {.dtype = DType::F64})},
-                           "pow");
+  expect_gradcheck_layouts([](auto& v) { return pow(v[0], v[1]); },
+                           {positive({3, 4}), randn({4}, {.dtype = DType::F64})}, "pow");
 }
 
 TEST(ElementwiseGrad, WhereRoutesGradientsByCondition) {
@@ -100,7 +103,8 @@ TEST(Gradcheck, CatchesAWrongGradient) {
   };
   ::testing::TestPartResultArray failures;
   {
-    ::testing::ScopedFakeTestPartResultReporter reporter(::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
     expect_gradcheck_layouts([](auto& v) { return Wrong::apply(v[0]); }, {randn({2}, {.dtype = DType::F64})}, "wrong");
   }
   EXPECT_GT(failures.size(), 0);

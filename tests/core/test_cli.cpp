@@ -140,3 +140,9 @@ TEST(Cli, PositionalsStopAtTheProgramLikeALauncher) {
   EXPECT_EQ(a.epochs, 8);  // belongs to ./train
   EXPECT_EQ(p.positionals(), (std::vector<std::string>{"./train", "--epochs", "5"}));
 }
+
+TEST(CliLists, SplitCommaListDropsEmptyItems) {
+  EXPECT_EQ(brisk::cli::split_comma_list("mpi,ring,,rhd,"), (std::vector<std::string>{"mpi", "ring", "rhd"}));
+  EXPECT_TRUE(brisk::cli::split_comma_list("").empty());
+  EXPECT_EQ(brisk::cli::split_comma_list("jsonl"), (std::vector<std::string>{"jsonl"}));
+}

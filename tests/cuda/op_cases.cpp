@@ -20,10 +20,10 @@ std::vector<OpCase>& registry() {
 // Declared in the op headers but not ops: no device to run on, or plain helpers.
 const std::set<std::string>& not_ops() {
   static const std::set<std::string> names = {
-      "pool_output_size",     // shape arithmetic
-      "op_name",              // enum names
-      "gemm",                 // raw row-major GEMM on host pointers (the CPU building block of matmul)
-      "cpu_gemm",             // which library computes CPU GEMMs, and its switch
+      "pool_output_size",  // shape arithmetic
+      "op_name",           // enum names
+      "gemm",              // raw row-major GEMM on host pointers (the CPU building block of matmul)
+      "cpu_gemm",          // which library computes CPU GEMMs, and its switch
       "set_cpu_gemm",
       "cpu_gemm_available",
       "cpu_gemm_description",

@@ -79,4 +79,7 @@ class Parser {
 // "1.5 GB/s"-style formatting helpers for progress output.
 std::string format_duration(double seconds);  // "1m05s", "12.3s"
 
+// The items of a comma-separated flag value ("mpi,ring" -> {"mpi", "ring"}), empty items dropped.
+std::vector<std::string> split_comma_list(const std::string& s);
+
 }  // namespace brisk::cli

@@ -29,6 +29,7 @@ class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(Size2 kernel_size, MaxPool2dOptions options = {}) : kernel_(kernel_size), options_(options) {}
   Tensor forward(const Tensor& x) override;
+
  private:
   Size2 kernel_;
   MaxPool2dOptions options_;
@@ -38,6 +39,7 @@ class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(Size2 kernel_size, AvgPool2dOptions options = {}) : kernel_(kernel_size), options_(options) {}
   Tensor forward(const Tensor& x) override;
+
  private:
   Size2 kernel_;
   AvgPool2dOptions options_;
@@ -47,6 +49,7 @@ class AdaptiveAvgPool2d : public Module {
  public:
   explicit AdaptiveAvgPool2d(Size2 output_size) : output_(output_size) {}
   Tensor forward(const Tensor& x) override;
+
  private:
   Size2 output_;
 };
