@@ -15,19 +15,11 @@
 
 using namespace brisk;
 using brisk::testing::flat_params;
+using brisk::testing::regression_data;
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// y = x . w + 0.5 + noise, x in 3 dims.
-std::shared_ptr<data::TensorDataset> regression_data(int64_t n, uint64_t seed = 11) {
-  Generator g(seed);
-  Tensor x = randn({n, 3}, {}, &g);
-  Tensor w = from_vector<float>({1.5f, -2.0f, 0.5f}, {3, 1});
-  Tensor y = matmul(x, w) + 0.5 + randn({n, 1}, {}, &g) * 0.1;
-  return std::make_shared<data::TensorDataset>(x, y);
-}
 
 struct Regressor : nn::Module {
   nn::Linear f1{3, 16}, f2{16, 1};

@@ -16,6 +16,15 @@ struct TinyNet : nn::Module {
   Tensor forward(const Tensor& x) override { return f2(drop(relu(f1(x)))); }
 };
 
+// n examples of a regression: y = x . (1.5, -2, 0.5) + 0.5 + noise(0.1), x ~ N(0, 1) in 3 dims.
+inline std::shared_ptr<data::TensorDataset> regression_data(int64_t n, uint64_t seed = 11) {
+  Generator g(seed);
+  Tensor x = randn({n, 3}, {}, &g);
+  Tensor w = from_vector<float>({1.5f, -2.0f, 0.5f}, {3, 1});
+  Tensor y = matmul(x, w) + 0.5 + randn({n, 1}, {}, &g) * 0.1;
+  return std::make_shared<data::TensorDataset>(x, y);
+}
+
 // n examples: x ~ N(0, 1) in 4 dims, label = argmax of a fixed linear map (3 classes).
 inline std::shared_ptr<data::TensorDataset> tiny_data(int64_t n, uint64_t seed = 42) {
   Generator g(seed);

@@ -12,6 +12,7 @@
 #include "tiny_net.h"
 
 using namespace brisk;
+using brisk::testing::regression_data;
 
 namespace {
 
@@ -22,14 +23,6 @@ void check(bool ok, const std::string& what) {
   std::fprintf(stderr, "FAIL rank %d: %s\n", rank_for_messages, what.c_str());
   std::fflush(stderr);
   std::exit(1);
-}
-
-std::shared_ptr<data::TensorDataset> regression_data(int64_t n, uint64_t seed) {
-  Generator g(seed);
-  Tensor x = randn({n, 3}, {}, &g);
-  Tensor w = from_vector<float>({1.5f, -2.0f, 0.5f}, {3, 1});
-  Tensor y = matmul(x, w) + 0.5 + randn({n, 1}, {}, &g) * 0.1;
-  return std::make_shared<data::TensorDataset>(x, y);
 }
 
 // No dropout: the processes' random streams differ, so dropout would not match one process.
