@@ -247,6 +247,7 @@ Metrics Trainer::train() {
     state_.log_history.clear();
     csv_rows_.clear();
     csv_columns_.clear();
+    csv_rewrite_ = true;
     if (acc_->is_main_process()) {
       make_dir(args_.output_dir);
       std::error_code ec;
@@ -481,6 +482,7 @@ void Trainer::restore_logs() {
   state_.log_history.clear();
   csv_rows_.clear();
   csv_columns_.clear();
+  csv_rewrite_ = true;  // metrics.csv may still hold the interrupted run's later rows
   const fs::path jsonl = fs::path(args_.output_dir) / "metrics.jsonl";
   if (!fs::exists(jsonl)) return;
   std::ifstream in(jsonl);
@@ -522,27 +524,41 @@ void Trainer::write_log_files(const Metrics& record) {
     f.append(data::json::Value::object(std::move(o)).dump() + "\n");
   }
   if (csv) {
-    // A column per key seen so far: the whole file is rewritten (atomically) with each record.
+    // A column per key seen so far: a record that brings a new key rewrites the file (atomically)
+    // with the wider header; any other record is appended as one row (as Accelerator::log does).
     if (csv_columns_.empty()) csv_columns_.push_back("step");
+    bool widened = csv_rewrite_;
     for (const auto& [k, v] : record)
-      if (std::find(csv_columns_.begin(), csv_columns_.end(), k) == csv_columns_.end()) csv_columns_.push_back(k);
+      if (std::find(csv_columns_.begin(), csv_columns_.end(), k) == csv_columns_.end()) {
+        csv_columns_.push_back(k);
+        widened = true;
+      }
     csv_rows_.push_back(record);
-    std::string text;
-    for (size_t i = 0; i < csv_columns_.size(); ++i) text += (i ? "," : "") + csv_columns_[i];
-    text += "\n";
-    char buf[64];
-    for (const Metrics& row : csv_rows_) {
+    auto row_text = [&](const Metrics& row) {
+      std::string line;
+      char buf[64];
       for (size_t i = 0; i < csv_columns_.size(); ++i) {
-        if (i) text += ",";
+        if (i) line += ",";
         auto it = row.find(csv_columns_[i]);
         if (it != row.end()) {
           std::snprintf(buf, sizeof buf, "%.17g", it->second);
-          text += buf;
+          line += buf;
         }
       }
+      return line + "\n";
+    };
+    const std::string path = (fs::path(args_.output_dir) / "metrics.csv").string();
+    csv_rewrite_ = false;
+    if (widened || !fs::exists(path)) {
+      std::string text;
+      for (size_t i = 0; i < csv_columns_.size(); ++i) text += (i ? "," : "") + csv_columns_[i];
       text += "\n";
+      for (const Metrics& row : csv_rows_) text += row_text(row);
+      io::write_file_atomic(path, text, "Trainer");
+    } else {
+      io::AppendFile f(path, false, "Trainer");
+      f.append(row_text(record));
     }
-    io::write_file_atomic((fs::path(args_.output_dir) / "metrics.csv").string(), text, "Trainer");
   }
 }
 

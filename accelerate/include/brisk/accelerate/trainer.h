@@ -186,6 +186,7 @@ class Trainer {
   int64_t steps_since_log_ = 0;
   std::vector<std::string> csv_columns_;
   std::vector<Metrics> csv_rows_;
+  bool csv_rewrite_ = true;  // the next record rewrites metrics.csv whole (fresh run, resume, new column)
 };
 
 }  // namespace brisk
