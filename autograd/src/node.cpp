@@ -80,7 +80,14 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 Edge gradient_edge(const Tensor& t) {
   if (!requires_grad(t)) return {};
   AutogradMeta* m = meta(t);
-  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (m->grad_fn) {
+    BRISK_CHECK(!t.impl()->is_view || t.version() == m->version_at_record, "autograd: a view (shape ", t.sizes(),
+                ", made by ", m->grad_fn->name,
+                ") is used after the tensor it views was changed in place (storage version ", m->version_at_record,
+                " when the view was made, ", t.version(),
+                " now), so its gradient history is out of date; take the view again after the in-place update");
+    return {m->grad_fn, m->output_nr};
+  }
   // A leaf: share one accumulator per leaf while any graph holds it.
   std::shared_ptr<Node> acc = m->accumulator.lock();
   if (!acc) {
@@ -117,6 +124,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     AutogradMeta* m = meta(out, true);
     m->grad_fn = node;
     m->output_nr = static_cast<uint32_t>(i);
+    m->version_at_record = out.version();
   }
 }
 

@@ -381,80 +381,169 @@ Tensor operator>=(const Tensor& a, double s) {
   return ge(a, s);
 }
 
+// In-place ops under autograd, as PyTorch: a leaf that requires grad may only be changed with
+// grad mode off (an optimizer step); any other tensor may be changed in place while grad mode
+// records, and when it or an operand requires grad its history is rebased: the op becomes a new
+// node whose input is the tensor's old history, and the tensor's grad_fn points at it. Earlier
+// ops that saved the old value notice through the version check. A view is refused (its base's
+// history would not see the change); docs/how-brisk-works.md (autograd) explains how.
 namespace {
-void check_inplace(const char* op, const Tensor& t) {
-  BRISK_CHECK(!(is_grad_enabled() && autograd::requires_grad(t)), op,
-              ": in-place update of a tensor that requires grad (shape ", t.sizes(),
-              "); wrap the update in a NoGradGuard");
-}
-}  // namespace
 
-const Tensor& add_(const Tensor& t, const Tensor& other, double alpha) {
-  check_inplace("add_", t);
+// True when the in-place op must be recorded; throws when it may not run at all.
+bool inplace_records(const char* op, const Tensor& t, std::initializer_list<const Tensor*> operands) {
+  BRISK_CHECK(t.defined(), op, ": undefined tensor");
+  if (!is_grad_enabled()) return false;
+  const bool self_requires = autograd::requires_grad(t);
+  bool any = self_requires;
+  for (const Tensor* o : operands) any = any || autograd::requires_grad(*o);
+  if (!any) return false;
+  const autograd::AutogradMeta* m = autograd::meta(t);
+  BRISK_CHECK(!(self_requires && !(m && m->grad_fn)), op,
+              ": in-place update of a leaf tensor that requires grad (shape ", t.sizes(),
+              "); wrap the update in a NoGradGuard (as an optimizer step does) or update a clone()");
+  BRISK_CHECK(!t.impl()->is_view, op, ": in-place update of a view (shape ", t.sizes(),
+              ") while autograd records it (the tensor or an operand requires grad); the tensor it views would "
+              "not see the change in its gradient history. Apply the op out of place (v = v.add(1) rather "
+              "than v.add_(1)) or to a clone()");
+  return true;
+}
+
+// Rebases t's history onto a node over (t's old history, operands).
+void record_inplace(const char* op, const Tensor& t, std::vector<Tensor> operands, autograd::BackwardFn fn,
+                    const std::vector<Tensor>& saved = {}) {
+  operands.insert(operands.begin(), t);
+  record(op, operands, t, std::move(fn), saved);
+}
+
+// The gradient for an operand: summed back to its shape, in its dtype.
+Tensor grad_for(const Tensor& g, const Tensor& operand) {
+  Tensor r = sum_to(g, operand.sizes());
+  return r.dtype() == operand.dtype() ? r : kernels::cast(r, operand.dtype());
+}
+
+const Tensor& add_inplace(const char* op, const Tensor& t, const Tensor& other, double alpha) {
+  const bool rec = inplace_records(op, t, {&other});
   kernels::add_(t, other, alpha);
-  return t;
-}
-const Tensor& add_(const Tensor& t, double s) {
-  check_inplace("add_", t);
-  kernels::copy_(t, kscal(BinaryOp::Add, t, s));
-  return t;
-}
-const Tensor& sub_(const Tensor& t, const Tensor& other, double alpha) {
-  check_inplace("sub_", t);
-  kernels::add_(t, other, -alpha);
-  return t;
-}
-const Tensor& sub_(const Tensor& t, double s) {
-  check_inplace("sub_", t);
-  kernels::copy_(t, kscal(BinaryOp::Sub, t, s));
+  if (rec) {
+    Tensor os = other.detach();
+    record_inplace(op, t, {other}, [os, alpha](const GradCtx& g) -> std::vector<Tensor> {
+      Tensor go;
+      if (g.needs(1)) go = grad_for(alpha == 1.0 ? g.grad() : kscal(BinaryOp::Mul, g.grad(), alpha), os);
+      return {g.grad(), go};
+    });
+  }
   return t;
 }
 
-namespace {
+// t = kernel(t) for a scalar op whose gradient is g * d.
+const Tensor& scalar_inplace(const char* op, const Tensor& t, double s, BinaryOp bop, double d) {
+  const bool rec = inplace_records(op, t, {});
+  kernels::copy_(t, kscal(bop, t, s));
+  if (rec)
+    record_inplace(op, t, {}, [d](const GradCtx& g) -> std::vector<Tensor> {
+      return {d == 1.0 ? g.grad() : kscal(BinaryOp::Mul, g.grad(), d)};
+    });
+  return t;
+}
+
 // t op= other, computed out of place and copied back: other must broadcast to t's shape.
 const Tensor& binary_inplace(const char* op, BinaryOp bop, const Tensor& t, const Tensor& other) {
-  check_inplace(op, t);
   BRISK_CHECK(other.defined(), op, ": undefined operand");
   BRISK_CHECK(broadcast_shapes(t.sizes(), other.sizes(), op) == t.sizes(), op, ": cannot broadcast shape ",
               other.sizes(), " into shape ", t.sizes());
+  const bool rec = inplace_records(op, t, {&other});
+  // mul_'s gradient for other reads t's old value: keep a copy only when it is needed.
+  const Tensor old = rec && bop == BinaryOp::Mul && autograd::requires_grad(other) ? t.clone() : Tensor();
   kernels::copy_(t, kbin(bop, t, other));
+  if (rec) {
+    Tensor os = other.detach(), ts = t.detach();
+    if (bop == BinaryOp::Mul) {
+      record_inplace(op, t, {other},
+                     [os, old](const GradCtx& g) -> std::vector<Tensor> {
+                       return {g.needs(0) ? kmul(g.grad(), os) : Tensor(),
+                               g.needs(1) ? grad_for(kmul(g.grad(), old), os) : Tensor()};
+                     },
+                     {os});
+    } else {  // Div: d(t/o)/dt = 1/o, d(t/o)/do = -out/o
+      record_inplace(op, t, {other},
+                     [os, ts](const GradCtx& g) -> std::vector<Tensor> {
+                       Tensor gt = g.needs(0) ? kdiv(g.grad(), os) : Tensor();
+                       Tensor go = g.needs(1) ? grad_for(kernels::unary(UnaryOp::Neg, kdiv(kmul(g.grad(), ts), os)), os)
+                                              : Tensor();
+                       return {gt, go};
+                     },
+                     {os, ts});
+    }
+  }
   return t;
 }
+
 }  // namespace
 
+const Tensor& add_(const Tensor& t, const Tensor& other, double alpha) {
+  return add_inplace("add_", t, other, alpha);
+}
+const Tensor& add_(const Tensor& t, double s) {
+  return scalar_inplace("add_", t, s, BinaryOp::Add, 1.0);
+}
+const Tensor& sub_(const Tensor& t, const Tensor& other, double alpha) {
+  return add_inplace("sub_", t, other, -alpha);
+}
+const Tensor& sub_(const Tensor& t, double s) {
+  return scalar_inplace("sub_", t, s, BinaryOp::Sub, 1.0);
+}
 const Tensor& mul_(const Tensor& t, const Tensor& other) {
   return binary_inplace("mul_", BinaryOp::Mul, t, other);
 }
 const Tensor& mul_(const Tensor& t, double s) {
-  check_inplace("mul_", t);
+  const bool rec = inplace_records("mul_", t, {});
   kernels::mul_scalar_(t, s);
+  if (rec)
+    record_inplace("mul_", t, {},
+                   [s](const GradCtx& g) -> std::vector<Tensor> { return {kscal(BinaryOp::Mul, g.grad(), s)}; });
   return t;
 }
 const Tensor& div_(const Tensor& t, const Tensor& other) {
   return binary_inplace("div_", BinaryOp::Div, t, other);
 }
 const Tensor& div_(const Tensor& t, double s) {
-  check_inplace("div_", t);
-  kernels::copy_(t, kscal(BinaryOp::Div, t, s));
-  return t;
+  return scalar_inplace("div_", t, s, BinaryOp::Div, 1.0 / s);
 }
 const Tensor& clamp_(const Tensor& t, std::optional<double> min, std::optional<double> max) {
-  check_inplace("clamp_", t);
+  const bool rec = inplace_records("clamp_", t, {});
+  const Tensor old = rec ? t.clone() : Tensor();  // the gradient mask reads the old value
   kernels::copy_(t, kernels::clamp(t, min, max));
+  if (rec)
+    record_inplace("clamp_", t, {}, [old, min, max](const GradCtx& g) -> std::vector<Tensor> {
+      return {kernels::clamp_backward(g.grad(), old, min, max)};
+    });
   return t;
 }
 const Tensor& fill_(const Tensor& t, double v) {
-  check_inplace("fill_", t);
+  const bool rec = inplace_records("fill_", t, {});
   kernels::fill_(t, v);
+  // The old value no longer matters: its gradient is zero (no gradient flows).
+  if (rec) record_inplace("fill_", t, {}, [](const GradCtx&) -> std::vector<Tensor> { return {Tensor()}; });
   return t;
 }
 const Tensor& zero_(const Tensor& t) {
   return fill_(t, 0.0);
 }
 const Tensor& copy_(const Tensor& dst, const Tensor& src) {
-  check_inplace("copy_", dst);
+  const bool rec = inplace_records("copy_", dst, {&src});
   kernels::copy_(dst, src);
   dst.bump_version();
+  if (rec) {
+    Tensor ss = src.detach();
+    record_inplace("copy_", dst, {src}, [ss](const GradCtx& g) -> std::vector<Tensor> {
+      Tensor gs;
+      if (g.needs(1)) {
+        gs = grad_for(g.grad(), ss);
+        if (gs.device() != ss.device()) gs = gs.to(ss.device());
+      }
+      return {Tensor(), gs};
+    });
+  }
   return dst;
 }
 

@@ -160,6 +160,7 @@ Tensor Tensor::as_strided(Shape sizes, Strides strides, int64_t offset) const {
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = dtype();
+  impl->is_view = true;
   return Tensor(std::move(impl));
 }
 

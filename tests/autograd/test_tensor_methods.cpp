@@ -330,12 +330,12 @@ TEST(TensorMethods, InPlaceMatchOutOfPlace) {
   expect_error([&] { t.mul_(zeros({3, 3}, {.dtype = DType::F64})); }, "mul_");
 }
 
-TEST(TensorMethods, InPlaceOnTensorThatRequiresGradIsRefused) {
+TEST(TensorMethods, InPlaceOnLeafThatRequiresGradIsRefused) {
   Tensor w = input({3}, 12);
   w.requires_grad_();
-  expect_error([&] { w.add_(1.0); }, "add_: in-place update of a tensor that requires grad");
-  expect_error([&] { w.clamp_(0.0); }, "clamp_: in-place update of a tensor that requires grad");
-  expect_error([&] { w.zero_(); }, "fill_: in-place update of a tensor that requires grad");
+  expect_error([&] { w.add_(1.0); }, "add_: in-place update of a leaf tensor that requires grad");
+  expect_error([&] { w.clamp_(0.0); }, "clamp_: in-place update of a leaf tensor that requires grad");
+  expect_error([&] { w.zero_(); }, "fill_: in-place update of a leaf tensor that requires grad");
   NoGradGuard ng;
   w.mul_(2.0);  // allowed outside grad mode, as in an optimizer step
 }

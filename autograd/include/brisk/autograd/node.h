@@ -83,6 +83,9 @@ struct AutogradMeta : AutogradMetaBase {
   std::weak_ptr<Node> accumulator;  // leaves: the node that adds into .grad
   std::vector<std::function<void(const Tensor&)>> hooks;
   bool retains_grad = false;
+  // The storage's version when grad_fn was set: a view whose storage changed since (its base was
+  // updated in place) has a stale grad_fn, and using it in a new op is refused.
+  uint32_t version_at_record = 0;
 };
 
 // The meta of `t`, created on first use when `create`.

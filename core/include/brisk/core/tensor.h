@@ -50,6 +50,9 @@ struct TensorImpl {
   Strides strides;
   int64_t offset = 0;  // in elements
   DType dtype = DType::F32;
+  // Made by as_strided (every view, and detach()): the bytes may be shared with another tensor,
+  // so autograd refuses to record an in-place op on it (see docs/how-brisk-works.md, autograd).
+  bool is_view = false;
   std::shared_ptr<AutogradMetaBase> autograd;
 };
 
