@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "brisk/accelerate/config.h"
@@ -31,15 +33,22 @@ int fail(const std::string& command, const std::string& message) {
 
 // The config file in force: --config_file (must exist), else the default path when it exists.
 // Returns the path read (empty when none) and fills `out`.
+// Keys Accelerate wrote that brisk has no use for are named once on stderr.
 std::string read_config(const std::string& given_path, accelerate::Config& out) {
-  if (!given_path.empty()) {
-    out = load_config(given_path);
-    return given_path;
+  std::string path = given_path;
+  if (path.empty()) {
+    path = default_config_path();
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return "";
   }
-  std::string path = default_config_path();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return "";
-  out = load_config(path);
+  std::vector<std::string> ignored;
+  out = load_config(path, &ignored);
+  if (!ignored.empty()) {
+    std::string names;
+    for (const std::string& k : ignored) names += (names.empty() ? "" : ", ") + k;
+    std::fprintf(stderr, "brisk: %s: ignoring settings brisk has no use for: %s (docs/config-files.md)\n", path.c_str(),
+                 names.c_str());
+  }
   return path;
 }
 
@@ -51,6 +60,23 @@ std::string default_config_hint() {
   }
 }
 
+// With several machines, rank 0 runs on the hostfile's first host: that is the main process's
+// machine, so a main_process_ip naming another one is an error rather than silently wrong.
+void check_main_host(const std::string& hostfile, const std::string& main_ip) {
+  std::ifstream in(hostfile);
+  BRISK_CHECK(in.good(), "launch: cannot read hostfile '", hostfile, "'");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string host;
+    if (!(words >> host) || host[0] == '#') continue;
+    BRISK_CHECK(host == main_ip, "launch: main_process_ip is ", main_ip, " but the hostfile's first host is ", host,
+                ", where mpirun starts rank 0 (the main process); list ", main_ip, " first in ", hostfile,
+                " or drop main_process_ip");
+    return;
+  }
+  BRISK_THROW("launch: hostfile '", hostfile, "' lists no host");
+}
+
 int launch(int argc, char** argv) {
   const std::string me = argv[0];
   cli::Parser p(me,
@@ -60,20 +86,37 @@ int launch(int argc, char** argv) {
                 "(`brisk config` writes it; default " +
                     default_config_hint() + ").");
   Config flags;  // only what the command line sets; the config file and defaults fill the rest
-  std::string config_file, mpirun_args;
-  bool tag_output = false, dry_run = false;
+  std::string config_file, mpirun_args, mpirun_hostfile;
+  bool tag_output = false, dry_run = false, multi_gpu = false;
+  std::optional<int> accumulation, threads;
+  // Accelerate's launch flags first, with their meaning; then brisk's own.
+  p.add("config_file", "config to read instead of the default one (Accelerate's default_config.yaml reads too)",
+        &config_file);
+  p.add("cpu", "run on the CPU even where GPUs are present (BRISK_CPU=1)", &flags.use_cpu);
+  p.add("multi_gpu", "one process per GPU (distributed_type MULTI_GPU)", &multi_gpu);
+  p.add("mixed_precision", "no, fp16 or bf16 (BRISK_MIXED_PRECISION)", &flags.mixed_precision);
   p.add("num_processes",
         "processes to start (default: the config's, else one per GPU, else 2); one process runs directly, "
         "without mpirun",
         &flags.num_processes, 'n');
   p.add("num_machines", "hosts in the job (more than 1 needs --hostfile) (default: 1)", &flags.num_machines);
-  p.add("hostfile", "OpenMPI hostfile: one 'HOST slots=N' line per machine", &flags.hostfile);
-  p.add("mixed_precision", "no, fp16 or bf16 (BRISK_MIXED_PRECISION)", &flags.mixed_precision);
-  p.add("cpu", "run on the CPU even where GPUs are present (BRISK_CPU=1)", &flags.use_cpu);
+  p.add("machine_rank",
+        "this host's index; brisk launches every host from the main one, so only 0 is accepted when "
+        "num_machines > 1 (ignored on one machine)",
+        &flags.machine_rank);
+  p.add("main_process_ip", "the main host; with several machines it must be the hostfile's first (ignored on one)",
+        &flags.main_process_ip);
+  p.add("main_process_port", "accepted for Accelerate's sake: mpirun connects the processes, no port is needed",
+        &flags.main_process_port);
   p.add("gpu_ids", "GPUs to use, e.g. 0,1 (sets CUDA_VISIBLE_DEVICES; default all)", &flags.gpu_ids);
-  p.add("config_file", "config to read instead of the default one", &config_file);
-  p.add("timeout", "seconds a collective may take before the job fails (BRISK_TIMEOUT_SECONDS)", &flags.timeout);
+  p.add("gradient_accumulation_steps", "the Accelerator's default (BRISK_GRADIENT_ACCUMULATION_STEPS)", &accumulation);
+  p.add("num_cpu_threads_per_process", "OMP_NUM_THREADS of each process (default: cores / processes per host)",
+        &threads);
+  p.add("mpirun_hostfile", "OpenMPI hostfile: one 'HOST slots=N' line per machine (same as --hostfile)",
+        &mpirun_hostfile);
   p.add("debug", "ranks check they call the same collectives (BRISK_DEBUG=1)", &flags.debug);
+  p.add("hostfile", "OpenMPI hostfile: one 'HOST slots=N' line per machine", &flags.hostfile);
+  p.add("timeout", "seconds a collective may take before the job fails (BRISK_TIMEOUT_SECONDS)", &flags.timeout);
   p.add("tag_output", "prefix each output line with [job,rank]", &tag_output);
   p.add("mpirun_args", "extra arguments for mpirun, split at spaces (e.g. \"--mca plm_rsh_agent ssh\")", &mpirun_args);
   p.add("dry_run", "print the command (and the variables it sets) instead of running it", &dry_run);
@@ -85,6 +128,18 @@ int launch(int argc, char** argv) {
   LaunchSettings settings;
   HostFacts host;
   try {
+    if (multi_gpu) {
+      BRISK_CHECK(!flags.use_cpu.value_or(false), "launch: --multi_gpu and --cpu contradict each other");
+      flags.distributed_type = "MULTI_GPU";
+    }
+    if (!mpirun_hostfile.empty()) {
+      BRISK_CHECK(!flags.hostfile || *flags.hostfile == mpirun_hostfile, "launch: --mpirun_hostfile '", mpirun_hostfile,
+                  "' and --hostfile '", *flags.hostfile, "' differ; give one");
+      flags.hostfile = mpirun_hostfile;
+    }
+    BRISK_CHECK(accumulation.value_or(1) >= 1, "launch: --gradient_accumulation_steps must be at least 1, got ",
+                *accumulation);
+    BRISK_CHECK(threads.value_or(1) >= 1, "launch: --num_cpu_threads_per_process must be at least 1, got ", *threads);
     validate(flags, "");
     Config file;
     std::string used = read_config(config_file, file);
@@ -98,6 +153,10 @@ int launch(int argc, char** argv) {
                 : usable_gpu_count()};
     settings = resolve_launch(merged, host);
     settings.config_file = used;
+    settings.gradient_accumulation_steps = accumulation;
+    settings.num_cpu_threads_per_process = threads;
+    if (settings.num_machines > 1 && merged.main_process_ip)
+      check_main_host(settings.hostfile, *merged.main_process_ip);
   } catch (const brisk::Error& e) {
     return fail(me, e.message());
   }

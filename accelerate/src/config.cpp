@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -117,18 +118,92 @@ Config merge(const Config& high, const Config& low) {
   return out;
 }
 
-Config config_from_yaml(const std::string& text, const std::string& source) {
+namespace {
+
+// Keys Accelerate's ClusterConfig writes (or used to) that brisk has no meaning for: read and
+// reported as ignored, never an error. docs/config-files.md lists them.
+const std::vector<std::string>& accelerate_only_keys() {
+  static const std::vector<std::string> keys = {"rdzv_backend",
+                                                "same_network",
+                                                "main_training_function",
+                                                "enable_cpu_affinity",
+                                                "downcast_bf16",
+                                                "tpu_name",
+                                                "tpu_zone",
+                                                "tpu_use_cluster",
+                                                "tpu_use_sudo",
+                                                "command_file",
+                                                "commands",
+                                                "tpu_vm",
+                                                "tpu_env",
+                                                "dynamo_config",
+                                                "fp8_config",
+                                                "deepspeed_config",
+                                                "fsdp_config",
+                                                "tp_config",
+                                                "megatron_lm_config",
+                                                "ipex_config",
+                                                "parallelism_config",
+                                                "fp16",
+                                                "dynamo_backend"};
+  return keys;
+}
+
+// What `accelerate config` writes when a feature is off: not worth a warning.
+bool is_off_value(const std::string& key, const yaml::Value& v) {
+  switch (v.kind) {
+    case yaml::Value::Kind::Null:
+      return true;
+    case yaml::Value::Kind::List:
+      return v.items.empty();
+    case yaml::Value::Kind::Map:
+      for (const auto& [k, item] : v.entries)
+        if (!is_off_value(k, item)) return false;
+      return true;
+    default: {
+      std::string t = v.text;
+      for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (t == "no" || t == "false" || t.empty()) return true;
+      return (key == "rdzv_backend" && t == "static") || (key == "main_training_function" && t == "main") ||
+             key == "same_network";
+    }
+  }
+}
+
+}  // namespace
+
+Config config_from_yaml(const std::string& text, const std::string& source, std::vector<std::string>* ignored) {
   yaml::Document doc = yaml::parse(text, source);
   std::vector<std::string> unknown;
+  const std::vector<std::string>& accelerate_keys = accelerate_only_keys();
+  // Accelerate's mpirun section: its hostfile is brisk's hostfile; the rest is ignored.
+  const yaml::Value* mpirun_hostfile = nullptr;
   for (const auto& [key, v] : doc) {
     bool known = false;
     for (const ConfigKey& k : config_keys()) known |= key == k.name;
-    if (!known) unknown.push_back("'" + key + "' (line " + std::to_string(v.line) + ")");
+    if (key == "mpirun_config") {
+      known = true;
+      BRISK_CHECK(v.kind == yaml::Value::Kind::Map || v.is_null(), source, ":", v.line,
+                  ": mpirun_config: expected a mapping such as {mpirun_hostfile: hosts}");
+      for (const auto& [sub, sv] : v.entries) {
+        if (sub == "mpirun_hostfile") {
+          mpirun_hostfile = &sv;
+        } else if (ignored && !is_off_value(sub, sv)) {
+          ignored->push_back("mpirun_config." + sub);
+        }
+      }
+    }
+    const bool accelerate_only =
+        std::find(accelerate_keys.begin(), accelerate_keys.end(), key) != accelerate_keys.end();
+    if (accelerate_only && ignored && !is_off_value(key, v)) ignored->push_back(key);
+    if (!known && !accelerate_only) unknown.push_back("'" + key + "' (line " + std::to_string(v.line) + ")");
   }
   if (!unknown.empty()) {
     std::string names;
     for (const std::string& u : unknown) names += (names.empty() ? "" : ", ") + u;
-    BRISK_THROW(source, ": unknown key", unknown.size() > 1 ? "s " : " ", names, "; valid keys: ", valid_keys_text());
+    BRISK_THROW(source, ": unknown key", unknown.size() > 1 ? "s " : " ", names, "; valid keys: ", valid_keys_text(),
+                ", mpirun_config.mpirun_hostfile (and the keys Accelerate writes, which brisk ignores: see ",
+                "docs/config-files.md)");
   }
   Config c;
   for (const ConfigKey& k : config_keys()) {
@@ -153,6 +228,13 @@ Config config_from_yaml(const std::string& text, const std::string& source) {
         },
         k.member);
   }
+  if (mpirun_hostfile && !mpirun_hostfile->is_null()) {
+    const std::string what = source + ":" + std::to_string(mpirun_hostfile->line) + ": mpirun_config.mpirun_hostfile";
+    const std::string path = mpirun_hostfile->as_string(what);
+    BRISK_CHECK(!c.hostfile || *c.hostfile == path, what, ": '", path, "' differs from hostfile '", *c.hostfile,
+                "'; keep one of the two");
+    c.hostfile = path;
+  }
   validate(c, source);
   return c;
 }
@@ -166,7 +248,11 @@ std::string config_to_yaml(const Config& c) {
           if (!field) return;
           using T = typename std::remove_reference_t<decltype(field)>::value_type;
           if constexpr (std::is_same_v<T, std::string>) {
-            doc.emplace_back(k.name, yaml::Value::string(*field));
+            // Accelerate's spelling of the hostfile, so Accelerate reads the file too.
+            if (std::string(k.name) == "hostfile")
+              doc.emplace_back("mpirun_config", yaml::Value::map({{"mpirun_hostfile", yaml::Value::string(*field)}}));
+            else
+              doc.emplace_back(k.name, yaml::Value::string(*field));
           } else if constexpr (std::is_same_v<T, bool>) {
             doc.emplace_back(k.name, yaml::Value::boolean(*field));
           } else if constexpr (std::is_same_v<T, int>) {
@@ -189,12 +275,12 @@ std::string default_config_path() {
   return (fs::path(home) / ".config" / "brisk" / "default_config.yaml").string();
 }
 
-Config load_config(const std::string& path) {
+Config load_config(const std::string& path, std::vector<std::string>* ignored) {
   std::ifstream in(path, std::ios::binary);
   BRISK_CHECK(in.good(), "config: cannot read '", path, "'; write one with `brisk config --config_file ", path, "`");
   std::stringstream ss;
   ss << in.rdbuf();
-  return config_from_yaml(ss.str(), path);
+  return config_from_yaml(ss.str(), path, ignored);
 }
 
 void save_config(const Config& c, const std::string& path) {

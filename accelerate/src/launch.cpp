@@ -17,9 +17,18 @@ LaunchSettings resolve_launch(const Config& c, const HostFacts& host) {
   LaunchSettings s;
   s.num_machines = c.num_machines.value_or(1);
   s.hostfile = c.hostfile.value_or("");
+  // accelerate launch runs once per machine (--machine_rank, meeting at --main_process_ip:port);
+  // brisk launch runs once, on the main machine, and mpirun starts the other machines' processes
+  // over ssh from the hostfile. docs/config-files.md compares the two.
   BRISK_CHECK(s.num_machines == 1 || !s.hostfile.empty(), "launch: num_machines is ", s.num_machines,
-              " but no hostfile was given: list the machines in a file, one 'HOST slots=N' per line, and pass "
-              "--hostfile FILE (or set hostfile in the config)");
+              " but no hostfile was given. brisk starts a multi-machine job from one machine: run `brisk launch` "
+              "there only, with the machines listed in a file, one 'HOST slots=N' per line (the first is the main "
+              "process's), passed as --hostfile FILE (Accelerate's --mpirun_hostfile, or hostfile / "
+              "mpirun_config.mpirun_hostfile in the config). main_process_ip, main_process_port and machine_rank "
+              "are not needed");
+  BRISK_CHECK(s.num_machines == 1 || c.machine_rank.value_or(0) == 0, "launch: machine_rank is ", *c.machine_rank,
+              ": brisk launch runs only on the main machine (machine_rank 0), and mpirun starts the processes of "
+              "the other machines listed in the hostfile; do not run it on the others");
   s.mixed_precision = c.mixed_precision;
   s.use_cpu = c.use_cpu;
   if (c.gpu_ids) s.gpu_ids = parse_gpu_ids(*c.gpu_ids, "launch: gpu_ids");
@@ -68,8 +77,8 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
     set(env::kTimeoutSeconds, buf);
   }
   if (s.debug) set(env::kDebug, *s.debug ? "1" : "0");
-  if (s.main_process_ip) set(env::kMainProcessIp, *s.main_process_ip);
-  if (s.main_process_port) set(env::kMainProcessPort, std::to_string(*s.main_process_port));
+  if (s.gradient_accumulation_steps)
+    set(env::kGradientAccumulationSteps, std::to_string(*s.gradient_accumulation_steps));
   if (!s.config_file.empty()) set(env::kConfigFile, s.config_file);
   if (!s.gpu_ids.empty()) {
     std::string ids;
@@ -81,7 +90,10 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
   }
   // N processes each starting one OpenMP thread per core would fight over the cores.
   int per_host = (s.num_processes + s.num_machines - 1) / s.num_machines;
-  if (!inherited("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", std::to_string(std::max(1, host.cpu_cores / per_host)));
+  if (s.num_cpu_threads_per_process)
+    set("OMP_NUM_THREADS", std::to_string(*s.num_cpu_threads_per_process));
+  else if (!inherited("OMP_NUM_THREADS"))
+    set("OMP_NUM_THREADS", std::to_string(std::max(1, host.cpu_cores / per_host)));
 
   bool single_host = s.num_machines == 1 && s.hostfile.empty();
   // A single-host job keeps every socket on loopback: NCCL's bootstrap and socket transport (the

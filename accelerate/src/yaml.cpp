@@ -1,6 +1,10 @@
-// Flat YAML: one `key: value` per line, scalars only. Enough for brisk's config file and small
-// enough to read in one sitting; anything richer is rejected with the line it is on.
+// YAML for config files: yaml-cpp reads (when the build found it), this file turns its nodes into
+// brisk's ordered value tree and writes that tree back in PyYAML's block style.
 #include "brisk/accelerate/yaml.h"
+
+#ifdef BRISK_HAVE_YAML_CPP
+#include <yaml-cpp/yaml.h>
+#endif
 
 #include <cerrno>
 #include <cmath>
@@ -63,10 +67,6 @@ Value::Kind classify(const std::string& s) {
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-bool is_key_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
 
 std::string shortest_double(double v) {
@@ -140,26 +140,69 @@ std::string quote(const std::string& s) {
 Value Value::null() {
   return {};
 }
+namespace {
+Value scalar(Value::Kind kind, std::string text) {
+  Value v;
+  v.kind = kind;
+  v.text = std::move(text);
+  return v;
+}
+}  // namespace
+
 Value Value::boolean(bool v) {
-  return {Kind::Bool, v ? "true" : "false"};
+  return scalar(Kind::Bool, v ? "true" : "false");
 }
 Value Value::integer(int64_t v) {
-  return {Kind::Int, std::to_string(v)};
+  return scalar(Kind::Int, std::to_string(v));
 }
 Value Value::number(double v) {
-  return {Kind::Float, shortest_double(v)};
+  return scalar(Kind::Float, shortest_double(v));
 }
 Value Value::string(std::string v) {
-  return {Kind::String, std::move(v)};
+  return scalar(Kind::String, std::move(v));
+}
+Value Value::list(std::vector<Value> items) {
+  Value v;
+  v.kind = Kind::List;
+  v.items = std::move(items);
+  return v;
+}
+Value Value::map(std::vector<std::pair<std::string, Value>> entries) {
+  Value v;
+  v.kind = Kind::Map;
+  v.entries = std::move(entries);
+  return v;
+}
+
+const Value* Value::find(const std::string& key) const {
+  for (const auto& [k, v] : entries)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+bool Value::operator==(const Value& o) const {
+  if (kind != o.kind) return false;
+  switch (kind) {
+    case Kind::Null:
+      return true;
+    case Kind::List:
+      return items == o.items;
+    case Kind::Map:
+      return entries == o.entries;
+    default:
+      return text == o.text;
+  }
 }
 
 bool Value::as_bool(const std::string& what) const {
+  BRISK_CHECK(is_scalar(), what, ": expected a boolean, got a ", kind == Kind::List ? "list" : "mapping");
   if (kind != Kind::Null)
     if (const std::optional<bool> b = parse_bool_word(text)) return *b;
   BRISK_THROW(what, ": expected a boolean (", kBoolWords, "), got '", text, "'");
 }
 
 int64_t Value::as_int(const std::string& what) const {
+  BRISK_CHECK(is_scalar(), what, ": expected an integer, got a ", kind == Kind::List ? "list" : "mapping");
   BRISK_CHECK(kind == Kind::Int, what, ": expected an integer, got '", text, "'");
   const std::optional<int64_t> v = parse_integer<int64_t>(text);
   BRISK_CHECK(v.has_value(), what, ": integer '", text, "' is out of range [", std::numeric_limits<int64_t>::min(),
@@ -168,6 +211,7 @@ int64_t Value::as_int(const std::string& what) const {
 }
 
 double Value::as_double(const std::string& what) const {
+  BRISK_CHECK(is_scalar(), what, ": expected a number, got a ", kind == Kind::List ? "list" : "mapping");
   BRISK_CHECK(kind == Kind::Int || kind == Kind::Float, what, ": expected a number, got '", text, "'");
   std::string t = lower(text);
   if (t == ".nan") return std::numeric_limits<double>::quiet_NaN();
@@ -178,135 +222,179 @@ double Value::as_double(const std::string& what) const {
 
 std::string Value::as_string(const std::string& what) const {
   BRISK_CHECK(kind != Kind::Null, what, ": expected a value, got nothing (null)");
+  BRISK_CHECK(is_scalar(), what, ": expected a single value, got a ", kind == Kind::List ? "list" : "mapping");
   return text;
 }
 
-Document parse(const std::string& text, const std::string& source) {
-  Document doc;
-  std::unordered_map<std::string, size_t> seen;  // key -> index in doc
-  size_t pos = 0;
-  int line_no = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    auto fail = [&](const std::string& msg) { BRISK_THROW(source, ":", line_no, ": ", msg); };
+#ifdef BRISK_HAVE_YAML_CPP
+namespace {
 
-    size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#') continue;
-    if (first > 0) fail("indented line: brisk's config holds flat `key: value` lines only (no nested values)");
-    if (line.rfind("---", 0) == 0 && line.find_first_not_of(" \t", 3) == std::string::npos) {
-      if (!doc.empty()) fail("a second YAML document ('---') is not supported");
-      continue;
-    }
-    if (line == "...") break;
-    if (line[0] == '-') fail("lists are not supported: expected `key: value`");
+// Bounds on what one file may expand to: aliases make a small file describe a huge tree.
+constexpr int kMaxDepth = 64;
+constexpr size_t kMaxNodes = 1000000;
 
-    size_t colon = line.find(':');
-    if (colon == std::string::npos) fail("expected `key: value`, got '" + line + "'");
-    std::string key = line.substr(0, colon);
-    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
-    if (key.empty()) fail("missing key before ':'");
-    for (char c : key)
-      if (!is_key_char(c)) fail("bad key '" + key + "': keys use letters, digits, '_', '-' and '.'");
-    if (colon + 1 < line.size() && line[colon + 1] != ' ' && line[colon + 1] != '\t')
-      fail("expected a space after '" + key + ":'");
+struct Converter {
+  const std::string& source;
+  size_t nodes = 0;
 
-    std::string rest = line.substr(colon + 1);
-    size_t start = rest.find_first_not_of(" \t");
-    rest = start == std::string::npos ? "" : rest.substr(start);
-
-    Value v;
-    v.line = line_no;
-    auto only_comment_after = [&](size_t i) {
-      size_t k = rest.find_first_not_of(" \t", i);
-      if (k != std::string::npos && rest[k] != '#') fail("unexpected text after the quoted value of '" + key + "'");
-    };
-    if (!rest.empty() && rest[0] == '\'') {
-      size_t i = 1;
-      for (;; ++i) {
-        if (i >= rest.size()) fail("unterminated single-quoted value for '" + key + "'");
-        if (rest[i] == '\'') {
-          if (i + 1 < rest.size() && rest[i + 1] == '\'') {
-            v.text += '\'';
-            ++i;
-            continue;
-          }
-          break;
-        }
-        v.text += rest[i];
-      }
-      only_comment_after(i + 1);
-      v.kind = Value::Kind::String;
-      v.quoted = true;
-    } else if (!rest.empty() && rest[0] == '"') {
-      size_t i = 1;
-      for (;; ++i) {
-        if (i >= rest.size()) fail("unterminated double-quoted value for '" + key + "'");
-        char c = rest[i];
-        if (c == '"') break;
-        if (c != '\\') {
-          v.text += c;
-          continue;
-        }
-        if (++i >= rest.size()) fail("unterminated double-quoted value for '" + key + "'");
-        switch (rest[i]) {
-          case 'n':
-            v.text += '\n';
-            break;
-          case 't':
-            v.text += '\t';
-            break;
-          case 'r':
-            v.text += '\r';
-            break;
-          case '"':
-            v.text += '"';
-            break;
-          case '\\':
-            v.text += '\\';
-            break;
-          case '/':
-            v.text += '/';
-            break;
-          case 'x': {
-            if (i + 2 >= rest.size()) fail("bad \\x escape in the value of '" + key + "'");
-            v.text += static_cast<char>(std::strtol(rest.substr(i + 1, 2).c_str(), nullptr, 16));
-            i += 2;
-            break;
-          }
-          default:
-            fail(std::string("unknown escape '\\") + rest[i] + "' in the value of '" + key + "'");
-        }
-      }
-      only_comment_after(i + 1);
-      v.kind = Value::Kind::String;
-      v.quoted = true;
-    } else {
-      if (!rest.empty() && std::string("[{").find(rest[0]) != std::string::npos)
-        fail("lists and mappings ('" + rest + "') are not supported: write a plain value");
-      if (!rest.empty() && std::string("&*!|>").find(rest[0]) != std::string::npos)
-        fail("anchors, aliases, tags and block scalars are not supported (value of '" + key + "')");
-      for (size_t i = 1; i < rest.size(); ++i)
-        if (rest[i] == '#' && (rest[i - 1] == ' ' || rest[i - 1] == '\t')) {
-          rest.resize(i);
-          break;
-        }
-      if (!rest.empty() && rest[0] == '#') rest.clear();
-      while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\t')) rest.pop_back();
-      v.text = rest;
-      v.kind = classify(rest);
-    }
-    // A hash set of the keys so far: a file of many keys is read in linear time.
-    if (auto [it, fresh] = seen.emplace(key, doc.size()); !fresh)
-      fail("duplicate key '" + key + "' (first on line " + std::to_string(doc[it->second].second.line) + ")");
-    doc.emplace_back(key, std::move(v));
+  [[noreturn]] void fail(const YAML::Mark& m, const std::string& msg) {
+    if (m.is_null()) BRISK_THROW(source, ": ", msg);
+    BRISK_THROW(source, ":", m.line + 1, ":", m.column + 1, ": ", msg);
   }
-  return doc;
+
+  Value convert(const YAML::Node& n, int depth) {
+    if (++nodes > kMaxNodes) fail(n.Mark(), "the document expands to more than 1,000,000 values (aliases?)");
+    if (depth > kMaxDepth) fail(n.Mark(), "values nested more than 64 deep");
+    Value v;
+    v.line = n.Mark().is_null() ? 0 : n.Mark().line + 1;
+    switch (n.Type()) {
+      case YAML::NodeType::Undefined:
+      case YAML::NodeType::Null:
+        return v;
+      case YAML::NodeType::Scalar:
+        v.text = n.Scalar();
+        v.quoted = n.Tag() == "!";  // a quoted (non-plain) scalar is always a string
+        v.kind = v.quoted ? Value::Kind::String : classify(v.text);
+        if (v.kind == Value::Kind::Null) v.text.clear();
+        return v;
+      case YAML::NodeType::Sequence:
+        v.kind = Value::Kind::List;
+        for (const YAML::Node& item : n) v.items.push_back(convert(item, depth + 1));
+        return v;
+      case YAML::NodeType::Map: {
+        v.kind = Value::Kind::Map;
+        std::unordered_map<std::string, int> seen;  // key -> line: linear in the number of keys
+        for (const auto& kv : n) {
+          if (!kv.first.IsScalar()) fail(kv.first.Mark(), "a key must be a single value, not a list or mapping");
+          const std::string key = kv.first.Scalar();
+          const int line = kv.first.Mark().is_null() ? 0 : kv.first.Mark().line + 1;
+          if (auto [it, fresh] = seen.emplace(key, line); !fresh)
+            fail(kv.first.Mark(), "duplicate key '" + key + "' (first on line " + std::to_string(it->second) + ")");
+          v.entries.emplace_back(key, convert(kv.second, depth + 1));
+        }
+        return v;
+      }
+    }
+    return v;
+  }
+};
+
+}  // namespace
+
+bool available() {
+  return true;
 }
+
+Document parse(const std::string& text, const std::string& source) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) BRISK_THROW(source, ": ", e.msg);
+    BRISK_THROW(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg);
+  }
+  if (docs.empty()) return {};
+  Converter c{source};
+  if (docs.size() > 1)
+    c.fail(docs[1].Mark(),
+           "a config file holds one YAML document, this one has " + std::to_string(docs.size()) + " (a second '---'?)");
+  Value top;
+  try {
+    top = c.convert(docs[0], 0);
+  } catch (const YAML::Exception& e) {  // conversions of odd nodes (e.g. a bad alias)
+    BRISK_THROW(source, ": ", e.msg);
+  }
+  if (top.is_null()) return {};
+  if (top.kind != Value::Kind::Map)
+    c.fail(docs[0].Mark(), "expected `key: value` lines (a mapping) at the top level, got a " +
+                               std::string(top.kind == Value::Kind::List ? "list" : "single value"));
+  return std::move(top.entries);
+}
+#else
+bool available() {
+  return false;
+}
+
+Document parse(const std::string&, const std::string& source) {
+  BRISK_THROW(source, ": this build of brisk reads no YAML: it was configured without yaml-cpp. Install it ",
+              "(apt-get install libyaml-cpp-dev) and configure again, or pass the settings as flags");
+}
+#endif
+
+namespace {
+
+std::string scalar_text(const Value& v, bool flow) {
+  switch (v.kind) {
+    case Value::Kind::Null:
+      return "null";
+    case Value::Kind::String:
+      // In flow context ([a, b], {k: v}) commas and brackets end a plain scalar: always quote.
+      return !flow && plain_safe(v.text) ? v.text : quote(v.text);
+    default:
+      return v.text;
+  }
+}
+
+std::string key_text(const std::string& k) {
+  return plain_safe(k) ? k : quote(k);
+}
+
+// Lists and mappings inside a list are written in flow style ([..], {..}).
+void flow(const Value& v, std::string& out) {
+  if (v.kind == Value::Kind::List) {
+    out += '[';
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      if (i) out += ", ";
+      flow(v.items[i], out);
+    }
+    out += ']';
+  } else if (v.kind == Value::Kind::Map) {
+    out += '{';
+    for (size_t i = 0; i < v.entries.size(); ++i) {
+      if (i) out += ", ";
+      out += quote(v.entries[i].first);
+      out += ": ";
+      flow(v.entries[i].second, out);
+    }
+    out += '}';
+  } else {
+    out += scalar_text(v, true);
+  }
+}
+
+// A value after "key: " or "- ": scalars plain where safe, containers in flow style.
+void inline_value(const Value& v, std::string& out) {
+  if (v.is_scalar())
+    out += scalar_text(v, false);
+  else
+    flow(v, out);
+  out += '\n';
+}
+
+void write_entries(const std::vector<std::pair<std::string, Value>>& entries, const std::string& indent,
+                   std::string& out) {
+  for (const auto& [key, v] : entries) {
+    out += indent;
+    out += key_text(key);
+    out += ':';
+    if (v.kind == Value::Kind::Map && !v.entries.empty()) {
+      out += '\n';
+      write_entries(v.entries, indent + "  ", out);
+    } else if (v.kind == Value::Kind::List && !v.items.empty()) {
+      out += '\n';
+      for (const Value& item : v.items) {
+        out += indent;
+        out += "- ";
+        inline_value(item, out);
+      }
+    } else {
+      out += ' ';
+      inline_value(v, out);
+    }
+  }
+}
+
+}  // namespace
 
 std::string write(const Document& doc, const std::string& comment) {
   std::string out;
@@ -318,25 +406,7 @@ std::string write(const Document& doc, const std::string& comment) {
     out += line.empty() ? "#\n" : "# " + line + "\n";
     pos = end + 1;
   }
-  for (const auto& [key, v] : doc) {
-    BRISK_CHECK(!key.empty(), "yaml::write: empty key");
-    for (char c : key) BRISK_CHECK(is_key_char(c), "yaml::write: bad key '", key, "'");
-    out += key + ": ";
-    switch (v.kind) {
-      case Value::Kind::Null:
-        out += "null";
-        break;
-      case Value::Kind::Bool:
-      case Value::Kind::Int:
-      case Value::Kind::Float:
-        out += v.text;
-        break;
-      case Value::Kind::String:
-        out += plain_safe(v.text) ? v.text : quote(v.text);
-        break;
-    }
-    out += "\n";
-  }
+  write_entries(doc, "", out);
   return out;
 }
 

@@ -13,7 +13,7 @@ add_test(NAME accelerate.cli.help COMMAND ${BRISK_TEST_JOB} --grep "launch .*con
 set_tests_properties(accelerate.cli.help PROPERTIES LABELS "unit")
 
 add_test(NAME accelerate.cli.launch_help COMMAND ${BRISK_TEST_JOB}
-  --grep "-n, --num-processes.*--mixed-precision.*--gpu-ids.*--config-file.*--timeout" -- ${_brisk} launch --help)
+  --grep "--config-file.*--multi-gpu.*--mixed-precision.*-n, --num-processes.*--machine-rank.*--main-process-ip.*--gpu-ids.*--gradient-accumulation-steps.*--num-cpu-threads-per-process.*--mpirun-hostfile.*--timeout" -- ${_brisk} launch --help)
 set_tests_properties(accelerate.cli.launch_help PROPERTIES LABELS "unit")
 
 foreach(sub config env test)
@@ -43,6 +43,49 @@ add_test(NAME accelerate.cli.launch_dry_run COMMAND ${BRISK_TEST_JOB}
   -- ${_brisk} launch --dry-run -n 3 --tag-output --gpu_ids 1 --config_file ${_cli_dir}/launch.yaml true)
 set_tests_properties(accelerate.cli.launch_dry_run PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}"
   FIXTURES_REQUIRED brisk_cli_config)
+
+# Accelerate's launch flags, with their meaning: accumulation and threads reach the processes;
+# the rendezvous flags of one machine are ignored, as accelerate launch ignores them.
+add_test(NAME accelerate.cli.launch_accelerate_flags COMMAND ${BRISK_TEST_JOB}
+  --grep "BRISK_GRADIENT_ACCUMULATION_STEPS=4 .*OMP_NUM_THREADS=1 .*mpirun.* -n 3 .* true" --reject "MAIN_PROCESS"
+  -- ${_brisk} launch --dry-run --cpu --num_processes 3 --gradient_accumulation_steps 4
+     --num-cpu-threads-per-process 1 --machine_rank 0 --main_process_ip 10.0.0.1 --main_process_port 29500 true)
+set_tests_properties(accelerate.cli.launch_accelerate_flags PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
+
+file(WRITE ${_cli_dir}/two_hosts "# the main host first\nhost-a slots=2\nhost-b slots=2\n")
+add_test(NAME accelerate.cli.launch_mpirun_hostfile COMMAND ${BRISK_TEST_JOB}
+  --grep "mpirun.* -n 4 .*--hostfile .*two_hosts.* true"
+  -- ${_brisk} launch --dry-run --cpu -n 4 --num_machines 2 --mpirun_hostfile ${_cli_dir}/two_hosts
+     --main_process_ip host-a true)
+set_tests_properties(accelerate.cli.launch_mpirun_hostfile PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
+add_test(NAME accelerate.cli.launch_other_machine_rank_refused COMMAND ${BRISK_TEST_JOB} --expect fail
+  --grep "machine_rank is 1: brisk launch runs only on the main machine"
+  -- ${_brisk} launch --dry-run --cpu -n 4 --num_machines 2 --hostfile ${_cli_dir}/two_hosts --machine_rank 1 true)
+set_tests_properties(accelerate.cli.launch_other_machine_rank_refused PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
+add_test(NAME accelerate.cli.launch_main_ip_not_first_refused COMMAND ${BRISK_TEST_JOB} --expect fail
+  --grep "main_process_ip is host-b but the hostfile's first host is host-a"
+  -- ${_brisk} launch --dry-run --cpu -n 4 --num_machines 2 --hostfile ${_cli_dir}/two_hosts --main_process_ip host-b true)
+set_tests_properties(accelerate.cli.launch_main_ip_not_first_refused PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
+add_test(NAME accelerate.cli.launch_two_machines_without_hostfile_explains COMMAND ${BRISK_TEST_JOB} --expect fail
+  --grep "brisk starts a multi-machine job from one machine: run `brisk launch` there only"
+  -- ${_brisk} launch --dry-run --cpu -n 4 --num_machines 2 --main_process_ip 10.0.0.1 true)
+set_tests_properties(accelerate.cli.launch_two_machines_without_hostfile_explains PROPERTIES LABELS "unit"
+  ENVIRONMENT "${_cli_env}")
+
+# The default_config.yaml `accelerate config` writes (CPU, 2 processes, DeepSpeed answered) drives
+# brisk launch unchanged; what brisk cannot use is named once.
+if(BRISK_HAVE_YAML_CPP)
+  file(WRITE ${_cli_dir}/accelerate_default_config.yaml
+    "compute_environment: LOCAL_MACHINE\ndebug: false\ndeepspeed_config:\n  zero_stage: 2\n"
+    "distributed_type: MULTI_CPU\ndowncast_bf16: 'no'\nenable_cpu_affinity: false\nipex_config:\n  ipex: false\n"
+    "machine_rank: 0\nmain_process_ip: null\nmain_process_port: null\nmain_training_function: main\n"
+    "mixed_precision: bf16\nmpirun_config: {}\nnum_machines: 1\nnum_processes: 2\nrdzv_backend: static\n"
+    "same_network: true\ntpu_env: []\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
+  add_test(NAME accelerate.cli.launch_reads_accelerate_config COMMAND ${BRISK_TEST_JOB}
+    --grep "ignoring settings brisk has no use for: deepspeed_config .*BRISK_MIXED_PRECISION=bf16 .*mpirun.* -n 2 "
+    -- ${_brisk} launch --dry-run --config_file ${_cli_dir}/accelerate_default_config.yaml true)
+  set_tests_properties(accelerate.cli.launch_reads_accelerate_config PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
+endif()
 
 # brisk config writes the file the launch tests read.
 add_test(NAME accelerate.cli.config_non_interactive

@@ -2,10 +2,12 @@
 // the precedence flag > config file > default.
 #include <brisk/accelerate/config.h>
 #include <brisk/accelerate/launch.h>
+#include <brisk/accelerate/yaml.h>
 #include <brisk/core/error.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -63,6 +65,7 @@ Config full_config() {
 }  // namespace
 
 TEST(Config, RoundTripsThroughYaml) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   Config c = full_config();
   std::string text = config_to_yaml(c);
   EXPECT_NE(text.find("mixed_precision: 'no'\n"), std::string::npos) << text;
@@ -71,6 +74,7 @@ TEST(Config, RoundTripsThroughYaml) {
 }
 
 TEST(Config, WritesOnlyTheKeysThatAreSet) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   Config c;
   c.num_processes = 4;
   std::string text = config_to_yaml(c);
@@ -80,6 +84,7 @@ TEST(Config, WritesOnlyTheKeysThatAreSet) {
 }
 
 TEST(Config, ReadsAnAccelerateStyleFile) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   Config c = config_from_yaml(
       "compute_environment: LOCAL_MACHINE\n"
       "distributed_type: MULTI_CPU\n"
@@ -98,14 +103,89 @@ TEST(Config, ReadsAnAccelerateStyleFile) {
 }
 
 TEST(Config, UnknownKeysAreAnErrorNamingEachAndListingTheValidOnes) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   std::string e =
-      error_of([] { config_from_yaml("num_processes: 2\nnum_procs: 3\ndowncast_bf16: 'no'\n", "my.yaml"); });
-  EXPECT_NE(e.find("my.yaml: unknown keys 'num_procs' (line 2), 'downcast_bf16' (line 3)"), std::string::npos) << e;
+      error_of([] { config_from_yaml("num_processes: 2\nnum_procs: 3\nrdzv_backendd: static\n", "my.yaml"); });
+  EXPECT_NE(e.find("my.yaml: unknown keys 'num_procs' (line 2), 'rdzv_backendd' (line 3)"), std::string::npos) << e;
   EXPECT_NE(e.find("valid keys: compute_environment, distributed_type, num_machines, num_processes"), std::string::npos)
       << e;
 }
 
+// What `accelerate config` writes for a two-host CPU job with DeepSpeed answered, unchanged: nested
+// sections, lists, quoted 'no'. brisk reads what it uses, names the settings it ignores once, and
+// stays quiet about those Accelerate writes when a feature is off.
+TEST(Config, ReadsAccelerateDefaultConfigUnchanged) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
+  const std::string text =
+      "compute_environment: LOCAL_MACHINE\n"
+      "debug: false\n"
+      "deepspeed_config:\n"
+      "  gradient_accumulation_steps: 1\n"
+      "  zero3_init_flag: false\n"
+      "  zero_stage: 2\n"
+      "distributed_type: MULTI_CPU\n"
+      "downcast_bf16: 'no'\n"
+      "enable_cpu_affinity: false\n"
+      "ipex_config:\n"
+      "  ipex: false\n"
+      "machine_rank: 0\n"
+      "main_process_ip: 10.0.0.1\n"
+      "main_process_port: 29500\n"
+      "main_training_function: main\n"
+      "mixed_precision: bf16\n"
+      "mpirun_config:\n"
+      "  mpirun_ccl: '1'\n"
+      "  mpirun_hostfile: /etc/brisk/hosts\n"
+      "num_machines: 2\n"
+      "num_processes: 4\n"
+      "rdzv_backend: static\n"
+      "same_network: true\n"
+      "tpu_env: []\n"
+      "tpu_use_cluster: false\n"
+      "tpu_use_sudo: false\n"
+      "use_cpu: true\n";
+  std::vector<std::string> ignored;
+  Config c = config_from_yaml(text, "default_config.yaml", &ignored);
+  EXPECT_EQ(c.num_machines, 2);
+  EXPECT_EQ(c.num_processes, 4);
+  EXPECT_EQ(c.hostfile, "/etc/brisk/hosts");
+  EXPECT_EQ(c.mixed_precision, "bf16");
+  EXPECT_EQ(c.main_process_ip, "10.0.0.1");
+  EXPECT_EQ(c.main_process_port, 29500);
+  EXPECT_EQ(c.use_cpu, true);
+  EXPECT_EQ(ignored, (std::vector<std::string>{"deepspeed_config", "mpirun_config.mpirun_ccl"}));
+  // A value brisk cannot honour in a key it knows is still an error naming what is allowed.
+  std::string e = error_of([] { config_from_yaml("distributed_type: DEEPSPEED\n", "a.yaml"); });
+  EXPECT_NE(e.find("a.yaml: distributed_type: expected NO, MULTI_CPU or MULTI_GPU, got 'DEEPSPEED'"), std::string::npos)
+      << e;
+  e = error_of([] { config_from_yaml("mpirun_config: [a]\n", "a.yaml"); });
+  EXPECT_NE(e.find("mpirun_config: expected a mapping"), std::string::npos) << e;
+  e = error_of([] { config_from_yaml("hostfile: a\nmpirun_config:\n  mpirun_hostfile: b\n", "a.yaml"); });
+  EXPECT_NE(e.find("a.yaml:3: mpirun_config.mpirun_hostfile: 'b' differs from hostfile 'a'"), std::string::npos) << e;
+  e = error_of([] { config_from_yaml("num_processes: [1, 2]\n", "a.yaml"); });
+  EXPECT_NE(e.find("a.yaml:1: num_processes: expected an integer, got a list"), std::string::npos) << e;
+}
+
+// Accelerate's loader refuses keys its ClusterConfig lacks and needs distributed_type: the file
+// brisk writes uses Accelerate's names (the hostfile as mpirun_config.mpirun_hostfile).
+TEST(Config, WrittenFileUsesAccelerateNames) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
+  Config c = full_config();
+  c.timeout.reset();  // brisk's own key: the one thing Accelerate would not read
+  c.hostfile = "/etc/hosts list";
+  const std::string text = config_to_yaml(c);
+  EXPECT_NE(text.find("mpirun_config:\n  mpirun_hostfile: /etc/hosts list\n"), std::string::npos) << text;
+  const std::vector<std::string> accelerate_fields = {
+      "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug",
+      "num_processes",       "machine_rank",     "num_machines",    "gpu_ids", "main_process_ip",
+      "main_process_port",   "mpirun_config"};
+  for (const auto& [key, v] : brisk::accelerate::yaml::parse(text, "t"))
+    EXPECT_NE(std::find(accelerate_fields.begin(), accelerate_fields.end(), key), accelerate_fields.end()) << key;
+  EXPECT_EQ(config_from_yaml(text, "t"), c);
+}
+
 TEST(Config, BadValuesNameTheKeyTheValueAndWhatIsAllowed) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   EXPECT_NE(error_of([] {
               config_from_yaml("mixed_precision: fp8\n", "c.yaml");
             }).find("c.yaml: mixed_precision: 'fp8' is not valid; expected one of: no, fp16, bf16"),
@@ -135,6 +215,7 @@ TEST(Config, BadValuesNameTheKeyTheValueAndWhatIsAllowed) {
 // Integers are exact and range-checked against the field, booleans take one set of words; every
 // error names the file, the line and the key.
 TEST(Config, IntegersAreExactAndBooleansHaveOneSpelling) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   for (const char* bad : {"num_processes: 3000000000\n", "num_processes: 99999999999999999999\n",
                           "num_processes: 1e3\n", "num_processes: 0x10\n", "num_processes: 4.0\n"}) {
     const std::string msg = error_of([&] { config_from_yaml(bad, "c.yaml"); });
@@ -170,6 +251,7 @@ TEST(Config, DefaultPathHonoursXdgConfigHomeThenHome) {
 }
 
 TEST(Config, SaveCreatesTheFolderReplacesAtomicallyAndLoadsBack) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   TempDir dir;
   std::string path = (dir.path / "nested" / "default_config.yaml").string();
   Config c = full_config();
@@ -185,6 +267,7 @@ TEST(Config, SaveCreatesTheFolderReplacesAtomicallyAndLoadsBack) {
 }
 
 TEST(Config, SaveRefusesAnInvalidConfigAndKeepsTheOldFile) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   TempDir dir;
   std::string path = (dir.path / "c.yaml").string();
   Config good;
@@ -197,6 +280,7 @@ TEST(Config, SaveRefusesAnInvalidConfigAndKeepsTheOldFile) {
 }
 
 TEST(Config, LoadingAMissingFileSaysHowToWriteOne) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   std::string e = error_of([] { load_config("/nonexistent/brisk.yaml"); });
   EXPECT_NE(e.find("cannot read '/nonexistent/brisk.yaml'"), std::string::npos) << e;
   EXPECT_NE(e.find("brisk config --config_file"), std::string::npos) << e;

@@ -48,14 +48,19 @@ void validate(const Config& c, const std::string& source = "config");
 // Field by field: `high` where set, else `low` (flags over file over defaults).
 Config merge(const Config& high, const Config& low);
 
-// YAML text <-> Config. Unknown keys are an error that names each of them and lists the valid keys.
-Config config_from_yaml(const std::string& text, const std::string& source);
+// YAML text <-> Config. Reads Accelerate's default_config.yaml unchanged: its
+// mpirun_config.mpirun_hostfile is brisk's hostfile, and the keys Accelerate writes that brisk has
+// no meaning for are accepted; those set to something other than "off" are appended to `ignored`
+// (for one warning). A key neither knows is an error that names it and lists the valid keys.
+// The file written uses Accelerate's names, so Accelerate reads it (except brisk's own `timeout`).
+Config config_from_yaml(const std::string& text, const std::string& source,
+                        std::vector<std::string>* ignored = nullptr);
 std::string config_to_yaml(const Config& c);  // only the keys that are set, in table order
 
 // $XDG_CONFIG_HOME/brisk/default_config.yaml, else $HOME/.config/brisk/default_config.yaml.
 std::string default_config_path();
-// Reads and validates a config file; throws when it is missing or wrong.
-Config load_config(const std::string& path);
+// Reads and validates a config file; throws when it is missing or wrong. `ignored`: see config_from_yaml.
+Config load_config(const std::string& path, std::vector<std::string>* ignored = nullptr);
 // Writes atomically (a temp file in the same folder, fsync, rename), creating the folder.
 void save_config(const Config& c, const std::string& path);
 

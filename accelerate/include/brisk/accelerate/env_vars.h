@@ -17,10 +17,6 @@ inline constexpr const char* kTimeoutSeconds = "BRISK_TIMEOUT_SECONDS";
 inline constexpr const char* kDebug = "BRISK_DEBUG";
 // The number of machines the job spans: --num_machines / the config's num_machines.
 inline constexpr const char* kNumMachines = "BRISK_NUM_MACHINES";
-// Where the main process listens, when the config names it (main_process_ip / main_process_port);
-// OpenMPI bootstraps brisk jobs, so these are informational unless a backend wants its own rendezvous.
-inline constexpr const char* kMainProcessIp = "BRISK_MAIN_PROCESS_IP";
-inline constexpr const char* kMainProcessPort = "BRISK_MAIN_PROCESS_PORT";
 // Read by the Accelerator only (set them yourself, or through `brisk launch`'s environment
 // forwarding): gradient_accumulation_steps, seed, project_dir, bucket_cap_mb and
 // find_unused_parameters ("1"/"0").

@@ -25,17 +25,24 @@ struct LaunchSettings {
   std::vector<int> gpu_ids;                    // empty: all (CUDA_VISIBLE_DEVICES untouched)
   std::optional<double> timeout;               // BRISK_TIMEOUT_SECONDS
   std::optional<bool> debug;                   // BRISK_DEBUG
-  std::optional<std::string> main_process_ip;  // BRISK_MAIN_PROCESS_IP
-  std::optional<int> main_process_port;        // BRISK_MAIN_PROCESS_PORT
-  std::string config_file;                     // the file that was read; empty when none
-  bool tag_output = false;                     // prefix each output line with its rank
-  std::vector<std::string> mpirun_args;        // passed to mpirun as they are, before PROGRAM
+  // Accelerate's flags for the rendezvous of a multi-machine job. brisk's processes meet through
+  // mpirun, which starts them all from this host: on one machine these are ignored (as
+  // Accelerate does); on several, machine_rank must be 0 (see resolve_launch) and the main process
+  // is the hostfile's first host.
+  std::optional<std::string> main_process_ip;
+  std::optional<int> main_process_port;
+  std::optional<int> gradient_accumulation_steps;  // BRISK_GRADIENT_ACCUMULATION_STEPS
+  std::optional<int> num_cpu_threads_per_process;  // OMP_NUM_THREADS (default: cores / processes)
+  std::string config_file;                         // the file that was read; empty when none
+  bool tag_output = false;                         // prefix each output line with its rank
+  std::vector<std::string> mpirun_args;            // passed to mpirun as they are, before PROGRAM
 };
 
 // `config` is the flags merged over the config file (merge()). With no num_processes there:
 // 1 for distributed_type NO; else one process per listed gpu_id; else one per GPU when this
 // build sees GPUs and use_cpu is off (and not MULTI_CPU); else 2. Throws brisk::Error for a multi-machine job without a
-// hostfile (saying how to write one).
+// hostfile (saying how to write one) or with a machine_rank other than 0 (brisk launches every
+// machine from the main one).
 LaunchSettings resolve_launch(const Config& config, const HostFacts& host);
 
 struct LaunchCommand {

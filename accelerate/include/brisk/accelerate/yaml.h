@@ -1,5 +1,8 @@
-// A reader and writer for flat YAML files (`key: value` per line, scalars only), the format of
-// brisk's config file. No dependency; nested mappings, lists and anchors are rejected clearly.
+// YAML for brisk's config files: read with yaml-cpp (Debian's libyaml-cpp-dev) into a small tree of
+// values that keeps the file's order and line numbers, written back in the block style PyYAML's
+// safe_dump uses, so Accelerate's default_config.yaml reads unchanged and brisk's files read in
+// Accelerate. A build without yaml-cpp (an optional dependency) cannot read config files: parse()
+// then throws an error that says how to install it; writing needs no library.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,42 +11,54 @@
 
 namespace brisk::accelerate::yaml {
 
-// One scalar. `text` is the value as written, without quotes, so callers can convert leniently
-// (`mixed_precision: no` reads as the string "no"; `use_cpu: no` as false).
+// One node. Scalars keep `text` as written, without quotes, so callers convert leniently
+// (`mixed_precision: no` reads as the string "no"; `use_cpu: no` as false). Unquoted scalars are
+// classified as YAML's core schema does (null, true/false, integers, floats, else strings).
 struct Value {
-  enum class Kind { Null, Bool, Int, Float, String };
+  enum class Kind { Null, Bool, Int, Float, String, List, Map };
   Kind kind = Kind::Null;
   std::string text;
-  bool quoted = false;  // written in '...' or "..." (always a String)
-  int line = 0;         // 1-based line in the source; 0 when built in code
+  bool quoted = false;                                 // written in '...' or "..." (always a String)
+  int line = 0;                                        // 1-based line in the source; 0 when built in code
+  std::vector<Value> items;                            // List
+  std::vector<std::pair<std::string, Value>> entries;  // Map, in file order
 
   static Value null();
   static Value boolean(bool v);
   static Value integer(int64_t v);
   static Value number(double v);
   static Value string(std::string v);
+  static Value list(std::vector<Value> items);
+  static Value map(std::vector<std::pair<std::string, Value>> entries);
 
   bool is_null() const { return kind == Kind::Null; }
+  bool is_scalar() const { return kind != Kind::List && kind != Kind::Map; }
+  // Map: the value for `key`, or nullptr (also for any other kind).
+  const Value* find(const std::string& key) const;
   // Conversions throw brisk::Error naming `what` (e.g. "config.yaml:3: num_processes") and the text.
   bool as_bool(const std::string& what) const;  // true/false, yes/no, on/off (any case)
   int64_t as_int(const std::string& what) const;
   double as_double(const std::string& what) const;
   std::string as_string(const std::string& what) const;  // any non-null scalar, as written
-  // Same kind and text (every null equals every other: "~", "null" and "" mean the same).
-  bool operator==(const Value& o) const { return kind == o.kind && (kind == Kind::Null || text == o.text); }
+  // Same kind and content (every null equals every other: "~", "null" and "" mean the same).
+  bool operator==(const Value& o) const;
 };
 
-// Keys in file order.
+// The top-level mapping, keys in file order.
 using Document = std::vector<std::pair<std::string, Value>>;
 
-// Parses `text`; errors throw brisk::Error as "<source>:<line>: <what is wrong>".
-// Accepts comments (`# ...`, also after a value), blank lines, a leading `---`, single- and
-// double-quoted strings (with '' and \" \\ \n \t escapes). Rejects duplicate keys, indentation
-// (nested values), lists and flow collections.
+// True when this build reads YAML (yaml-cpp was found).
+bool available();
+
+// Parses `text`, whose top level must be a mapping (an empty file is an empty one). Errors throw
+// brisk::Error as "<source>:<line>:<column>: <what is wrong>". Duplicate keys, several documents
+// in one file and non-scalar keys are refused; anchors and aliases are resolved (with a bound on
+// the expanded size, against alias bombs).
 Document parse(const std::string& text, const std::string& source);
 
-// Writes one `key: value` line per entry after `comment` (each of its lines prefixed by "# ").
-// Strings that would read back as something else (no, true, 3, empty, ...) are single-quoted.
+// Writes the mapping after `comment` (each of its lines prefixed by "# "): nested mappings
+// indented two spaces, lists as "- item" lines, empty ones as {} and []. Strings that would read
+// back as something else (no, true, 3, empty, ...) are single-quoted, as PyYAML does.
 std::string write(const Document& doc, const std::string& comment = "");
 
 // The value for `key`, or nullptr.
