@@ -300,13 +300,17 @@ int main(int argc, char** argv) {
     optim::AdamW opt(
         model.param_groups({.lr = a.learning_rate, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = a.weight_decay}));
     const double min_lr = a.min_lr >= 0 ? a.min_lr : a.learning_rate / 10;
-    optim::WarmupLR sched(opt, {.warmup_steps = std::min(a.warmup_steps, a.max_steps),
+    // Step s of the warm-up runs at learning_rate * (s + 1) / warmup (none at 0 would waste a step);
+    // a warm-up as long as the run is cut to leave one step of decay.
+    const int64_t warmup = std::min(a.warmup_steps, a.max_steps - 1);
+    optim::WarmupLR sched(opt, {.warmup_steps = warmup,
                                 .total_steps = a.max_steps,
                                 .decay = "cosine",
-                                .start_factor = a.warmup_steps > 0 ? 1.0 / static_cast<double>(a.warmup_steps) : 1.0,
+                                .start_factor = warmup > 0 ? 1.0 / static_cast<double>(warmup) : 1.0,
                                 .min_factor = min_lr / a.learning_rate});
     acc.prepare(model, opt, train, val, sched);
 
+    double step_lr = 0;  // the learning rate of the last optimizer step
     auto micro_step = [&](const Tensor& x, const Tensor& y) {
       auto sync = acc.accumulate(model);
       Tensor loss;
@@ -316,6 +320,7 @@ int main(int argc, char** argv) {
       }
       acc.backward(loss);
       if (acc.sync_gradients() && a.grad_clip > 0) acc.clip_grad_norm_(model, a.grad_clip);
+      step_lr = opt.lr();
       opt.step();
       sched.step();
       opt.zero_grad();
@@ -428,9 +433,9 @@ int main(int argc, char** argv) {
           const double loss =
               acc.reduce(full({1}, loss_sum / static_cast<double>(micro), {.dtype = DType::F64}), dist::ReduceOp::Mean)
                   .item<double>();
-          acc.log({{"loss", loss}, {"lr", opt.lr()}, {"tokens_per_s", tps}}, step);
+          acc.log({{"loss", loss}, {"lr", step_lr}, {"tokens_per_s", tps}}, step);
           char buf[96];
-          std::snprintf(buf, sizeof buf, "loss %.4f, lr %.2e, %.0f tok/s", loss, opt.lr(), tps);
+          std::snprintf(buf, sizeof buf, "loss %.4f, lr %.2e, %.0f tok/s", loss, step_lr, tps);
           post = buf;
           loss_sum = 0, micro = 0, tokens = 0, t_log = std::chrono::steady_clock::now();
         }
