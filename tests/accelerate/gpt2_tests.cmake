@@ -9,3 +9,11 @@ if(BRISK_HAVE_MPI AND BRISK_BUILD_EXAMPLES)  # gpt2 is defined later, in example
   set_tests_properties(accelerate.mp.gpt2_dp.np2 PROPERTIES LABELS "multiprocess" RESOURCE_LOCK cpu_cores
     TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
 endif()
+# --resume from a step-10 checkpoint logs the straight run's losses for steps 11-20 (one process).
+if(BRISK_BUILD_EXAMPLES)
+  add_test(NAME accelerate.gpt2_resume
+    COMMAND ${BRISK_TEST_JOB} --timeout 110 --grep "GPT2-RESUME-OK"
+      -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_gpt2_resume.sh $<TARGET_FILE:gpt2>
+      ${CMAKE_CURRENT_BINARY_DIR}/accelerate_gpt2_resume)
+  set_tests_properties(accelerate.gpt2_resume PROPERTIES LABELS "unit" TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+endif()
