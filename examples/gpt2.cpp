@@ -356,6 +356,9 @@ int main(int argc, char** argv) {
       model.eval();
       double sum_loss = 0;
       int64_t windows = 0, batches = 0;
+      // From the first batch every time: an evaluation stops after eval_steps batches, and the
+      // checkpoint records that position, which load_state would otherwise resume from.
+      val.set_start_batch(0);
       for (auto& [x, y] : val) {
         Tensor logits;
         {
