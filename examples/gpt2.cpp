@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 using namespace brisk;
@@ -67,7 +68,7 @@ data::json::Value config_json(const models::GPT2Config& c, const std::string& to
 }
 
 models::GPT2Config config_from_json(const data::json::Value& v, const std::string& where) {
-  BRISK_CHECK(v.is_object() && v.contains("n_layer"), "gpt2: ", where, " has no GPT-2 configuration");
+  BRISK_CHECK(v.is_object() && v.contains("n_layer"), where, " has no GPT-2 configuration");
   models::GPT2Config c;
   c.n_layer = (*v.find("n_layer")).as_int();
   c.n_head = (*v.find("n_head")).as_int();
@@ -77,9 +78,16 @@ models::GPT2Config config_from_json(const data::json::Value& v, const std::strin
   return c;
 }
 
+// The tokenizer a text is encoded with, by its name() (recorded in checkpoints as custom.gpt2.tokenizer).
+// Only the byte-level one so far; "token-ids" (a model trained on token files) has none.
+std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& name) {
+  if (name == "byte") return std::make_unique<data::ByteTokenizer>();
+  BRISK_THROW("no tokenizer named '", name, "' (valid: byte)");
+}
+
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  BRISK_CHECK(in.good(), "gpt2: cannot open '", path, "'");
+  BRISK_CHECK(in.good(), "cannot open '", path, "'");
   std::ostringstream ss;
   ss << in.rdbuf();
   return std::move(ss).str();
@@ -103,14 +111,17 @@ std::string find_checkpoint(const std::string& dir) {
       if (n > best_n && accelerate::is_complete_checkpoint(e.path().string())) best_n = n, best = e.path().string();
     }
   }
-  BRISK_CHECK(!best.empty(), "gpt2 sample: no checkpoint in '", dir, "' (neither a state.json nor a complete ",
+  BRISK_CHECK(!best.empty(), "no checkpoint in '", dir, "' (neither a state.json nor a complete ",
               "checkpoints/checkpoint_<n>)");
   return best;
 }
 
 std::string join_ids(std::span<const int32_t> ids) {
   std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
   return s;
 }
 
@@ -137,7 +148,7 @@ int sample_main(int argc, char** argv) {
     const std::string state_path = (std::filesystem::path(dir) / "state.json").string();
     const data::json::Value state = data::json::parse(read_all(state_path));
     const data::json::Value* custom = state.find("custom");
-    BRISK_CHECK(custom && custom->find("gpt2"), "gpt2 sample: ", state_path,
+    BRISK_CHECK(custom && custom->find("gpt2"), state_path,
                 " holds no GPT-2 configuration (custom.gpt2): not a checkpoint of this program");
     const data::json::Value& cj = *custom->find("gpt2");
     models::GPT2Config cfg = config_from_json(cj, state_path);
@@ -145,24 +156,24 @@ int sample_main(int argc, char** argv) {
     models::GPT2 model(cfg);
     data::load_safetensors_into(model, (std::filesystem::path(dir) / "model.safetensors").string());
 
-    data::ByteTokenizer bytes;
+    std::unique_ptr<data::Tokenizer> tok;  // none for a model trained on token files
+    if (tokenizer != "token-ids") tok = make_tokenizer(tokenizer);
     std::vector<int32_t> prompt;
-    if (tokenizer == "byte") {
-      prompt = bytes.encode(a.prompt.empty() ? std::string("\n") : a.prompt);
+    if (tok) {
+      prompt = tok->encode(a.prompt.empty() ? std::string("\n") : a.prompt);
     } else {
       for (const std::string& s : cli::split_comma_list(a.prompt)) {
         try {
           prompt.push_back(static_cast<int32_t>(std::stol(s)));
         } catch (const std::exception&) {
-          BRISK_THROW("gpt2 sample: --prompt must be comma-separated token ids for this model (", tokenizer, "), got '",
-                      s, "'");
+          BRISK_THROW("--prompt must be comma-separated token ids for this model (", tokenizer, "), got '", s, "'");
         }
       }
-      BRISK_CHECK(!prompt.empty(), "gpt2 sample: --prompt must give at least one token id for this model");
+      BRISK_CHECK(!prompt.empty(), "--prompt must give at least one token id for this model");
     }
     for (int32_t t : prompt) {
-      BRISK_CHECK(t >= 0 && t < cfg.vocab_size, "gpt2 sample: prompt token ", t, " is outside the vocabulary [0, ",
-                  cfg.vocab_size, ")");
+      BRISK_CHECK(t >= 0 && t < cfg.vocab_size, "prompt token ", t, " is outside the vocabulary [0, ", cfg.vocab_size,
+                  ")");
     }
     const auto T0 = static_cast<int64_t>(prompt.size());
     Tensor idx = from_vector(std::vector<int64_t>(prompt.begin(), prompt.end()), {1, T0});
@@ -172,9 +183,10 @@ int sample_main(int argc, char** argv) {
     for (int64_t s = 0; s < a.num_samples; ++s) {
       Tensor out = contiguous(model.generate(idx, a.max_new_tokens, a.temperature, a.top_k, gen).to(DType::I32));
       std::span<const int32_t> ids(out.data<int32_t>(), static_cast<size_t>(out.numel()));
-      bool text = tokenizer == "byte";
-      for (int32_t t : ids) text = text && t < 256;  // a byte model's vocabulary may be padded past 256
-      std::printf("%s\n", text ? bytes.decode(ids).c_str() : join_ids(ids).c_str());
+      // Ids past the tokenizer's vocabulary (a padded vocabulary) cannot be decoded: ids then.
+      bool text = tok != nullptr;
+      for (int32_t t : ids) text = text && t < tok->vocab_size();
+      std::printf("%s\n", text ? tok->decode(ids).c_str() : join_ids(ids).c_str());
       if (s + 1 < a.num_samples) std::printf("---\n");
     }
   } catch (const Error& e) {
@@ -266,9 +278,8 @@ int main(int argc, char** argv) {
     std::string tokenizer = "byte", source;
     data::TokenSplit split;
     if (a.train_bin.empty()) {
-      data::ByteTokenizer bytes;
       const std::string text = data::read_text_corpus(a.data);
-      split = data::split_tokens(bytes.encode(text), a.val_fraction);
+      split = data::split_tokens(make_tokenizer(tokenizer)->encode(text), a.val_fraction);
       source = a.data.empty() ? std::string(data::kFortunesDir) : a.data;
     } else {
       tokenizer = "token-ids";
@@ -284,9 +295,9 @@ int main(int argc, char** argv) {
     for (const auto* part : {&split.train, &split.val}) {
       for (int32_t t : *part) max_token = std::max(max_token, t);
     }
-    BRISK_CHECK(max_token < cfg.vocab_size, "gpt2: the data holds token ", max_token, " but vocab_size is ",
-                cfg.vocab_size, " (give --vocab_size or a larger --preset)");
-    BRISK_CHECK(static_cast<int64_t>(split.val.size()) > T, "gpt2: ", split.val.size(),
+    BRISK_CHECK(max_token < cfg.vocab_size, "the data holds token ", max_token, " but vocab_size is ", cfg.vocab_size,
+                " (give --vocab_size or a larger --preset)");
+    BRISK_CHECK(static_cast<int64_t>(split.val.size()) > T, split.val.size(),
                 " validation tokens are too few for one window of block_size ", T, " + 1");
     const auto train_tokens = static_cast<int64_t>(split.train.size()),
                val_tokens = static_cast<int64_t>(split.val.size());
@@ -386,7 +397,7 @@ int main(int argc, char** argv) {
           const models::GPT2Config saved = config_from_json(v, "the checkpoint");
           BRISK_CHECK(saved.n_layer == cfg.n_layer && saved.n_head == cfg.n_head && saved.n_embd == cfg.n_embd &&
                           saved.block_size == cfg.block_size && saved.vocab_size == cfg.vocab_size,
-                      "gpt2 --resume: the checkpoint's model (", v.dump(), ") is not the one configured (",
+                      "--resume: the checkpoint's model (", v.dump(), ") is not the one configured (",
                       config_json(cfg, tokenizer).dump(), ")");
         });
     if (a.resume) {

@@ -178,8 +178,12 @@ Tensor GPT2::generate(const Tensor& idx, int64_t max_new_tokens, double temperat
   BRISK_CHECK(temperature >= 0.0 && std::isfinite(temperature), "GPT2::generate: temperature must be >= 0, got ",
               temperature);
   NoGradGuard no_grad;
-  const bool was_training = is_training();
-  eval();
+  struct EvalMode {  // eval mode while generating; the caller's mode back afterwards, also on an error
+    nn::Module& m;
+    bool was_training;
+    explicit EvalMode(nn::Module& module) : m(module), was_training(module.is_training()) { m.eval(); }
+    ~EvalMode() { m.train(was_training); }
+  } eval_mode(*this);
   Tensor seq = idx.to(DType::I64);
   KVCache cache;
   const int64_t T = config.block_size;
@@ -201,7 +205,6 @@ Tensor GPT2::generate(const Tensor& idx, int64_t max_new_tokens, double temperat
       prime();  // the context is full: the last block_size tokens, recomputed
     }
   }
-  train(was_training);
   return seq;
 }
 
