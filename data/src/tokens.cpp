@@ -80,8 +80,8 @@ std::vector<int32_t> read_token_file(const std::string& path) {
   return parse_token_file(read_whole_file(path, "read_token_file"), path);
 }
 
-void write_token_file(const std::string& path, std::span<const int32_t> tokens) {
-  BRISK_CHECK(tokens.size() <= static_cast<size_t>(INT32_MAX), "write_token_file '", path, "': ", tokens.size(),
+std::string token_file_bytes(std::span<const int32_t> tokens, const std::string& name) {
+  BRISK_CHECK(tokens.size() <= static_cast<size_t>(INT32_MAX), "token file '", name, "': ", tokens.size(),
               " tokens do not fit the header's int32 count");
   std::string out;
   out.reserve(kTokenFileHeaderInts * 4 + tokens.size() * 2);
@@ -90,12 +90,16 @@ void write_token_file(const std::string& path, std::span<const int32_t> tokens) 
   put_le32(out, static_cast<int32_t>(tokens.size()));
   out.resize(kTokenFileHeaderInts * 4, '\0');
   for (size_t i = 0; i < tokens.size(); ++i) {
-    BRISK_CHECK(tokens[i] >= 0 && tokens[i] <= 65535, "write_token_file '", path, "': token ", tokens[i],
-                " at position ", i, " does not fit uint16");
+    BRISK_CHECK(tokens[i] >= 0 && tokens[i] <= 65535, "token file '", name, "': token ", tokens[i], " at position ", i,
+                " does not fit uint16");
     out.push_back(static_cast<char>(tokens[i] & 0xff));
     out.push_back(static_cast<char>((tokens[i] >> 8) & 0xff));
   }
-  io::write_file_atomic(path, out, "write_token_file");
+  return out;
+}
+
+void write_token_file(const std::string& path, std::span<const int32_t> tokens) {
+  io::write_file_atomic(path, token_file_bytes(tokens, path), "write_token_file");
 }
 
 std::string read_text_corpus(const std::string& path) {

@@ -73,6 +73,8 @@ TEST(TokenFile, RoundTripsAndMatchesLlmCsLayout) {
   const std::string bytes = brisk::testing::read_file(path);
   // llm.c: 256 int32 header (magic, version, count), then uint16 tokens.
   EXPECT_EQ(bytes, bin_bytes(20240520, 1, 6, {0, 1, 50256, 65535, 300, 7}));
+  EXPECT_EQ(data::token_file_bytes(tokens), bytes);
+  EXPECT_EQ(data::parse_token_file(bytes, "x"), tokens);
   EXPECT_EQ(data::read_token_file(path), tokens);
   // Empty files are valid.
   data::write_token_file(dir.file("empty.bin"), {});

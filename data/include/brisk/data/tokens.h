@@ -53,7 +53,9 @@ constexpr int64_t kTokenFileHeaderInts = 256;
 std::vector<int32_t> parse_token_file(std::string_view bytes, const std::string& name);
 // Reads a .bin file (errors name the path).
 std::vector<int32_t> read_token_file(const std::string& path);
-// Writes `tokens` as a .bin file atomically; a token outside [0, 65535] throws naming it.
+// The bytes of a .bin file holding `tokens`; a token outside [0, 65535] throws naming it.
+std::string token_file_bytes(std::span<const int32_t> tokens, const std::string& name = "<memory>");
+// Writes token_file_bytes(tokens) to `path` atomically.
 void write_token_file(const std::string& path, std::span<const int32_t> tokens);
 
 // --- text corpora ----------------------------------------------------------------------------
