@@ -1,6 +1,6 @@
 # GPT-2 data-parallel (included from accelerator_tests.cmake): examples/gpt2 under
 # `brisk launch -n 2` with batch 4 per process gives the losses of one process with batch 8
-# and of one process with batch 4 and 2 accumulation steps (run_gpt2_dp.sh compares their metrics.jsonl).
+# as does one process with batch 4 and 2 accumulation steps (run_gpt2_dp.sh compares their metrics.jsonl).
 if(BRISK_HAVE_MPI AND BRISK_BUILD_EXAMPLES)  # gpt2 is defined later, in examples/
   add_test(NAME accelerate.mp.gpt2_dp.np2
     COMMAND ${BRISK_TEST_JOB} --timeout 280 --grep "GPT2-DP-OK"
