@@ -139,7 +139,9 @@ TEST(GPT2, HeadIsTiedToTheTokenEmbedding) {
 
 TEST(GPT2, InitialisationIsGPT2s) {
   manual_seed(3);
-  GPT2 m(GPT2Config::preset("small"));
+  GPT2Config c = GPT2Config::preset("tiny");
+  c.n_layer = 6;  // residual projections at 0.02 / sqrt(12); matrices of 4,096 values and more
+  GPT2 m(c);
   const double resid = 0.02 / std::sqrt(12.0);
   for (auto& [name, p] : m.named_parameters()) {
     auto [mu, sd] = stats(p);
@@ -153,7 +155,7 @@ TEST(GPT2, InitialisationIsGPT2s) {
     } else {
       const double want = name.size() >= 13 && name.substr(name.size() - 13) == "c_proj.weight" ? resid : 0.02;
       EXPECT_NEAR(sd, want, 0.05 * want) << name;
-      EXPECT_NEAR(mu, 0.0, 0.05 * want) << name;
+      EXPECT_NEAR(mu, 0.0, 0.1 * want) << name;  // 6 standard errors for 4,096 values
     }
   }
   // The first loss of an untrained model is about ln(vocab): the logits are near zero.
