@@ -303,6 +303,10 @@ int main(int argc, char** argv) {
                val_tokens = static_cast<int64_t>(split.val.size());
     auto train_set = std::make_shared<data::TokenWindows>(std::move(split.train), T, 1);
     auto val_set = std::make_shared<data::TokenWindows>(std::move(split.val), T, T);
+    // Each step takes batch_size windows on every process (incomplete rounds are dropped).
+    BRISK_CHECK(train_set->size() >= a.batch_size * N, train_set->size(), " training windows (", train_tokens,
+                " tokens, block_size ", T, ") are fewer than one step needs (batch_size ", a.batch_size, " x ", N,
+                " process(es))");
     data::DataLoader train(train_set, {.batch_size = a.batch_size, .shuffle = true, .drop_last = true, .seed = a.seed});
     data::DataLoader val(val_set, {.batch_size = a.batch_size});
 
@@ -311,8 +315,8 @@ int main(int argc, char** argv) {
     optim::AdamW opt(
         model.param_groups({.lr = a.learning_rate, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = a.weight_decay}));
     const double min_lr = a.min_lr >= 0 ? a.min_lr : a.learning_rate / 10;
-    // Step s of the warm-up runs at learning_rate * (s + 1) / warmup (none at 0 would waste a step);
-    // a warm-up as long as the run is cut to leave one step of decay.
+    // Linear warm-up from learning_rate / warmup at step 0 (not 0, which would waste the step) to
+    // learning_rate at step warmup; a warm-up as long as the run is cut to leave one step of decay.
     const int64_t warmup = std::min(a.warmup_steps, a.max_steps - 1);
     optim::WarmupLR sched(opt, {.warmup_steps = warmup,
                                 .total_steps = a.max_steps,
