@@ -15,6 +15,7 @@
 // 6 = 2 (multiply-add) x 3 (forward, input gradient, weight gradient); 12 * L * T * d = the two
 // attention products (Q K^T and att V), each 2 * T * d per token and layer, times 3, counted over
 // the full T x T square (as the estimate does; causal masking makes half of it useless work).
+// The model is models::GPT2 with the "small" preset (models/include/brisk/models/gpt2.h).
 // Usage: gpt_bench [--steps N] [--warmup W] [--threads T] [--batch-size B]
 #include <brisk/brisk.h>
 
@@ -25,45 +26,6 @@
 #include <vector>
 
 using namespace brisk;
-
-namespace {
-
-constexpr int64_t kLayers = 6, kHeads = 6, kWidth = 384, kContext = 256, kVocab = 256;
-
-class GPT : public nn::Module {
- public:
-  GPT() : wte(kVocab, kWidth), wpe(kContext, kWidth), ln_f(Shape{kWidth}) {
-    register_modules({{"wte", wte}, {"wpe", wpe}});
-    for (int64_t l = 0; l < kLayers; ++l) {
-      char name[16];  // not "h" + std::to_string(l): GCC 12 warns falsely (-Wrestrict) inside it
-      std::snprintf(name, sizeof name, "h%lld", static_cast<long long>(l));
-      blocks.push_back(register_module(name, std::make_shared<nn::TransformerBlock>(kWidth, kHeads)));
-    }
-    register_module("ln_f", ln_f);
-    // nanoGPT's init.
-    for (auto& [name, p] : named_parameters()) {
-      const bool residual_proj = name.size() >= 13 && name.compare(name.size() - 13, 13, "c_proj.weight") == 0;
-      if (name.find("ln_") != std::string::npos) continue;  // LayerNorm: weight 1, bias 0 already
-      if (p.dim() >= 2) {
-        nn::init::normal_(p, 0.0, residual_proj ? 0.02 / std::sqrt(2.0 * kLayers) : 0.02);
-      } else {
-        nn::init::zeros_(p);
-      }
-    }
-  }
-  // idx (B, T) int64 -> logits (B, T, V)
-  Tensor forward(const Tensor& idx) override {
-    const int64_t T = idx.size(1);
-    Tensor x = wte(idx) + wpe(arange(T));
-    for (auto& b : blocks) x = (*b)(x);
-    return linear(ln_f(x), wte.weight);  // tied head: x W_te^T
-  }
-  nn::Embedding wte, wpe;
-  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks;
-  nn::LayerNorm ln_f;
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int64_t steps = 5, warmup = 2, batch = 8;
@@ -84,35 +46,27 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(threads);
     manual_seed(0);
-    GPT model;
-    std::vector<Tensor> decay, no_decay;
-    int64_t n_params = 0;
-    for (const Tensor& t : model.parameters()) {
-      (t.dim() >= 2 ? decay : no_decay).push_back(t);
-      n_params += t.numel();
-    }
-    const optim::AdamWOptions o{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1};
-    optim::AdamWOptions o_nd = o;
-    o_nd.weight_decay = 0.0;
-    optim::AdamW opt({{decay, o}, {no_decay, o_nd}});
+    models::GPT2 model(models::GPT2Config::preset("small"));  // the GPT described above
+    const models::GPT2Config& cfg = model.config;
+    const int64_t n_params = model.num_parameters();
+    optim::AdamW opt(model.param_groups({.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1}));
 
-    const int64_t T = kContext;
+    const int64_t T = cfg.block_size;
     const int64_t n_matmul = n_params - model.wpe.weight.numel();
-    const double flops_per_token = 6.0 * static_cast<double>(n_matmul) + 12.0 * kLayers * T * kWidth;
+    const double flops_per_token = 6.0 * static_cast<double>(n_matmul) + 12.0 * cfg.n_layer * T * cfg.n_embd;
     const double flops_per_step = flops_per_token * static_cast<double>(batch * T);
     std::printf("brisk gpt: %lld parameters (%lld in matrix products), %d thread(s), batch %lld x %lld tokens\n",
                 static_cast<long long>(n_params), static_cast<long long>(n_matmul), get_num_threads(),
                 static_cast<long long>(batch), static_cast<long long>(T));
     std::printf("training FLOPs per step: %.2f GFLOP (6 * %lld + 12 * %lld * %lld * %lld per token)\n",
-                flops_per_step * 1e-9, static_cast<long long>(n_matmul), static_cast<long long>(kLayers),
-                static_cast<long long>(T), static_cast<long long>(kWidth));
+                flops_per_step * 1e-9, static_cast<long long>(n_matmul), static_cast<long long>(cfg.n_layer),
+                static_cast<long long>(T), static_cast<long long>(cfg.n_embd));
     std::fflush(stdout);
 
     auto step = [&]() {
-      Tensor data = randint(0, kVocab, {batch, T + 1});
+      Tensor data = randint(0, cfg.vocab_size, {batch, T + 1});
       Tensor x = contiguous(narrow(data, 1, 0, T)), y = contiguous(narrow(data, 1, 1, T));
-      Tensor logits = model(x);
-      Tensor loss = cross_entropy(reshape(logits, {batch * T, kVocab}), reshape(y, {batch * T}));
+      Tensor loss = models::GPT2::loss(model(x), y);
       loss.backward();
       opt.step();
       opt.zero_grad();

@@ -1,5 +1,6 @@
 // The data layer: datasets, samplers, the DataLoader, transforms, IDX (MNIST) and
-// safetensors files, and the JSON value they share with checkpoints.
+// safetensors files, token data for language models, and the JSON value they share with
+// checkpoints.
 #pragma once
 #include "brisk/data/dataloader.h"
 #include "brisk/data/dataset.h"
@@ -7,4 +8,5 @@
 #include "brisk/data/mnist.h"
 #include "brisk/data/safetensors.h"
 #include "brisk/data/sampler.h"
+#include "brisk/data/tokens.h"
 #include "brisk/data/transforms.h"

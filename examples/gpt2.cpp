@@ -1,0 +1,484 @@
+// gpt2: trains GPT-2 (models/gpt2.h) on text with the Accelerator, on one process or
+// data-parallel on several (`brisk launch -n 2 build/examples/gpt2 ...`), and samples from it.
+//
+//   gpt2 --preset tiny --max_steps 2000                  # bytes of Debian's fortunes
+//   gpt2 --preset 124M --train_bin train.bin --val_bin val.bin   # llm.c's token files
+//   gpt2 --preset small --bench 5 --threads 1            # train tokens/s
+//   gpt2 sample --checkpoint out/gpt2 --prompt "Q: " --max_new_tokens 200 --temperature 0.8 --top_k 40
+//
+// Training: AdamW (betas 0.9, 0.95; weight decay on the matrices and embeddings only), a linear
+// warm-up then a cosine decay to --min_lr, gradient clipping, gradient accumulation, mixed
+// precision, random windows of the training tokens (each process its shard), the train loss and
+// tokens/s every --log_every steps and the validation loss every --eval_every steps into
+// <output_dir>/metrics.jsonl, a checkpoint (save_state) at each evaluation, --resume from the
+// newest one. docs/gpt2.md describes the flags, the data formats and an example run.
+#include <brisk/brisk.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+using namespace brisk;
+
+namespace {
+
+struct Args {
+  std::string preset = "tiny";
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, vocab_size = 0;  // 0: the preset's
+  double dropout = 0.0;
+  int64_t batch_size = 8;  // sequences per micro-step and process
+  std::string data;        // text file or folder; empty: the fortunes
+  std::string train_bin, val_bin;
+  double val_fraction = 0.1;
+  int64_t max_steps = 1000;
+  double learning_rate = 1e-3, min_lr = -1;  // min_lr < 0: learning_rate / 10
+  int64_t warmup_steps = 100;
+  double weight_decay = 0.1, grad_clip = 1.0;
+  int64_t gradient_accumulation_steps = 1;
+  std::optional<std::string> mixed_precision;  // unset: BRISK_MIXED_PRECISION (brisk launch), else "no"
+  int threads = 0;
+  uint64_t seed = 1337;
+  int64_t log_every = 10, eval_every = 200, eval_steps = 20;
+  std::string output_dir = "out/gpt2";
+  bool resume = false;
+  int64_t bench = 0;
+};
+
+struct SampleArgs {
+  std::string checkpoint = "out/gpt2";
+  std::string prompt;
+  int64_t max_new_tokens = 200, top_k = 40, num_samples = 1;
+  double temperature = 0.8;
+  uint64_t seed = 0;
+  int threads = 0;
+};
+
+data::json::Value config_json(const models::GPT2Config& c, const std::string& tokenizer) {
+  return data::json::Value::object({{"n_layer", c.n_layer},
+                                    {"n_head", c.n_head},
+                                    {"n_embd", c.n_embd},
+                                    {"block_size", c.block_size},
+                                    {"vocab_size", c.vocab_size},
+                                    {"dropout", c.dropout},
+                                    {"tokenizer", tokenizer}});
+}
+
+models::GPT2Config config_from_json(const data::json::Value& v, const std::string& where) {
+  BRISK_CHECK(v.is_object() && v.contains("n_layer"), where, " has no GPT-2 configuration");
+  models::GPT2Config c;
+  c.n_layer = (*v.find("n_layer")).as_int();
+  c.n_head = (*v.find("n_head")).as_int();
+  c.n_embd = (*v.find("n_embd")).as_int();
+  c.block_size = (*v.find("block_size")).as_int();
+  c.vocab_size = (*v.find("vocab_size")).as_int();
+  return c;
+}
+
+// The tokenizer a text is encoded with, by its name() (recorded in checkpoints as custom.gpt2.tokenizer).
+// Only the byte-level one so far; "token-ids" (a model trained on token files) has none.
+std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& name) {
+  if (name == "byte") return std::make_unique<data::ByteTokenizer>();
+  BRISK_THROW("no tokenizer named '", name, "' (valid: byte)");
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BRISK_CHECK(in.good(), "cannot open '", path, "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return std::move(ss).str();
+}
+
+// A checkpoint folder, or the newest complete checkpoint under <dir>/checkpoints.
+std::string find_checkpoint(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(dir) / "state.json")) return dir;
+  const fs::path root = fs::path(dir) / "checkpoints";
+  std::string best;
+  int64_t best_n = -1;
+  std::error_code ec;
+  if (fs::is_directory(root, ec)) {
+    for (const auto& e : fs::directory_iterator(root)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("checkpoint_", 0) != 0) continue;
+      const std::string num = name.substr(11);
+      if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) continue;
+      const int64_t n = std::stoll(num);
+      if (n > best_n && accelerate::is_complete_checkpoint(e.path().string())) best_n = n, best = e.path().string();
+    }
+  }
+  BRISK_CHECK(!best.empty(), "no checkpoint in '", dir, "' (neither a state.json nor a complete ",
+              "checkpoints/checkpoint_<n>)");
+  return best;
+}
+
+std::string join_ids(std::span<const int32_t> ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  return s;
+}
+
+int sample_main(int argc, char** argv) {
+  SampleArgs a;
+  cli::Parser p("gpt2 sample",
+                "Generates text from a GPT-2 checkpoint written by `gpt2` (its model.safetensors and the\n"
+                "configuration in its state.json), with temperature and top-k sampling and a key/value cache.");
+  p.add("checkpoint", "a checkpoint folder, or an --output_dir (its newest complete checkpoint)", &a.checkpoint);
+  p.add("prompt",
+        "the text to continue (byte-level models; empty: a newline); for models trained on token files, "
+        "comma-separated token ids",
+        &a.prompt);
+  p.add("max_new_tokens", "tokens to generate", &a.max_new_tokens);
+  p.add("temperature", "divides the logits (0: always the most likely token)", &a.temperature);
+  p.add("top_k", "sample among the k most likely tokens (0: all)", &a.top_k);
+  p.add("num_samples", "independent samples", &a.num_samples);
+  p.add("seed", "seed of the sampling", &a.seed);
+  p.add("threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", &a.threads);
+  if (!p.parse(argc, argv)) return p.exit_code();
+  try {
+    set_num_threads(a.threads);
+    const std::string dir = find_checkpoint(a.checkpoint);
+    const std::string state_path = (std::filesystem::path(dir) / "state.json").string();
+    const data::json::Value state = data::json::parse(read_all(state_path));
+    const data::json::Value* custom = state.find("custom");
+    BRISK_CHECK(custom && custom->find("gpt2"), state_path,
+                " holds no GPT-2 configuration (custom.gpt2): not a checkpoint of this program");
+    const data::json::Value& cj = *custom->find("gpt2");
+    models::GPT2Config cfg = config_from_json(cj, state_path);
+    const std::string tokenizer = (*cj.find("tokenizer")).as_string();
+    models::GPT2 model(cfg);
+    data::load_safetensors_into(model, (std::filesystem::path(dir) / "model.safetensors").string());
+
+    std::unique_ptr<data::Tokenizer> tok;  // none for a model trained on token files
+    if (tokenizer != "token-ids") tok = make_tokenizer(tokenizer);
+    std::vector<int32_t> prompt;
+    if (tok) {
+      prompt = tok->encode(a.prompt.empty() ? std::string("\n") : a.prompt);
+    } else {
+      for (const std::string& s : cli::split_comma_list(a.prompt)) {
+        try {
+          prompt.push_back(static_cast<int32_t>(std::stol(s)));
+        } catch (const std::exception&) {
+          BRISK_THROW("--prompt must be comma-separated token ids for this model (", tokenizer, "), got '", s, "'");
+        }
+      }
+      BRISK_CHECK(!prompt.empty(), "--prompt must give at least one token id for this model");
+    }
+    for (int32_t t : prompt) {
+      BRISK_CHECK(t >= 0 && t < cfg.vocab_size, "prompt token ", t, " is outside the vocabulary [0, ", cfg.vocab_size,
+                  ")");
+    }
+    const auto T0 = static_cast<int64_t>(prompt.size());
+    Tensor idx = from_vector(std::vector<int64_t>(prompt.begin(), prompt.end()), {1, T0});
+    Generator gen(a.seed);
+    std::fprintf(stderr, "gpt2 sample: %s (%lld parameters), %s tokens\n", dir.c_str(),
+                 static_cast<long long>(model.num_parameters()), tokenizer.c_str());
+    for (int64_t s = 0; s < a.num_samples; ++s) {
+      Tensor out = contiguous(model.generate(idx, a.max_new_tokens, a.temperature, a.top_k, gen).to(DType::I32));
+      std::span<const int32_t> ids(out.data<int32_t>(), static_cast<size_t>(out.numel()));
+      // Ids past the tokenizer's vocabulary (a padded vocabulary) cannot be decoded: ids then.
+      bool text = tok != nullptr;
+      for (int32_t t : ids) text = text && t < tok->vocab_size();
+      std::printf("%s\n", text ? tok->decode(ids).c_str() : join_ids(ids).c_str());
+      if (s + 1 < a.num_samples) std::printf("---\n");
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gpt2 sample: %s\n", e.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "sample") return sample_main(argc - 1, argv + 1);
+  Args a;
+  cli::Parser p(
+      "gpt2",
+      "Trains GPT-2 with the Accelerator on the bytes of a text (Debian's fortunes by default) or on llm.c's\n"
+      "token files; data-parallel under `brisk launch -n N` (--batch_size is per process). `gpt2 sample\n"
+      "--help` for generation from a checkpoint.");
+  p.add("preset", "model size: tiny, small, 124M or 350M (the shape flags below override it)", &a.preset);
+  p.add("n_layer", "transformer blocks (0: the preset's)", &a.n_layer);
+  p.add("n_head", "attention heads (0: the preset's)", &a.n_head);
+  p.add("n_embd", "width (0: the preset's)", &a.n_embd);
+  p.add("block_size", "context length (0: the preset's)", &a.block_size);
+  p.add("vocab_size", "vocabulary (0: the preset's; at least 256 for bytes)", &a.vocab_size);
+  p.add("dropout", "dropout probability", &a.dropout);
+  p.add("batch_size", "sequences per micro-step and process", &a.batch_size);
+  p.add("data", "a text file, or a folder of text files (default: /usr/share/games/fortunes)", &a.data);
+  p.add("train_bin", "llm.c token file to train on (instead of --data)", &a.train_bin);
+  p.add("val_bin", "llm.c token file to validate on (default: the last --val_fraction of the training tokens)",
+        &a.val_bin);
+  p.add("val_fraction", "the share of the tokens kept for validation when no --val_bin is given", &a.val_fraction);
+  p.add("max_steps", "optimizer steps", &a.max_steps);
+  p.add("learning_rate", "peak AdamW learning rate", &a.learning_rate);
+  p.add("warmup_steps", "linear warm-up steps", &a.warmup_steps);
+  p.add("min_lr", "learning rate at the end of the cosine decay (negative: learning_rate / 10)", &a.min_lr);
+  p.add("weight_decay", "AdamW weight decay (matrices and embeddings only)", &a.weight_decay);
+  p.add("grad_clip", "clip the global gradient norm to this (0: no clipping)", &a.grad_clip);
+  p.add("gradient_accumulation_steps", "micro-steps per optimizer step", &a.gradient_accumulation_steps);
+  p.add("mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)", &a.mixed_precision);
+  p.add("threads", "CPU threads per process (0: OMP_NUM_THREADS or all cores)", &a.threads);
+  p.add("seed", "seed of the weights and the data order", &a.seed);
+  p.add("log_every", "print and log the train loss and tokens/s every this many steps", &a.log_every);
+  p.add("eval_every", "validation loss and a checkpoint every this many steps (0: only at the end)", &a.eval_every);
+  p.add("eval_steps", "validation batches per process and evaluation", &a.eval_steps);
+  p.add("output_dir", "folder for metrics.jsonl and checkpoints/", &a.output_dir);
+  p.add("resume", "continue from the newest checkpoint under <output_dir>/checkpoints", &a.resume);
+  p.add("bench", "time this many training steps after 2 warm-up steps, print train tokens/s, then exit", &a.bench);
+  if (!p.parse(argc, argv)) return p.exit_code();
+  if (a.batch_size < 1 || a.max_steps < 1 || a.warmup_steps < 0 || !(a.learning_rate > 0) || a.log_every < 1 ||
+      a.eval_every < 0 || a.eval_steps < 1 || a.gradient_accumulation_steps < 1 || a.bench < 0 || a.grad_clip < 0 ||
+      a.weight_decay < 0) {
+    std::fprintf(stderr,
+                 "gpt2: --batch_size, --max_steps, --learning_rate, --log_every, --eval_steps and "
+                 "--gradient_accumulation_steps must be positive; --warmup_steps, --eval_every, --bench, --grad_clip "
+                 "and --weight_decay >= 0\n");
+    return 2;
+  }
+  if (!a.train_bin.empty() && p.given("data")) {
+    std::fprintf(stderr, "gpt2: give either --data or --train_bin, not both\n");
+    return 2;
+  }
+  if (!a.val_bin.empty() && a.train_bin.empty()) {
+    std::fprintf(stderr, "gpt2: --val_bin needs --train_bin\n");
+    return 2;
+  }
+
+  try {
+    set_num_threads(a.threads);
+    models::GPT2Config cfg = models::GPT2Config::preset(a.preset);
+    if (a.n_layer > 0) cfg.n_layer = a.n_layer;
+    if (a.n_head > 0) cfg.n_head = a.n_head;
+    if (a.n_embd > 0) cfg.n_embd = a.n_embd;
+    if (a.block_size > 0) cfg.block_size = a.block_size;
+    if (a.vocab_size > 0) cfg.vocab_size = a.vocab_size;
+    cfg.dropout = a.dropout;
+    cfg.validate();
+    std::optional<MixedPrecision> mp;
+    if (a.mixed_precision) mp = parse_enum<MixedPrecision>(*a.mixed_precision, "--mixed_precision");
+    Accelerator acc({.mixed_precision = mp,
+                     .gradient_accumulation_steps = a.gradient_accumulation_steps,
+                     .seed = a.seed,
+                     .project_dir = a.output_dir,
+                     .automatic_checkpoint_naming = true,
+                     .total_limit = 2});
+    const int64_t N = acc.num_processes(), T = cfg.block_size;
+
+    // --- data ---
+    std::string tokenizer = "byte", source;
+    data::TokenSplit split;
+    if (a.train_bin.empty()) {
+      const std::string text = data::read_text_corpus(a.data);
+      split = data::split_tokens(make_tokenizer(tokenizer)->encode(text), a.val_fraction);
+      source = a.data.empty() ? std::string(data::kFortunesDir) : a.data;
+    } else {
+      tokenizer = "token-ids";
+      if (a.val_bin.empty()) {
+        split = data::split_tokens(data::read_token_file(a.train_bin), a.val_fraction);
+      } else {
+        split.train = data::read_token_file(a.train_bin);
+        split.val = data::read_token_file(a.val_bin);
+      }
+      source = a.train_bin;
+    }
+    int32_t max_token = 0;
+    for (const auto* part : {&split.train, &split.val}) {
+      for (int32_t t : *part) max_token = std::max(max_token, t);
+    }
+    BRISK_CHECK(max_token < cfg.vocab_size, "the data holds token ", max_token, " but vocab_size is ", cfg.vocab_size,
+                " (give --vocab_size or a larger --preset)");
+    BRISK_CHECK(static_cast<int64_t>(split.val.size()) > T, split.val.size(),
+                " validation tokens are too few for one window of block_size ", T, " + 1");
+    const auto train_tokens = static_cast<int64_t>(split.train.size()),
+               val_tokens = static_cast<int64_t>(split.val.size());
+    auto train_set = std::make_shared<data::TokenWindows>(std::move(split.train), T, 1);
+    auto val_set = std::make_shared<data::TokenWindows>(std::move(split.val), T, T);
+    // Each step takes batch_size windows on every process (incomplete rounds are dropped).
+    BRISK_CHECK(train_set->size() >= a.batch_size * N, train_set->size(), " training windows (", train_tokens,
+                " tokens, block_size ", T, ") are fewer than one step needs (batch_size ", a.batch_size, " x ", N,
+                " process(es))");
+    data::DataLoader train(train_set, {.batch_size = a.batch_size, .shuffle = true, .drop_last = true, .seed = a.seed});
+    data::DataLoader val(val_set, {.batch_size = a.batch_size});
+
+    // --- model, optimizer, schedule ---
+    models::GPT2 model(cfg);
+    optim::AdamW opt(
+        model.param_groups({.lr = a.learning_rate, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = a.weight_decay}));
+    const double min_lr = a.min_lr >= 0 ? a.min_lr : a.learning_rate / 10;
+    // Linear warm-up from learning_rate / warmup at step 0 (not 0, which would waste the step) to
+    // learning_rate at step warmup; a warm-up as long as the run is cut to leave one step of decay.
+    const int64_t warmup = std::min(a.warmup_steps, a.max_steps - 1);
+    optim::WarmupLR sched(opt, {.warmup_steps = warmup,
+                                .total_steps = a.max_steps,
+                                .decay = "cosine",
+                                .start_factor = warmup > 0 ? 1.0 / static_cast<double>(warmup) : 1.0,
+                                .min_factor = min_lr / a.learning_rate});
+    acc.prepare(model, opt, train, val, sched);
+
+    double step_lr = 0;  // the learning rate of the last optimizer step
+    auto micro_step = [&](const Tensor& x, const Tensor& y) {
+      auto sync = acc.accumulate(model);
+      Tensor loss;
+      {
+        auto ac = acc.autocast();
+        loss = models::GPT2::loss(model(x), y);
+      }
+      acc.backward(loss);
+      if (acc.sync_gradients() && a.grad_clip > 0) acc.clip_grad_norm_(model, a.grad_clip);
+      step_lr = opt.lr();
+      opt.step();
+      sched.step();
+      opt.zero_grad();
+      return loss.item<double>();
+    };
+
+    if (a.bench > 0) {
+      int64_t done = -2;  // 2 warm-up micro-steps
+      std::chrono::steady_clock::time_point t0;
+      while (done < a.bench) {
+        for (auto& [x, y] : train) {
+          if (done == 0) {
+            acc.wait_for_everyone();
+            t0 = std::chrono::steady_clock::now();
+          }
+          micro_step(x, y);
+          if (++done == a.bench) break;
+        }
+      }
+      acc.wait_for_everyone();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      acc.print("gpt2: ", model.num_parameters(), " parameters, ", N, " process(es) x batch ", a.batch_size, " x ", T,
+                " tokens, mixed precision ", enum_name(acc.mixed_precision()), ", ", get_num_threads(),
+                " thread(s) per process");
+      acc.print("train tokens/s: ", static_cast<int64_t>(static_cast<double>(a.bench * a.batch_size * T * N) / s));
+      return 0;
+    }
+
+    // Validation loss over the first eval_steps batches of every process (the same windows
+    // whatever the number of processes when batch_size * N is the same), each window once.
+    auto evaluate = [&]() {
+      NoGradGuard no_grad;
+      model.eval();
+      double sum_loss = 0;
+      int64_t windows = 0, batches = 0;
+      // From the first batch every time: an evaluation stops after eval_steps batches, and the
+      // checkpoint records that position, which load_state would otherwise resume from.
+      val.set_start_batch(0);
+      for (auto& [x, y] : val) {
+        Tensor logits;
+        {
+          auto ac = acc.autocast();
+          logits = model(x);
+        }
+        const int64_t B = x.size(0);
+        Tensor per_token = cross_entropy(reshape(logits, {B * T, cfg.vocab_size}).to(DType::F32), reshape(y, {B * T}),
+                                         {.reduction = Reduction::None});
+        Tensor per_window = acc.gather_for_metrics(reshape(per_token, {B, T}).mean(1));
+        sum_loss += sum(per_window.to(DType::F64)).item<double>();
+        windows += per_window.numel();
+        if (++batches == a.eval_steps) break;
+      }
+      model.train();
+      return sum_loss / static_cast<double>(windows);
+    };
+
+    int64_t step = 0;  // optimizer steps done
+    acc.register_for_checkpointing(
+        "step", [&] { return data::json::Value(step); }, [&](const data::json::Value& v) { step = v.as_int(); });
+    acc.register_for_checkpointing(
+        "gpt2", [&] { return config_json(cfg, tokenizer); },
+        [&](const data::json::Value& v) {
+          const models::GPT2Config saved = config_from_json(v, "the checkpoint");
+          BRISK_CHECK(saved.n_layer == cfg.n_layer && saved.n_head == cfg.n_head && saved.n_embd == cfg.n_embd &&
+                          saved.block_size == cfg.block_size && saved.vocab_size == cfg.vocab_size,
+                      "--resume: the checkpoint's model (", v.dump(), ") is not the one configured (",
+                      config_json(cfg, tokenizer).dump(), ")");
+        });
+    if (a.resume) {
+      const std::string from = acc.load_state();
+      acc.print("gpt2: resumed from ", from, " after step ", step);
+    }
+    char header[512];
+    std::snprintf(
+        header, sizeof header,
+        "gpt2: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocabulary %lld); %s: %lld "
+        "train / %lld validation tokens (%s); %lld process(es) x batch %lld x %lld tokens x %lld "
+        "accumulation, mixed precision %s, %d thread(s) per process",
+        static_cast<long long>(model.num_parameters()), static_cast<long long>(cfg.n_layer),
+        static_cast<long long>(cfg.n_head), static_cast<long long>(cfg.n_embd), static_cast<long long>(T),
+        static_cast<long long>(cfg.vocab_size), source.c_str(), static_cast<long long>(train_tokens),
+        static_cast<long long>(val_tokens), tokenizer.c_str(), static_cast<long long>(N),
+        static_cast<long long>(a.batch_size), static_cast<long long>(T),
+        static_cast<long long>(a.gradient_accumulation_steps), std::string(enum_name(acc.mixed_precision())).c_str(),
+        get_num_threads());
+    acc.print(header);
+
+    // One progress bar per stretch between evaluations.
+    std::optional<ProgressBar> bar;
+    auto new_bar = [&]() {
+      const int64_t left = a.max_steps - step;
+      const int64_t span = a.eval_every > 0 ? std::min(left, a.eval_every - step % a.eval_every) : left;
+      bar.emplace(span, "steps " + std::to_string(step + 1) + "-" + std::to_string(step + span), "step",
+                  acc.is_main_process());
+    };
+    new_bar();
+    double loss_sum = 0;  // over the micro-steps since the last log
+    int64_t micro = 0, tokens = 0;
+    std::string post;
+    auto t_log = std::chrono::steady_clock::now();
+    while (step < a.max_steps) {
+      for (auto& [x, y] : train) {
+        loss_sum += micro_step(x, y);
+        ++micro;
+        tokens += x.numel() * N;
+        if (!acc.sync_gradients()) continue;
+        ++step;
+        const bool last = step == a.max_steps;
+        if (step % a.log_every == 0 || last) {
+          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_log).count();
+          const double tps = static_cast<double>(tokens) / secs;
+          // The mean over the micro-steps since the last log and over the processes.
+          const double loss =
+              acc.reduce(full({1}, loss_sum / static_cast<double>(micro), {.dtype = DType::F64}), dist::ReduceOp::Mean)
+                  .item<double>();
+          acc.log({{"loss", loss}, {"lr", step_lr}, {"tokens_per_s", tps}}, step);
+          char buf[96];
+          std::snprintf(buf, sizeof buf, "loss %.4f, lr %.2e, %.0f tok/s", loss, step_lr, tps);
+          post = buf;
+          loss_sum = 0, micro = 0, tokens = 0, t_log = std::chrono::steady_clock::now();
+        }
+        bar->update(1, post);
+        if ((a.eval_every > 0 && step % a.eval_every == 0) || last) {
+          bar->close();
+          const auto t_eval = std::chrono::steady_clock::now();
+          const double val_loss = evaluate();
+          acc.log({{"val_loss", val_loss}}, step);
+          char line[128];
+          std::snprintf(line, sizeof line, "step %lld/%lld: %s, val loss %.4f", static_cast<long long>(step),
+                        static_cast<long long>(a.max_steps), post.c_str(), val_loss);
+          acc.print(line);
+          acc.save_state();
+          t_log += std::chrono::steady_clock::now() - t_eval;  // evaluation and saving are not training time
+          if (!last) new_bar();
+        }
+        if (last) break;
+      }
+    }
+    acc.print("saved ", a.output_dir, "/checkpoints and ", a.output_dir, "/metrics.jsonl; `gpt2 sample --checkpoint ",
+              a.output_dir, "` generates text");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gpt2: %s\n", e.message().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,93 @@
+// GPT-2 as OpenAI defined it (and nanoGPT / llm.c reproduce it): token + learned position
+// embeddings, n_layer pre-LayerNorm nn::TransformerBlocks (causal self-attention, 4x GELU(tanh)
+// MLP), a final LayerNorm and an output head tied to the token embedding. GPT-2's initialisation:
+// weights and embeddings N(0, 0.02), the residual projections (every `c_proj.weight`)
+// N(0, 0.02 / sqrt(2 * n_layer)), biases 0, LayerNorms weight 1 bias 0.
+//
+//   models::GPT2 model(models::GPT2Config::preset("small"));
+//   Tensor logits = model(idx);                          // idx (B, T) int -> (B, T, vocab_size)
+//   Tensor loss = models::GPT2::loss(logits, targets);   // mean cross entropy over B * T
+//   optim::AdamW opt(model.param_groups({.lr = 6e-4, .weight_decay = 0.1}));
+//   Tensor out = model.generate(prompt, 200, 0.8, 40, gen);  // with a key/value cache
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brisk/core/rng.h"
+#include "brisk/nn/attention.h"
+#include "brisk/nn/layers.h"
+#include "brisk/optim/adam.h"
+
+namespace brisk::models {
+
+struct GPT2Config {
+  int64_t n_layer = 2, n_head = 2, n_embd = 64;
+  int64_t block_size = 64;  // the longest context (rows of the position embedding)
+  int64_t vocab_size = 256;
+  double dropout = 0.0;  // after the embeddings, on attention weights and on each residual branch
+  bool bias = true;      // biases in the linear layers and LayerNorms (only true is supported)
+
+  // "tiny" (2 layers, 2 heads, width 64, context 64, bytes: for tests), "small" (6, 6, 384, 256,
+  // bytes: the CPU benchmark GPT), "124M" (12, 12, 768, 1024, vocabulary 50257 padded to 50304)
+  // and "350M" (24, 16, 1024, 1024, 50304). An unknown name throws, listing these.
+  static GPT2Config preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+  // Throws brisk::Error naming the first field out of range.
+  void validate() const;
+  // Parameters of the model this config builds (the tied head counted once, the position
+  // embedding included, as nanoGPT's get_num_params(non_embedding=False)):
+  // 12 L C^2 + 13 L C + V C + T C + 2 C with biases.
+  int64_t num_parameters() const;
+};
+
+// The key/value cache of incremental decoding: per layer, the keys and values of the positions
+// seen so far, (B, n_head, length, head_dim) each.
+struct KVCache {
+  std::vector<Tensor> k, v;
+  int64_t length = 0;
+  void clear() {
+    k.clear();
+    v.clear();
+    length = 0;
+  }
+};
+
+class GPT2 : public nn::Module {
+ public:
+  explicit GPT2(GPT2Config config);
+  // idx (B, T) integer tokens in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size).
+  Tensor forward(const Tensor& idx) override;
+  // Mean cross entropy of logits (B, T, V) against targets (B, T), over all B * T positions.
+  static Tensor loss(const Tensor& logits, const Tensor& targets);
+  // AdamW groups as GPT-2 / nanoGPT train: `options` (with its weight_decay) for the parameters of
+  // dim >= 2 (the linear weights and both embeddings), the same with weight_decay 0 for the rest
+  // (biases, LayerNorms). Empty groups are left out.
+  std::vector<optim::ParamGroup<optim::AdamWOptions>> param_groups(const optim::AdamWOptions& options) const;
+
+  // Logits (B, n, V) of `idx` (B, n), the tokens at positions cache.length ... cache.length + n - 1,
+  // attending to the cached keys and values of the earlier positions, which it then extends.
+  // No autograd (call under NoGradGuard or not: it sets one). cache.length + n <= block_size.
+  Tensor forward_cached(const Tensor& idx, KVCache& cache);
+  // Appends max_new_tokens tokens to idx (B, T0), sampling each from softmax(logits / temperature)
+  // restricted to the top_k most likely tokens (top_k <= 0: all); temperature 0 picks the most
+  // likely token (greedy). Uses a key/value cache, so each new token within the context costs
+  // O(length) instead of recomputing the prefix; once the sequence is longer than block_size the
+  // context is the last block_size tokens, as nanoGPT crops it, and the cache is rebuilt from
+  // them for each further token. Runs in eval mode (restoring the mode) without autograd.
+  // Returns (B, T0 + max_new_tokens) int64.
+  Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature, int64_t top_k, Generator& gen);
+
+  GPT2Config config;
+  nn::Embedding wte, wpe;
+  nn::Dropout drop;
+  std::vector<std::shared_ptr<nn::TransformerBlock>> h;
+  nn::LayerNorm ln_f;
+
+ private:
+  void init_weights();
+  Tensor sample_next(const Tensor& logits, double temperature, int64_t top_k, Generator& gen) const;
+};
+
+}  // namespace brisk::models
