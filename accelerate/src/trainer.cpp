@@ -59,6 +59,7 @@ void TrainingArguments::add_flags(cli::Parser& p) {
   p.add("dataloader_num_workers", "data-loading threads", &dataloader_num_workers);
   p.add("report_to", "where logs go under --output_dir: jsonl, csv (comma-separated) or none", &report_to);
   p.add("disable_tqdm", "no progress bar", &disable_tqdm);
+  p.add("prediction_loss_only", "evaluation keeps only the loss (outputs are not gathered)", &prediction_loss_only);
 }
 
 namespace {
@@ -133,6 +134,21 @@ bool TrainingArguments::best_is_greater() const {
 
 // --- Trainer --------------------------------------------------------------------------------------------
 
+namespace {
+// As Hugging Face's Trainer: weight decay on the weight matrices and kernels (dim >= 2), none on
+// biases and normalisation scales; one group when there is no decay.
+std::vector<optim::ParamGroup<optim::AdamWOptions>> decay_groups(nn::Module& model, optim::AdamWOptions options) {
+  if (options.weight_decay == 0) return {{model.parameters(), options}};
+  std::vector<Tensor> decay, no_decay;
+  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  std::vector<optim::ParamGroup<optim::AdamWOptions>> groups;
+  if (!decay.empty()) groups.push_back({decay, options});
+  options.weight_decay = 0;
+  if (!no_decay.empty()) groups.push_back({no_decay, options});
+  return groups;
+}
+}  // namespace
+
 Trainer::Trainer(nn::Module& model, TrainingArguments args, std::shared_ptr<data::Dataset> train_dataset,
                  std::shared_ptr<data::Dataset> eval_dataset, LossFn loss, ComputeMetrics compute_metrics)
     : model_(model),
@@ -154,11 +170,11 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, std::shared_ptr<data
       .project_dir = args_.output_dir,
       .automatic_checkpoint_naming = true,
       .total_limit = args_.save_total_limit > 0 ? std::optional<int64_t>(args_.save_total_limit) : std::nullopt});
-  opt_ = std::make_unique<optim::AdamW>(model_.parameters(), optim::AdamWOptions{.lr = args_.learning_rate,
+  opt_ = std::make_unique<optim::AdamW>(decay_groups(model_, optim::AdamWOptions{.lr = args_.learning_rate,
                                                                                  .beta1 = args_.adam_beta1,
                                                                                  .beta2 = args_.adam_beta2,
                                                                                  .eps = args_.adam_epsilon,
-                                                                                 .weight_decay = args_.weight_decay});
+                                                                                 .weight_decay = args_.weight_decay}));
   train_loader_ = std::make_unique<data::DataLoader>(
       train_dataset_, data::DataLoaderOptions{.batch_size = args_.per_device_train_batch_size,
                                               .shuffle = true,
@@ -186,6 +202,11 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, std::shared_ptr<data
           : static_cast<int64_t>(std::ceil(args_.warmup_ratio * static_cast<double>(state_.max_steps)));
   if (args_.lr_scheduler_type == "constant") {
     sched_ = std::make_unique<optim::LambdaLR>(*opt_, [](int64_t) { return 1.0; });
+  } else if (warmup >= state_.max_steps) {
+    // A warm-up as long as the run (or longer): the rate rises throughout, as Hugging Face's
+    // schedules do (step / warmup_steps), and never decays.
+    sched_ = std::make_unique<optim::LambdaLR>(
+        *opt_, [warmup](int64_t step) { return static_cast<double>(step) / static_cast<double>(warmup); });
   } else {
     const std::string decay = args_.lr_scheduler_type == "constant_with_warmup" ? "constant" : args_.lr_scheduler_type;
     sched_ = std::make_unique<optim::WarmupLR>(
@@ -344,7 +365,7 @@ Metrics Trainer::train() {
 
 // Every batch of `loader` through the model; predictions and labels gathered from all processes
 // without the samples repeated to even out the shards.
-Trainer::Gathered Trainer::run_eval(data::DataLoader& loader) {
+Trainer::Gathered Trainer::run_eval(data::DataLoader& loader, bool keep_outputs) {
   NoGradGuard no_grad;
   const bool was_training = model_.is_training();
   model_.eval();
@@ -372,6 +393,7 @@ Trainer::Gathered Trainer::run_eval(data::DataLoader& loader) {
       g.loss += sum(per_sample).item<double>();
       g.count += per_sample.numel();
     }
+    if (!keep_outputs) continue;
     if (loss_) preds.push_back(acc_->gather_for_metrics(out.detach()).to(DType::F32));
     if (y.defined()) labels.push_back(acc_->gather_for_metrics(y));
   }
@@ -400,11 +422,13 @@ data::DataLoader& Trainer::eval_loader_for(const std::shared_ptr<data::Dataset>&
 
 Metrics Trainer::evaluate(std::shared_ptr<data::Dataset> dataset, const std::string& prefix) {
   const auto t0 = std::chrono::steady_clock::now();
-  Gathered g = run_eval(eval_loader_for(dataset));
+  // Outputs are gathered only for compute_metrics, and not with prediction_loss_only.
+  Gathered g = run_eval(eval_loader_for(dataset), compute_metrics_ && !args_.prediction_loss_only);
   Metrics m;
-  if (g.count > 0) m[prefix + "_loss"] = g.loss / static_cast<double>(g.count);
+  const double mean_loss = g.count > 0 ? g.loss / static_cast<double>(g.count) : 0.0;
+  if (g.count > 0) m[prefix + "_loss"] = mean_loss;
   if (compute_metrics_)
-    for (const auto& [k, v] : compute_metrics_({g.predictions, g.labels}))
+    for (const auto& [k, v] : compute_metrics_({g.predictions, g.labels, mean_loss}))
       m[k.rfind(prefix + "_", 0) == 0 ? k : prefix + "_" + k] = v;
   m[prefix + "_samples"] = static_cast<double>(g.count);
   m[prefix + "_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -416,11 +440,12 @@ Metrics Trainer::evaluate(std::shared_ptr<data::Dataset> dataset, const std::str
 
 PredictionOutput Trainer::predict(std::shared_ptr<data::Dataset> dataset) {
   BRISK_CHECK(dataset != nullptr, "Trainer::predict: no dataset");
-  Gathered g = run_eval(eval_loader_for(dataset));
+  Gathered g = run_eval(eval_loader_for(dataset), /*keep_outputs=*/true);
   PredictionOutput out{g.predictions, g.labels, {}};
-  if (g.count > 0) out.metrics["test_loss"] = g.loss / static_cast<double>(g.count);
+  const double mean_loss = g.count > 0 ? g.loss / static_cast<double>(g.count) : 0.0;
+  if (g.count > 0) out.metrics["test_loss"] = mean_loss;
   if (compute_metrics_ && g.labels.defined())
-    for (const auto& [k, v] : compute_metrics_({g.predictions, g.labels})) out.metrics["test_" + k] = v;
+    for (const auto& [k, v] : compute_metrics_({g.predictions, g.labels, mean_loss})) out.metrics["test_" + k] = v;
   out.metrics["test_samples"] = static_cast<double>(g.count);
   return out;
 }

@@ -79,7 +79,10 @@ TEST(Trainer, MatchesTheHandWrittenAcceleratorLoop) {
   manual_seed(a.seed);
   Regressor by_hand;
   Accelerator acc({.gradient_accumulation_steps = 2, .seed = a.seed});
-  optim::AdamW opt(by_hand.parameters(), {.lr = 0.05, .weight_decay = 0.01});
+  // Decay on the weight matrices only, as Hugging Face's Trainer.
+  std::vector<Tensor> matrices, vectors;
+  for (const Tensor& p : by_hand.parameters()) (p.dim() >= 2 ? matrices : vectors).push_back(p);
+  optim::AdamW opt({{matrices, {.lr = 0.05, .weight_decay = 0.01}}, {vectors, {.lr = 0.05, .weight_decay = 0.0}}});
   data::DataLoader loader(ds, {.batch_size = 8, .shuffle = true, .seed = a.seed});
   optim::WarmupLR sched(opt, {.warmup_steps = 2, .total_steps = 9, .decay = "linear"});
   acc.prepare(by_hand, opt, loader, sched);
@@ -399,4 +402,58 @@ TEST(Trainer, MixedPrecisionAndWarmupRatioComeFromTheArguments) {
     }
   a.mixed_precision = "fp8";
   EXPECT_THROW(Trainer(net, a, regression_data(40), nullptr, mse), Error);
+}
+
+// A warm-up longer than the run: the rate rises step / warmup_steps throughout, as Hugging Face's
+// schedules do, instead of an error.
+TEST(Trainer, AWarmupLongerThanTheRunRisesThroughout) {
+  TrainingArguments a = base_args(fresh_dir("long_warmup"));
+  a.max_steps = 4;
+  a.warmup_steps = 10;
+  manual_seed(a.seed);
+  Regressor net;
+  Trainer trainer(net, a, regression_data(40), nullptr, mse);
+  std::vector<double> rates;
+  trainer.add_callback({.on_log = [&](const TrainerState&, const Metrics& m) {
+    if (m.count("learning_rate")) rates.push_back(m.at("learning_rate"));
+  }});
+  trainer.train();
+  ASSERT_EQ(rates.size(), 4u);
+  for (size_t i = 0; i < rates.size(); ++i) EXPECT_DOUBLE_EQ(rates[i], a.learning_rate * (i + 1) / 10.0) << i;
+}
+
+// prediction_loss_only: evaluation gathers no outputs, and compute_metrics gets the mean loss
+// (a language model's perplexity = exp(loss)).
+TEST(Trainer, PredictionLossOnlyHandsTheLossToComputeMetrics) {
+  TrainingArguments a = base_args(fresh_dir("loss_only"));
+  a.max_steps = 2;
+  a.prediction_loss_only = true;
+  manual_seed(a.seed);
+  Regressor net;
+  bool saw_outputs = true;
+  double loss_seen = -1;
+  Trainer trainer(net, a, regression_data(40), regression_data(20), mse, [&](const EvalPrediction& e) -> Metrics {
+    saw_outputs = e.predictions.defined() || e.label_ids.defined();
+    loss_seen = e.loss;
+    return {{"perplexity", std::exp(e.loss)}};
+  });
+  trainer.train();
+  Metrics m = trainer.evaluate();
+  EXPECT_FALSE(saw_outputs);
+  EXPECT_DOUBLE_EQ(loss_seen, m.at("eval_loss"));
+  EXPECT_DOUBLE_EQ(m.at("eval_perplexity"), std::exp(m.at("eval_loss")));
+  EXPECT_EQ(m.at("eval_samples"), 20);
+  // Without it the same metrics see the gathered outputs, and the same loss.
+  a.prediction_loss_only = false;
+  a.output_dir = fresh_dir("loss_and_outputs");
+  manual_seed(a.seed);
+  Regressor net2;
+  Trainer with_outputs(net2, a, regression_data(40), regression_data(20), mse, [&](const EvalPrediction& e) -> Metrics {
+    saw_outputs = e.predictions.defined() && e.label_ids.defined();
+    return {{"perplexity", std::exp(e.loss)}};
+  });
+  with_outputs.train();
+  Metrics m2 = with_outputs.evaluate();
+  EXPECT_TRUE(saw_outputs);
+  EXPECT_DOUBLE_EQ(m2.at("eval_loss"), m.at("eval_loss"));
 }

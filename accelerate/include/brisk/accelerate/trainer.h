@@ -66,6 +66,10 @@ struct TrainingArguments {
   int64_t dataloader_num_workers = 0;
   std::string report_to = "jsonl,csv";  // comma-separated: jsonl, csv; or none
   bool disable_tqdm = false;            // no progress bar
+  // evaluate() keeps only the loss: the model's outputs are not gathered (a language model's
+  // logits over a validation set would fill memory); compute_metrics then sees EvalPrediction's
+  // loss alone (e.g. perplexity = exp(loss)).
+  bool prediction_loss_only = false;
 
   // Registers every field as a flag of the same name (--num_train_epochs 8 --output_dir out).
   void add_flags(cli::Parser& parser);
@@ -81,8 +85,9 @@ using Metrics = std::map<std::string, double>;
 // What evaluate()/predict() hand to compute_metrics: every sample of the dataset exactly once,
 // gathered from all processes (in the evaluation loader's order).
 struct EvalPrediction {
-  Tensor predictions;  // the model's outputs, (n, ...)
-  Tensor label_ids;    // the targets, (n, ...)
+  Tensor predictions;  // the model's outputs, (n, ...); undefined with prediction_loss_only
+  Tensor label_ids;    // the targets, (n, ...); undefined with prediction_loss_only
+  double loss = 0;     // the mean loss over the n samples (0 when there is no loss)
 };
 
 struct PredictionOutput {
@@ -160,7 +165,7 @@ class Trainer {
     double loss = 0;
     int64_t count = 0;
   };
-  Gathered run_eval(data::DataLoader& loader);
+  Gathered run_eval(data::DataLoader& loader, bool keep_outputs);
   data::DataLoader& eval_loader_for(const std::shared_ptr<data::Dataset>& dataset);
   void log(Metrics record);
   void after_evaluation(const Metrics& metrics);
