@@ -1,6 +1,7 @@
 // The data layer: datasets, samplers, the DataLoader, transforms, IDX (MNIST) and
 // safetensors files, and the JSON value they share with checkpoints.
 #pragma once
+#include "brisk/data/bpe.h"
 #include "brisk/data/dataloader.h"
 #include "brisk/data/dataset.h"
 #include "brisk/data/json.h"
