@@ -270,11 +270,25 @@ def with_hf(out, enc):
     return bad
 
 
+def bench(enc, path):
+    import time
+    files = [path] if os.path.isfile(path) else sorted(
+        os.path.join(path, f) for f in os.listdir(path) if not f.endswith((".dat", ".u8")))
+    data = b"".join(open(f, "rb").read() for f in files if os.path.isfile(f))
+    start = time.perf_counter()
+    ids = enc.encode(data)
+    secs = time.perf_counter() - start
+    print(f"reference encoder: {len(data) / 1e6:.2f} MB -> {len(ids)} tokens in {secs:.2f} s: "
+          f"{len(data) / 1e6 / secs:.2f} MB/s, {len(ids) / secs:.0f} tokens/s")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "fixtures", "bpe"))
     ap.add_argument("--merges", type=int, default=300)
     ap.add_argument("--with-hf", action="store_true", help="cross-check with Hugging Face tokenizers")
+    ap.add_argument("--bench", metavar="PATH", help="time the reference encoder on a text file or folder (MB/s)")
     ap.add_argument("--keep-vocab", action="store_true", help="reuse vocab.json/merges.txt in --out instead of training")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -289,6 +303,8 @@ def main():
             for a, b in merges:
                 f.write(f"{a} {b}\n")
     enc = Encoder(vocab, merges)
+    if args.bench:
+        return bench(enc, args.bench)
     goldens = []
     for name, data in TEST_STRINGS:
         ids = enc.encode(data)
