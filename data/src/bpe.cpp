@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <unordered_map>
 
@@ -202,31 +204,85 @@ inline uint64_t pair_key(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
 
+// The merge rules by token pair: open addressing with linear probing in a power-of-two table at
+// most half full (the merge loop's lookups are most of an encode's time; std::unordered_map's
+// node chasing and modulo cost more).
+class PairTable {
+ public:
+  // Inserts or replaces.
+  void set(uint64_t key, MergeRule rule) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    Slot& s = probe(key);
+    if (s.key == kEmpty) ++size_;
+    s.key = key;
+    s.rule = rule;
+  }
+  const MergeRule* find(uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = index(key);; i = (i + 1) & mask) {
+      const Slot& s = slots_[i];
+      if (s.key == key) return &s.rule;
+      if (s.key == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = UINT64_MAX;  // no pair of non-negative ids has this key
+  struct Slot {
+    uint64_t key = kEmpty;
+    MergeRule rule{};
+  };
+  std::vector<Slot> slots_;
+  int shift_ = 64;
+  size_t size_ = 0;
+  size_t index(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+  Slot& probe(uint64_t key) {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = index(key);; i = (i + 1) & mask)
+      if (slots_[i].key == key || slots_[i].key == kEmpty) return slots_[i];
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    const size_t cap = std::max<size_t>(16, 2 * old.size());
+    slots_.assign(cap, Slot{});
+    shift_ = 64 - std::countr_zero(cap);
+    size_ = 0;
+    for (const Slot& s : old)
+      if (s.key != kEmpty) set(s.key, s.rule);
+  }
+};
+
 }  // namespace
 
 struct GPT2Tokenizer::Impl {
   std::vector<std::string> tokens;  // id -> bytes
   std::unordered_map<std::string, int32_t> ids;
   std::array<int32_t, 256> byte_id{};
-  std::unordered_map<uint64_t, MergeRule> merges;
+  PairTable merges;
   int64_t num_merges = 0;
   int32_t eot = -1;
 
   // encoder.py's bpe(): merge the adjacent pair of lowest rank, every occurrence left to right,
-  // until no adjacent pair has a rank.
+  // until no adjacent pair has a rank. Each round scans the word, so a word of n bytes costs up to
+  // n rounds of n: long pieces (a run of 100,000 letters) go to bpe_long instead.
   void bpe(std::string_view piece, std::vector<int32_t>& word) const {
+    if (piece.size() > kLongPiece) {
+      bpe_long(piece, word);
+      return;
+    }
     word.resize(piece.size());
     for (size_t i = 0; i < piece.size(); ++i) word[i] = byte_id[static_cast<unsigned char>(piece[i])];
     while (word.size() > 1) {
       uint32_t best = UINT32_MAX;
       int32_t first = 0, second = 0, merged = 0;
       for (size_t i = 0; i + 1 < word.size(); ++i) {
-        auto it = merges.find(pair_key(word[i], word[i + 1]));
-        if (it != merges.end() && it->second.rank < best) {
-          best = it->second.rank;
+        const MergeRule* r = merges.find(pair_key(word[i], word[i + 1]));
+        if (r != nullptr && r->rank < best) {
+          best = r->rank;
           first = word[i];
           second = word[i + 1];
-          merged = it->second.merged;
+          merged = r->merged;
         }
       }
       if (best == UINT32_MAX) break;
@@ -243,9 +299,67 @@ struct GPT2Tokenizer::Impl {
     }
   }
 
+  static constexpr size_t kLongPiece = 64;
+
+  // The same merges in O(n log n): the word is a linked list of symbols and a min-heap holds
+  // (rank, position) for every adjacent pair that has a rank (entries go stale as symbols merge and
+  // are checked when popped). Each round takes every entry of the lowest rank and merges those
+  // occurrences left to right, as encoder.py's round does, then queues the pairs the merges made.
+  void bpe_long(std::string_view piece, std::vector<int32_t>& word) const {
+    constexpr uint32_t kNone = UINT32_MAX;
+    BRISK_CHECK(piece.size() < kNone, "GPT2Tokenizer::encode: a pre-token of ", piece.size(), " bytes is too long");
+    const uint32_t n = static_cast<uint32_t>(piece.size());
+    std::vector<int32_t> tok(n);
+    std::vector<uint32_t> prev(n), next(n);
+    std::vector<char> alive(n, 1);
+    for (uint32_t i = 0; i < n; ++i) {
+      tok[i] = byte_id[static_cast<unsigned char>(piece[i])];
+      prev[i] = i == 0 ? kNone : i - 1;
+      next[i] = i + 1 == n ? kNone : i + 1;
+    }
+    std::vector<uint64_t> heap;  // rank << 32 | position, smallest on top
+    auto push = [&](uint32_t p) {
+      if (p == kNone || next[p] == kNone) return;
+      if (const MergeRule* r = merges.find(pair_key(tok[p], tok[next[p]]))) {
+        heap.push_back(static_cast<uint64_t>(r->rank) << 32 | p);
+        std::push_heap(heap.begin(), heap.end(), std::greater<>());
+      }
+    };
+    for (uint32_t i = 0; i + 1 < n; ++i) push(i);
+    std::vector<uint32_t> round, merged_at;
+    while (!heap.empty()) {
+      const uint32_t rank = static_cast<uint32_t>(heap.front() >> 32);
+      round.clear();
+      while (!heap.empty() && static_cast<uint32_t>(heap.front() >> 32) == rank) {
+        round.push_back(static_cast<uint32_t>(heap.front()));
+        std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+        heap.pop_back();
+      }
+      std::sort(round.begin(), round.end());  // positions keep the word's order
+      merged_at.clear();
+      for (uint32_t p : round) {
+        const uint32_t q = next[p];
+        if (!alive[p] || q == kNone) continue;
+        const MergeRule* r = merges.find(pair_key(tok[p], tok[q]));
+        if (r == nullptr || r->rank != rank) continue;  // stale: one pair per rank
+        tok[p] = r->merged;
+        alive[q] = 0;
+        next[p] = next[q];
+        if (next[q] != kNone) prev[next[q]] = p;
+        merged_at.push_back(p);
+      }
+      for (uint32_t p : merged_at) {
+        push(prev[p]);
+        push(p);
+      }
+    }
+    word.clear();
+    for (uint32_t p = 0; p != kNone; p = next[p]) word.push_back(tok[p]);
+  }
+
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out,
                        std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>>& cache,
-                       std::vector<int32_t>& cached, std::vector<int32_t>& word) const {
+                       std::vector<int32_t>& cached, std::vector<int32_t>& word, bool use_cache) const {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
     const size_t n = text.size();
     for (size_t i = 0; i < n;) {
@@ -254,6 +368,11 @@ struct GPT2Tokenizer::Impl {
       i = end;
       if (piece.size() == 1) {
         out.push_back(byte_id[static_cast<unsigned char>(piece[0])]);
+        continue;
+      }
+      if (!use_cache) {
+        bpe(piece, word);
+        out.insert(out.end(), word.begin(), word.end());
         continue;
       }
       auto it = cache.find(piece);
@@ -364,7 +483,7 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_json, std::stri
                 vocab_name, "'");
     BRISK_CHECK(rank < UINT32_MAX - 1, "GPT2Tokenizer: merges file '", merges_name, "' has too many merges");
     // A pair listed twice takes its last rank, as encoder.py's dict(zip(merges, range(...))) does.
-    impl->merges[pair_key(ia->second, ib->second)] = MergeRule{rank++, im->second};
+    impl->merges.set(pair_key(ia->second, ib->second), MergeRule{rank++, im->second});
   }
   impl->num_merges = rank;
   GPT2Tokenizer t;
@@ -378,8 +497,10 @@ std::vector<int32_t> GPT2Tokenizer::encode(std::string_view text) const {
   std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
   std::vector<int32_t> cached, word;
   const Impl& m = *impl_;
+  // A short text repeats few of its words: looking them up would cost more than merging them.
+  const bool use_cache = text.size() >= 4096;
   if (m.eot < 0) {
-    m.encode_ordinary(text, out, cache, cached, word);
+    m.encode_ordinary(text, out, cache, cached, word, use_cache);
     return out;
   }
   // The special token splits the text; each piece is pre-tokenised on its own.
@@ -387,7 +508,7 @@ std::vector<int32_t> GPT2Tokenizer::encode(std::string_view text) const {
   for (;;) {
     const size_t at = text.find(kEndOfText, pos);
     m.encode_ordinary(text.substr(pos, at == std::string_view::npos ? std::string_view::npos : at - pos), out, cache,
-                      cached, word);
+                      cached, word, use_cache);
     if (at == std::string_view::npos) break;
     out.push_back(m.eot);
     pos = at + kEndOfText.size();

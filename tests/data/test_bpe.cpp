@@ -7,6 +7,8 @@
 #include <brisk/data/bpe.h>
 #include <brisk/data/json.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
 
 #include "common/errors.h"
@@ -143,6 +145,77 @@ TEST(GPT2Tokenizer, MergesApplyLowestRankFirst) {
   // A pair listed twice takes its last rank (encoder.py builds its ranks with dict(zip(...))).
   v.merges = {{"a", "b"}, {"b", "c"}, {"a", "b"}};
   EXPECT_EQ(v.load().encode("abc"), (std::vector<int32_t>{v.id("a"), v.id("bc")}));
+}
+
+// encoder.py's bpe() on strings, written out again: the check for the linked-list-and-heap merge
+// loop that long pre-tokens take (and the plain one short ones take).
+std::vector<std::string> naive_bpe(const std::string& piece,
+                                   const std::vector<std::pair<std::string, std::string>>& merges) {
+  std::map<std::pair<std::string, std::string>, size_t> ranks;
+  for (size_t i = 0; i < merges.size(); ++i) ranks[merges[i]] = i;  // a repeated pair keeps its last rank
+  std::vector<std::string> w;
+  for (char c : piece) w.emplace_back(1, c);
+  while (w.size() > 1) {
+    size_t best = SIZE_MAX;
+    std::pair<std::string, std::string> bp;
+    for (size_t i = 0; i + 1 < w.size(); ++i) {
+      auto it = ranks.find({w[i], w[i + 1]});
+      if (it != ranks.end() && it->second < best) {
+        best = it->second;
+        bp = it->first;
+      }
+    }
+    if (best == SIZE_MAX) break;
+    std::vector<std::string> nw;
+    for (size_t i = 0; i < w.size();) {
+      if (i + 1 < w.size() && w[i] == bp.first && w[i + 1] == bp.second) {
+        nw.push_back(bp.first + bp.second);
+        i += 2;
+      } else {
+        nw.push_back(w[i++]);
+      }
+    }
+    w = nw;
+  }
+  return w;
+}
+
+TEST(GPT2Tokenizer, LongAndShortPiecesMergeAsEncoderPyDoes) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    // Random merges over {a, b, c}, in creation order or shuffled (ranks need not follow creation).
+    SmallVocab v;
+    std::vector<std::string> toks = {"a", "b", "c"};
+    while (v.merges.size() < 30) {
+      const std::string& x = toks[rng() % toks.size()];
+      const std::string& y = toks[rng() % toks.size()];
+      const std::string xy = x + y;
+      if (xy.size() > 8 || std::find(toks.begin(), toks.end(), xy) != toks.end()) continue;
+      v.merges.push_back({x, y});
+      v.extra.push_back(xy);
+      toks.push_back(xy);
+    }
+    if (trial % 2) std::shuffle(v.merges.begin(), v.merges.end(), rng);
+    if (trial % 5 == 0) v.merges.push_back(v.merges[rng() % v.merges.size()]);  // a repeated pair
+    GPT2Tokenizer tok = v.load();
+    for (size_t len : {5, 40, 64, 65, 200, 1000}) {
+      std::string word;
+      for (size_t i = 0; i < len; ++i) word.push_back("abc"[rng() % (trial % 3 == 0 ? 1 : 3)]);
+      std::vector<int32_t> want;
+      for (const std::string& t : naive_bpe(word, v.merges)) want.push_back(v.id(t));
+      EXPECT_EQ(tok.encode(word), want) << "trial " << trial << ", " << len << " letters: " << word;
+    }
+  }
+  // Merges listed before their parts exist: "ab a" first, then "a b". encoder.py merges every
+  // "a b" of the word in one round, so no "ab a" pair ever forms; a merge loop that took one
+  // occurrence at a time would make "aba".
+  SmallVocab v;
+  v.extra = {"ab", "aba"};
+  v.merges = {{"ab", "a"}, {"a", "b"}};
+  std::string abab;
+  for (int i = 0; i < 50; ++i) abab += "ab";
+  EXPECT_EQ(v.load().encode(abab), std::vector<int32_t>(50, v.id("ab")));
+  EXPECT_EQ(v.load().encode("abab"), std::vector<int32_t>(2, v.id("ab")));
 }
 
 TEST(GPT2Tokenizer, PretokenizationFollowsTheRegex) {
