@@ -97,6 +97,32 @@ TEST(Checkpoint, TransformerStackWithDropoutGivesBitIdenticalGradients) {
   EXPECT_FALSE(bit_identical(plain.params[0], s.parameters()[0].grad()));
 }
 
+TEST(Checkpoint, RecomputationRunsUnderTheForwardsAutocastState) {
+  // The forward under bf16 autocast, the backward outside it (as a training step does): the
+  // recomputation must still run in bf16 to give the same gradients.
+  Stack s(2, 16, 2, 0.1);
+  auto run = [&](bool use_checkpoint) {
+    s.zero_grad();
+    manual_seed(77);
+    Tensor x = randn({2, 8, 16});
+    x.requires_grad_();
+    Tensor loss;
+    {
+      amp::Autocast autocast(DType::BF16);
+      loss = s.forward(x, use_checkpoint).to(DType::F32).sum();
+    }
+    loss.backward();
+    Grads g;
+    g.input = x.grad();
+    for (const Tensor& p : s.parameters()) g.params.push_back(p.grad());
+    g.rng_after = default_generator().state();
+    return g;
+  };
+  Grads plain = run(false);
+  Grads ckpt = run(true);
+  expect_same(plain, ckpt);
+}
+
 TEST(Checkpoint, ParametersGetGradientsWhenTheInputNeedsNone) {
   Stack s(2, 16, 2, 0.1);
   Grads plain = run_stack(s, false, /*input_requires_grad=*/false);
