@@ -48,6 +48,12 @@ class ReplayGuard {
 };
 
 std::vector<Tensor> recompute_and_backward(const CheckpointState& s, const GradCtx& g) {
+  // autograd::grad() returns gradients instead of accumulating them, but the recomputed graph can
+  // only deliver the parameters' gradients by accumulating into .grad (as PyTorch's reentrant
+  // checkpoint, which refuses .grad() too).
+  BRISK_CHECK(in_backward_pass(),
+              "checkpoint: autograd::grad() cannot differentiate through a checkpointed function "
+              "(its parameters' gradients would go to .grad); use backward(), or call the function without checkpoint");
   const size_t n = s.inputs.size();
   std::vector<Tensor> detached(n);
   for (size_t i = 0; i < n; ++i) {

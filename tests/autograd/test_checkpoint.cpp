@@ -5,6 +5,8 @@
 
 #include <brisk/brisk.h>
 
+#include "common/errors.h"
+
 #include <cstring>
 #include <memory>
 
@@ -289,4 +291,14 @@ TEST(Checkpoint, RecomputationWithAnotherShapeIsAnError) {
   x.requires_grad_();
   Tensor y = autograd::checkpoint([&](const Tensor& t) { return ++calls == 1 ? t * 2.0 : slice(t, 0, 0, 2) * 2.0; }, x);
   EXPECT_THROW(y.sum().backward(), Error);
+}
+
+TEST(Checkpoint, AutogradGradThroughACheckpointIsRefused) {
+  Tensor w = tensor<float>({2.f});
+  w.requires_grad_();
+  Tensor x = tensor<float>({3.f});
+  x.requires_grad_();
+  Tensor y = autograd::checkpoint([&](const Tensor& t) { return t * w; }, x);
+  brisk::testing::expect_error([&] { autograd::grad({y.sum()}, {x}); }, "autograd::grad()");
+  EXPECT_FALSE(w.grad().defined());
 }
