@@ -64,6 +64,7 @@ class GPT2Tokenizer {
   static const char* unicode_version();
 
  private:
+  GPT2Tokenizer() = default;  // only from_files / from_strings make one
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
