@@ -3,8 +3,7 @@
 //
 // Text: the files of BRISK_BENCH_TEXT (a file or a folder), else Debian's fortunes
 // (/usr/share/games/fortunes), repeated to at least 4 MB. Vocabulary: BRISK_BPE_VOCAB and
-// BRISK_BPE_MERGES (GPT-2's vocab.json and merges.txt), else the 300-merge test vocabulary of
-// tests/data/fixtures/bpe (fewer merges per word than GPT-2's 50,000: a faster encode).
+// BRISK_BPE_MERGES (a vocab.json and merges.txt), else GPT-2's own (tests/data/fixtures/gpt2).
 #include <benchmark/benchmark.h>
 #include <brisk/data/bpe.h>
 
@@ -56,7 +55,7 @@ const GPT2Tokenizer& tokenizer() {
     const char* v = std::getenv("BRISK_BPE_VOCAB");
     const char* m = std::getenv("BRISK_BPE_MERGES");
     if (v && m) return GPT2Tokenizer::from_files(v, m);
-    const std::string dir = std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/bpe/";
+    const std::string dir = std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/gpt2/";
     return GPT2Tokenizer::from_files(dir + "vocab.json", dir + "merges.txt");
   }();
   return tok;

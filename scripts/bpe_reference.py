@@ -232,7 +232,9 @@ TEST_STRINGS = [
     ("single_space", b" "),
     ("single_newline", b"\n"),
     ("long_word", ("supercalifragilisticexpialidocious" * 3).encode()),
+    ("long_runs", ("=" * 100 + " " * 90 + "x" + "ab" * 60 + "\n" * 70).encode()),
 ]
+TEST_STRINGS.append(("corpus", corpus_text().encode()))
 
 
 def load_files(out):

@@ -98,25 +98,47 @@ std::vector<std::string> pieces(std::string_view text) {
 
 }  // namespace
 
-TEST(GPT2Tokenizer, MatchesTheReferenceImplementationsGoldenEncodings) {
-  GPT2Tokenizer tok = GPT2Tokenizer::from_files(kFixtures + "vocab.json", kFixtures + "merges.txt");
-  data::json::Value goldens = data::json::parse(brisk::testing::read_file(kFixtures + "goldens.json"));
-  EXPECT_EQ(tok.vocab_size(), goldens.at("vocab_size").as_int());
-  EXPECT_EQ(tok.num_merges(), goldens.at("merges").as_int());
+// Every string of a goldens file (hex bytes and the ids a reference implementation gave them)
+// encodes to the same ids and decodes back; returns how many strings were checked.
+size_t check_goldens(const GPT2Tokenizer& tok, const std::string& file, size_t* merged_tokens) {
+  data::json::Value goldens = data::json::parse(brisk::testing::read_file(file));
+  EXPECT_EQ(tok.vocab_size(), goldens.at("vocab_size").as_int()) << file;
+  EXPECT_EQ(tok.num_merges(), goldens.at("merges").as_int()) << file;
   const auto& strings = goldens.at("strings").as_array();
-  ASSERT_GE(strings.size(), 30u);
-  size_t multi_token_merges = 0;
   for (const data::json::Value& g : strings) {
     const std::string name = g.at("name").as_string();
     const std::string text = from_hex(g.at("hex").as_string());
     std::vector<int32_t> want;
     for (const data::json::Value& id : g.at("ids").as_array()) want.push_back(static_cast<int32_t>(id.as_int()));
     std::vector<int32_t> got = tok.encode(text);
-    EXPECT_EQ(got, want) << name;
-    EXPECT_EQ(tok.decode(got), text) << name;
-    for (int32_t id : got) multi_token_merges += id >= 256 && id != tok.eot_token();
+    EXPECT_EQ(got, want) << file << ": " << name;
+    EXPECT_EQ(tok.decode(got), text) << file << ": " << name;
+    for (int32_t id : got) *merged_tokens += id >= 256 && id != tok.eot_token();
   }
-  EXPECT_GT(multi_token_merges, 50u);  // the merges matter, not only the bytes
+  return strings.size();
+}
+
+TEST(GPT2Tokenizer, MatchesTheReferenceImplementationsGoldenEncodings) {
+  // A vocabulary of 300 merges trained by scripts/bpe_reference.py, and its encodings.
+  GPT2Tokenizer tok = GPT2Tokenizer::from_files(kFixtures + "vocab.json", kFixtures + "merges.txt");
+  size_t merged = 0;
+  EXPECT_GE(check_goldens(tok, kFixtures + "goldens.json", &merged), 30u);
+  EXPECT_GT(merged, 50u);  // the merges matter, not only the bytes
+}
+
+TEST(GPT2Tokenizer, GPT2sOwnVocabularyMatchesEncoderPyAndTiktoken) {
+  // OpenAI's GPT-2 files (tests/data/fixtures/gpt2/README.md), with the encodings of
+  // scripts/bpe_reference.py (encoder.py's algorithm; invalid UTF-8 included) and of tiktoken's
+  // "gpt2" encoding (scripts/bpe_tiktoken.cjs; valid UTF-8 only).
+  const std::string dir = std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/gpt2/";
+  GPT2Tokenizer tok = GPT2Tokenizer::from_files(dir + "vocab.json", dir + "merges.txt");
+  EXPECT_EQ(tok.vocab_size(), 50257);
+  EXPECT_EQ(tok.eot_token(), 50256);
+  EXPECT_EQ(tok.encode("Hello world"), (std::vector<int32_t>{15496, 995}));
+  size_t merged = 0;
+  EXPECT_GE(check_goldens(tok, dir + "goldens.json", &merged), 30u);
+  EXPECT_GE(check_goldens(tok, dir + "goldens_tiktoken.json", &merged), 30u);
+  EXPECT_GT(merged, 1000u);
 }
 
 TEST(GPT2Tokenizer, SmallVocabularyWrittenHere) {
