@@ -302,3 +302,23 @@ TEST(Checkpoint, AutogradGradThroughACheckpointIsRefused) {
   brisk::testing::expect_error([&] { autograd::grad({y.sum()}, {x}); }, "autograd::grad()");
   EXPECT_FALSE(w.grad().defined());
 }
+
+TEST(Checkpoint, RetainGraphRecomputesOnEveryBackward) {
+  int calls = 0;
+  Tensor w = tensor<float>({2.f, -1.f});
+  w.requires_grad_();
+  Tensor x = tensor<float>({3.f, 4.f});
+  Tensor idx = tensor<int64_t>({1, 0});  // an integer input passes through untouched
+  std::vector<Tensor> out = autograd::checkpoint(
+      [&](const std::vector<Tensor>& in) {
+        ++calls;
+        return std::vector<Tensor>{(in[0] * w).index_select(0, in[1])};
+      },
+      {x, idx});
+  Tensor loss = (out[0] * out[0]).sum();
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  loss.backward();
+  EXPECT_EQ(calls, 3);  // the forward and one recomputation per backward
+  // d/dw sum((x*w)^2) = 2 x^2 w, twice.
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{72.f, -64.f}));
+}
