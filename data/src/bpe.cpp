@@ -518,12 +518,17 @@ std::vector<int32_t> GPT2Tokenizer::encode(std::string_view text) const {
 
 std::string GPT2Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string out;
-  for (size_t i = 0; i < ids.size(); ++i) out += token_bytes(ids[i]);
+  const int64_t n = vocab_size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    BRISK_CHECK(ids[i] >= 0 && ids[i] < n, "GPT2Tokenizer::decode: token id ", ids[i], " at position ", i,
+                " is out of range [0, ", n, ")");
+    out += impl_->tokens[ids[i]];
+  }
   return out;
 }
 
 const std::string& GPT2Tokenizer::token_bytes(int32_t id) const {
-  BRISK_CHECK(id >= 0 && id < static_cast<int64_t>(impl_->tokens.size()), "GPT2Tokenizer::decode: token id ", id,
+  BRISK_CHECK(id >= 0 && id < static_cast<int64_t>(impl_->tokens.size()), "GPT2Tokenizer::token_bytes: token id ", id,
               " is out of range [0, ", impl_->tokens.size(), ")");
   return impl_->tokens[id];
 }

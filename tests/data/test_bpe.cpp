@@ -349,7 +349,8 @@ TEST(GPT2Tokenizer, ErrorsNameTheFileLineOrId) {
 
   GPT2Tokenizer tok = v.load();
   const std::vector<int32_t> bad{1, 2, 266};
-  expect_error([&] { tok.decode(bad); }, "token id 266 is out of range [0, 266)");
+  expect_error([&] { tok.decode(bad); }, "token id 266 at position 2 is out of range [0, 266)");
+  expect_error([&] { tok.token_bytes(266); }, "token id 266");
   const std::vector<int32_t> negative{-3};
   expect_error([&] { tok.decode(negative); }, "token id -3");
 }

@@ -45,7 +45,7 @@ class GPT2Tokenizer {
                                     const std::string& merges_name = "merges.txt");
 
   std::vector<int32_t> encode(std::string_view text) const;
-  // Throws for an id outside [0, vocab_size()) or one no token has.
+  // An id outside [0, vocab_size()) throws brisk::Error naming the id and its position.
   std::string decode(std::span<const int32_t> ids) const;
   // One more than the largest id in vocab.json (50257 for GPT-2).
   int64_t vocab_size() const;
