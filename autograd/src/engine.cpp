@@ -201,6 +201,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     edges.push_back(gradient_edge(r));
     root_grads.push_back(g);
   }
+  // A pass started inside a running one (a checkpoint's recomputation, from a node's backward) is
+  // part of it: what its hooks queue runs when the outer pass ends, not when this one does.
+  if (tl_pass != nullptr) {
+    run_backward(edges, root_grads, retain_graph, nullptr, nullptr);
+    return;
+  }
   // The whole pass, end-of-pass callbacks included (the Reducer's finalize runs there).
   profiler::Scope prof_scope("autograd::backward");
   PassState state;

@@ -128,6 +128,10 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   }
 }
 
+uint64_t next_sequence_nr() {
+  return g_sequence.fetch_add(1, std::memory_order_relaxed);
+}
+
 void check_saved_versions(const Node& node) {
   for (const SavedVersion& s : node.saved) {
     const uint32_t now = s.storage ? s.storage->version() : 0;

@@ -8,6 +8,9 @@
 //   buckets      >= 5 buckets within the caps, reverse order; all-reduces start before the
 //                backward ends, in last_step_events() and in the BRISK_TRACE file
 //   unused       the unused-parameter error; find_unused_parameters; f16/bf16 gradients
+//   checkpoint   the equivalence test with every layer under autograd::checkpoint: the hooks
+//                fire inside the recomputations' nested passes, and the Reducer's finalize must
+//                still run once, when the whole backward ends
 //   world        the world-of-one unit tests (tests/dist/test_reducer.cpp) in a real world,
 //                where averaging is not an identity: rank r's gradient of parameter k is
 //                (k + 1)(r + 1), so every rank must end with (k + 1)(W + 1) / 2
@@ -182,6 +185,42 @@ struct Deep : nn::Module {
     return h;
   }
 };
+
+void checkpointed(dist::ProcessGroup& pg) {
+  const int W = pg.size();
+  const int64_t b = 4;
+  Deep ref, dp;
+  copy_params(dp, ref);
+  dist::Reducer reducer(dp.named_parameters(), pg, {.bucket_cap_mb = 0.0004, .first_bucket_mb = 0.0001});
+  optim::SGD ref_opt(ref.parameters(), {.lr = 0.1}), dp_opt(dp.parameters(), {.lr = 0.1});
+  double worst = 0;
+  for (int step = 0; step < 6; ++step) {
+    Generator g(2000 + static_cast<uint64_t>(step));
+    Tensor x = randn({W * b, 96}, {}, &g), y = randn({W * b, 96}, {}, &g);
+    Tensor mx = x.narrow(0, pg.rank() * b, b).contiguous(), my = y.narrow(0, pg.rank() * b, b).contiguous();
+    ref_opt.zero_grad();
+    mse_loss(ref.forward(x), y).backward();
+    ref_opt.step();
+    dp_opt.zero_grad();
+    Tensor h = mx;
+    for (auto& layer : dp.layers) {
+      nn::Linear* l = layer.get();
+      h = autograd::checkpoint([l](const Tensor& t) { return tanh(l->forward(t)); }, h);
+    }
+    mse_loss(h, my).backward();
+    dp_opt.step();
+    auto got = flat(dp), want = flat(ref);
+    const double r = worst_ratio(got, want, 1e-5, 1e-7);
+    worst = std::max(worst, r);
+    CHECK(r <= 1.0, "checkpoint step ", step, ": parameters differ from the one-process run by ", r, " x tolerance");
+    CHECK(same_on_all_ranks(pg, got), "checkpoint step ", step, ": ranks hold different parameters");
+  }
+  if (pg.rank() == 0)
+    std::printf(
+        "checkpoint: %d ranks, %zu buckets, 6 steps: worst |dp-ref| / (1e-5 |ref| + 1e-7) = %.3f; ranks "
+        "bit-identical\n",
+        W, reducer.buckets().size(), worst);
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path);
@@ -478,7 +517,7 @@ void world(dist::ProcessGroup& pg) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: reducer_worker equivalence|no_sync|buckets|unused|world\n");
+    std::fprintf(stderr, "usage: reducer_worker equivalence|no_sync|buckets|unused|checkpoint|world\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -493,6 +532,8 @@ int main(int argc, char** argv) {
       buckets(pg);
     } else if (scenario == "unused") {
       unused(pg);
+    } else if (scenario == "checkpoint") {
+      checkpointed(pg);
     } else if (scenario == "world") {
       world(pg);
     } else {

@@ -1,5 +1,6 @@
 // Everything in the autograd layer: grad mode, the graph and engine, custom functions, ops.
 #pragma once
+#include "brisk/autograd/checkpoint.h"
 #include "brisk/autograd/engine.h"
 #include "brisk/autograd/function.h"
 #include "brisk/autograd/grad_mode.h"

@@ -109,6 +109,9 @@ inline void record(const char* name, const std::vector<Tensor>& inputs, const Te
                    const std::vector<Tensor>& saved = {}) {
   record(name, inputs, std::vector<Tensor>{output}, std::move(fn), saved);
 }
+// The next creation number for a node (what record() stamps on the nodes it makes), for code
+// that builds a node itself (autograd::checkpoint).
+uint64_t next_sequence_nr();
 // Throws when a tensor saved by `node` was modified in place after it was saved.
 void check_saved_versions(const Node& node);
 

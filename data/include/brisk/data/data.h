@@ -2,6 +2,7 @@
 // safetensors files, token data for language models, and the JSON value they share with
 // checkpoints.
 #pragma once
+#include "brisk/data/bpe.h"
 #include "brisk/data/dataloader.h"
 #include "brisk/data/dataset.h"
 #include "brisk/data/json.h"
