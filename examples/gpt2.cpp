@@ -30,8 +30,10 @@ struct Args {
   std::string preset = "tiny";
   int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, vocab_size = 0;  // 0: the preset's
   double dropout = 0.0;
-  int64_t batch_size = 8;  // sequences per micro-step and process
-  std::string data;        // text file or folder; empty: the fortunes
+  int64_t batch_size = 8;                         // sequences per micro-step and process
+  std::string data;                               // text file or folder; empty: the fortunes
+  std::string tokenizer = "byte", tokenizer_dir;  // byte | gpt2 (vocab.json + merges.txt in tokenizer_dir)
+  bool activation_checkpointing = false;
   std::string train_bin, val_bin;
   double val_fraction = 0.1;
   int64_t max_steps = 1000;
@@ -55,16 +57,19 @@ struct SampleArgs {
   double temperature = 0.8;
   uint64_t seed = 0;
   int threads = 0;
+  std::string tokenizer_dir;  // overrides the checkpoint's
 };
 
-data::json::Value config_json(const models::GPT2Config& c, const std::string& tokenizer) {
+data::json::Value config_json(const models::GPT2Config& c, const std::string& tokenizer,
+                              const std::string& tokenizer_dir) {
   return data::json::Value::object({{"n_layer", c.n_layer},
                                     {"n_head", c.n_head},
                                     {"n_embd", c.n_embd},
                                     {"block_size", c.block_size},
                                     {"vocab_size", c.vocab_size},
                                     {"dropout", c.dropout},
-                                    {"tokenizer", tokenizer}});
+                                    {"tokenizer", tokenizer},
+                                    {"tokenizer_dir", tokenizer_dir}});
 }
 
 models::GPT2Config config_from_json(const data::json::Value& v, const std::string& where) {
@@ -78,11 +83,19 @@ models::GPT2Config config_from_json(const data::json::Value& v, const std::strin
   return c;
 }
 
-// The tokenizer a text is encoded with, by its name() (recorded in checkpoints as custom.gpt2.tokenizer).
-// Only the byte-level one so far; "token-ids" (a model trained on token files) has none.
-std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& name) {
+// The tokenizer a text is encoded with, by name (recorded in checkpoints as custom.gpt2.tokenizer
+// and .tokenizer_dir): bytes, or GPT-2's BPE from the vocab.json and merges.txt in `dir`.
+// "token-ids" (a model trained on token files) has none.
+std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& name, const std::string& dir) {
   if (name == "byte") return std::make_unique<data::ByteTokenizer>();
-  BRISK_THROW("no tokenizer named '", name, "' (valid: byte)");
+  if (name == "gpt2") {
+    BRISK_CHECK(!dir.empty(), "--tokenizer gpt2 needs --tokenizer_dir DIR, the folder of GPT-2's vocab.json and ",
+                "merges.txt (e.g. tests/data/fixtures/gpt2)");
+    namespace fs = std::filesystem;
+    return std::make_unique<data::GPT2Tokenizer>(data::GPT2Tokenizer::from_files(
+        (fs::path(dir) / "vocab.json").string(), (fs::path(dir) / "merges.txt").string()));
+  }
+  BRISK_THROW("no tokenizer named '", name, "' (valid: byte, gpt2)");
 }
 
 std::string read_all(const std::string& path) {
@@ -141,6 +154,7 @@ int sample_main(int argc, char** argv) {
   p.add("num_samples", "independent samples", &a.num_samples);
   p.add("seed", "seed of the sampling", &a.seed);
   p.add("threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", &a.threads);
+  p.add("tokenizer_dir", "GPT-2 BPE files (default: the folder the model was trained with)", &a.tokenizer_dir);
   if (!p.parse(argc, argv)) return p.exit_code();
   try {
     set_num_threads(a.threads);
@@ -153,11 +167,13 @@ int sample_main(int argc, char** argv) {
     const data::json::Value& cj = *custom->find("gpt2");
     models::GPT2Config cfg = config_from_json(cj, state_path);
     const std::string tokenizer = (*cj.find("tokenizer")).as_string();
+    std::string tokenizer_dir = a.tokenizer_dir;  // the flag, else the one the model was trained with
+    if (tokenizer_dir.empty() && cj.find("tokenizer_dir")) tokenizer_dir = (*cj.find("tokenizer_dir")).as_string();
     models::GPT2 model(cfg);
     data::load_safetensors_into(model, (std::filesystem::path(dir) / "model.safetensors").string());
 
     std::unique_ptr<data::Tokenizer> tok;  // none for a model trained on token files
-    if (tokenizer != "token-ids") tok = make_tokenizer(tokenizer);
+    if (tokenizer != "token-ids") tok = make_tokenizer(tokenizer, tokenizer_dir);
     std::vector<int32_t> prompt;
     if (tok) {
       prompt = tok->encode(a.prompt.empty() ? std::string("\n") : a.prompt);
@@ -213,8 +229,13 @@ int main(int argc, char** argv) {
   p.add("block_size", "context length (0: the preset's)", &a.block_size);
   p.add("vocab_size", "vocabulary (0: the preset's; at least 256 for bytes)", &a.vocab_size);
   p.add("dropout", "dropout probability", &a.dropout);
+  p.add("activation_checkpointing", "recompute each block in backward instead of keeping its activations",
+        &a.activation_checkpointing);
   p.add("batch_size", "sequences per micro-step and process", &a.batch_size);
   p.add("data", "a text file, or a folder of text files (default: /usr/share/games/fortunes)", &a.data);
+  p.add("tokenizer", "byte (vocabulary 256) or gpt2 (GPT-2's BPE, vocabulary 50257: give --tokenizer_dir)",
+        &a.tokenizer);
+  p.add("tokenizer_dir", "folder of GPT-2's vocab.json and merges.txt, for --tokenizer gpt2", &a.tokenizer_dir);
   p.add("train_bin", "llm.c token file to train on (instead of --data)", &a.train_bin);
   p.add("val_bin", "llm.c token file to validate on (default: the last --val_fraction of the training tokens)",
         &a.val_bin);
@@ -249,6 +270,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt2: give either --data or --train_bin, not both\n");
     return 2;
   }
+  // Recorded in checkpoints for `gpt2 sample`, which may run from another folder.
+  if (!a.tokenizer_dir.empty()) a.tokenizer_dir = std::filesystem::absolute(a.tokenizer_dir).string();
   if (!a.val_bin.empty() && a.train_bin.empty()) {
     std::fprintf(stderr, "gpt2: --val_bin needs --train_bin\n");
     return 2;
@@ -263,6 +286,7 @@ int main(int argc, char** argv) {
     if (a.block_size > 0) cfg.block_size = a.block_size;
     if (a.vocab_size > 0) cfg.vocab_size = a.vocab_size;
     cfg.dropout = a.dropout;
+    cfg.activation_checkpointing = a.activation_checkpointing;
     cfg.validate();
     std::optional<MixedPrecision> mp;
     if (a.mixed_precision) mp = parse_enum<MixedPrecision>(*a.mixed_precision, "--mixed_precision");
@@ -275,11 +299,15 @@ int main(int argc, char** argv) {
     const int64_t N = acc.num_processes(), T = cfg.block_size;
 
     // --- data ---
-    std::string tokenizer = "byte", source;
+    std::string tokenizer = a.tokenizer, source;
     data::TokenSplit split;
     if (a.train_bin.empty()) {
       const std::string text = data::read_text_corpus(a.data);
-      split = data::split_tokens(make_tokenizer(tokenizer)->encode(text), a.val_fraction);
+      const std::unique_ptr<data::Tokenizer> tok = make_tokenizer(tokenizer, a.tokenizer_dir);
+      // A larger vocabulary than the preset's, unless --vocab_size says otherwise: the tokenizer's,
+      // padded to a multiple of 64 as GPT-2's 50257 becomes 50304.
+      if (a.vocab_size == 0 && tok->vocab_size() > cfg.vocab_size) cfg.vocab_size = (tok->vocab_size() + 63) / 64 * 64;
+      split = data::split_tokens(tok->encode(text), a.val_fraction);
       source = a.data.empty() ? std::string(data::kFortunesDir) : a.data;
     } else {
       tokenizer = "token-ids";
@@ -396,13 +424,13 @@ int main(int argc, char** argv) {
     acc.register_for_checkpointing(
         "step", [&] { return data::json::Value(step); }, [&](const data::json::Value& v) { step = v.as_int(); });
     acc.register_for_checkpointing(
-        "gpt2", [&] { return config_json(cfg, tokenizer); },
+        "gpt2", [&] { return config_json(cfg, tokenizer, a.tokenizer_dir); },
         [&](const data::json::Value& v) {
           const models::GPT2Config saved = config_from_json(v, "the checkpoint");
           BRISK_CHECK(saved.n_layer == cfg.n_layer && saved.n_head == cfg.n_head && saved.n_embd == cfg.n_embd &&
                           saved.block_size == cfg.block_size && saved.vocab_size == cfg.vocab_size,
                       "--resume: the checkpoint's model (", v.dump(), ") is not the one configured (",
-                      config_json(cfg, tokenizer).dump(), ")");
+                      config_json(cfg, tokenizer, a.tokenizer_dir).dump(), ")");
         });
     if (a.resume) {
       const std::string from = acc.load_state();

@@ -1,6 +1,8 @@
 // GPT-2: the model, its presets, GPT-2's initialisation, and cached generation.
 #include "brisk/models/gpt2.h"
 
+#include "brisk/autograd/checkpoint.h"
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -96,7 +98,12 @@ Tensor GPT2::forward(const Tensor& idx) {
   BRISK_CHECK(T >= 1 && T <= config.block_size, "GPT2: sequence length ", T,
               " must be in [1, block_size = ", config.block_size, "]");
   Tensor x = drop(wte(idx) + wpe(arange(T, {.dtype = DType::I64, .device = idx.device()})));
-  for (auto& b : h) x = (*b)(x);
+  for (auto& b : h) {
+    if (config.activation_checkpointing && is_grad_enabled() && is_training())
+      x = autograd::checkpoint([blk = b](const Tensor& in) { return (*blk)(in); }, x);
+    else
+      x = (*b)(x);
+  }
   return linear(ln_f(x), wte.weight);  // tied head: x W_te^T
 }
 

@@ -34,9 +34,11 @@
 #include <string_view>
 #include <vector>
 
+#include "brisk/data/tokens.h"
+
 namespace brisk::data {
 
-class GPT2Tokenizer {
+class GPT2Tokenizer : public Tokenizer {
  public:
   static GPT2Tokenizer from_files(const std::string& vocab_json_path, const std::string& merges_txt_path);
   // The same from the files' contents; the names are for error messages.
@@ -44,13 +46,13 @@ class GPT2Tokenizer {
                                     const std::string& vocab_name = "vocab.json",
                                     const std::string& merges_name = "merges.txt");
 
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<int32_t> encode(std::string_view text) const override;
   // An id outside [0, vocab_size()) throws brisk::Error naming the id and its position.
-  std::string decode(std::span<const int32_t> ids) const;
+  std::string decode(std::span<const int32_t> ids) const override;
   // One more than the largest id in vocab.json (50257 for GPT-2).
-  int64_t vocab_size() const;
+  int64_t vocab_size() const override;
   // "gpt2-bpe(<vocab_size>)".
-  std::string name() const;
+  std::string name() const override;
 
   // The id of `<|endoftext|>`, or -1 when the vocabulary has none.
   int32_t eot_token() const;

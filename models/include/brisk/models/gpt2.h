@@ -28,6 +28,9 @@ struct GPT2Config {
   int64_t vocab_size = 256;
   double dropout = 0.0;  // after the embeddings, on attention weights and on each residual branch
   bool bias = true;      // biases in the linear layers and LayerNorms (only true is supported)
+  // Recompute each block's forward during backward instead of keeping its activations
+  // (autograd::checkpoint): the same gradients, bit for bit, for about a third more compute.
+  bool activation_checkpointing = false;
 
   // "tiny" (2 layers, 2 heads, width 64, context 64, bytes: for tests), "small" (6, 6, 384, 256,
   // bytes: the CPU benchmark GPT), "124M" (12, 12, 768, 1024, vocabulary 50257 padded to 50304)
