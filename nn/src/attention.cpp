@@ -26,8 +26,14 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   auto qkv = split(c_attn(x), n_embd, 2);                                                    // 3 x (B, T, C)
   auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };  // (B, h, T, hd)
   Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  // The 1/sqrt(hd) scale is applied to q (B, h, T, hd) rather than to the scores (B, h, T, T):
-  // the same product, on T/hd times fewer elements.
+  if (attn_drop_.p == 0 || !attn_drop_.is_training()) {
+    // One op that computes only the scores each query may see (autograd/ops_attention.h).
+    Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = true}).transpose(1, 2).reshape({B, T, n_embd});
+    return resid_drop_(c_proj(y));
+  }
+  // With dropout on the attention weights: the ops one by one. The 1/sqrt(hd) scale is applied
+  // to q (B, h, T, hd) rather than to the scores (B, h, T, T): the same product, on T/hd times
+  // fewer elements.
   Tensor att = matmul(q * (1.0 / std::sqrt(static_cast<double>(hd))), k.transpose(-2, -1));  // (B, h, T, T)
   // The future is masked by adding -inf above the diagonal (a constant: its backward passes the
   // gradient through untouched, where masked_fill's would be another pass over (B, h, T, T)).

@@ -5,6 +5,7 @@
 #include "brisk/autograd/function.h"
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/node.h"
+#include "brisk/autograd/ops_attention.h"
 #include "brisk/autograd/ops_elementwise.h"
 #include "brisk/autograd/ops_index.h"
 #include "brisk/autograd/ops_linalg.h"

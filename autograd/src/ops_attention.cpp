@@ -1,0 +1,144 @@
+// scaled_dot_product_attention: the forward and backward of softmax(q k^T * scale) v over blocks of
+// queries, on the kernel layer's products and softmax (so any device the kernels support).
+#include "brisk/autograd/ops_attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "brisk/autograd/autocast.h"
+#include "brisk/autograd/node.h"
+#include "brisk/core/profiler.h"
+#include "brisk/kernels/elementwise.h"
+#include "brisk/kernels/factory.h"
+#include "brisk/kernels/index.h"
+#include "brisk/kernels/linalg.h"
+#include "brisk/kernels/reduce.h"
+
+namespace brisk {
+
+namespace {
+
+// Queries per block of the causal form: small enough that skipping the masked blocks saves most
+// of the masked half, large enough that each product is an efficient GEMM.
+constexpr int64_t kBlock = 64;
+
+// The transpose of the last two dims, as a view.
+Tensor mT(const Tensor& t) {
+  ViewMeta m = transpose_meta(t.sizes(), t.strides(), t.offset(), -2, -1);
+  return t.as_strided(m.sizes, m.strides, m.offset);
+}
+
+// Rows [r0, r0 + n) of the second-to-last dim, as a view.
+Tensor rows(const Tensor& t, int64_t r0, int64_t n) {
+  Shape s = t.sizes();
+  s[s.size() - 2] = n;
+  return t.as_strided(s, t.strides(), t.offset() + r0 * t.strides()[t.dim() - 2]);
+}
+
+// Columns [c0, c0 + n) of the last dim, as a view.
+Tensor cols(const Tensor& t, int64_t c0, int64_t n) {
+  Shape s = t.sizes();
+  s.back() = n;
+  return t.as_strided(s, t.strides(), t.offset() + c0 * t.strides().back());
+}
+
+struct Block {
+  int64_t r0, n, keys;  // queries [r0, r0 + n) against keys [0, keys)
+};
+
+std::vector<Block> plan_blocks(int64_t Tq, int64_t Tk, bool causal) {
+  if (!causal) return {{0, Tq, Tk}};
+  std::vector<Block> blocks;
+  for (int64_t r0 = 0; r0 < Tq; r0 += kBlock) {
+    const int64_t n = std::min(kBlock, Tq - r0);
+    blocks.push_back({r0, n, r0 + n});
+  }
+  return blocks;
+}
+
+// -inf where key c > query r0 + i (the future), 0 elsewhere: (n, n) for the block's last n keys,
+// made on the device (no host copy inside a training step).
+Tensor future_bias(const Block& b, DType dtype, Device device) {
+  return kernels::triu(full({b.n, b.n}, -INFINITY, {.dtype = dtype, .device = device}), 1);
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const SdpaOptions& o) {
+  profiler::Scope prof_scope("scaled_dot_product_attention");
+  BRISK_CHECK(q_in.defined() && k_in.defined() && v_in.defined(), "scaled_dot_product_attention: undefined input");
+  BRISK_CHECK(q_in.dim() >= 2 && k_in.dim() == q_in.dim() && v_in.dim() == q_in.dim(),
+              "scaled_dot_product_attention: q, k and v need the same number of dims (>= 2), got shapes ", q_in.sizes(),
+              ", ", k_in.sizes(), " and ", v_in.sizes());
+  const int64_t nd = q_in.dim();
+  for (int64_t d = 0; d < nd - 2; ++d)
+    BRISK_CHECK(q_in.size(d) == k_in.size(d) && q_in.size(d) == v_in.size(d),
+                "scaled_dot_product_attention: q, k and v must share their leading dims, got shapes ", q_in.sizes(),
+                ", ", k_in.sizes(), " and ", v_in.sizes());
+  const int64_t Tq = q_in.size(-2), Tk = k_in.size(-2), d = q_in.size(-1);
+  BRISK_CHECK(k_in.size(-1) == d && v_in.size(-2) == Tk,
+              "scaled_dot_product_attention: expected q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv), got shapes ",
+              q_in.sizes(), ", ", k_in.sizes(), " and ", v_in.sizes());
+  BRISK_CHECK(!o.is_causal || Tq == Tk, "scaled_dot_product_attention: is_causal needs as many queries as keys, got ",
+              Tq, " and ", Tk);
+  BRISK_CHECK(q_in.is_floating_point(), "scaled_dot_product_attention: expected floating inputs, got ",
+              dtype_name(q_in.dtype()));
+  const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
+
+  // The products in the autocast dtype, the softmax in f32 (as matmul and softmax would).
+  const Tensor q = autograd::autocast(q_in, AutocastCategory::LowerPrecision);
+  const Tensor k = autograd::autocast(k_in, AutocastCategory::LowerPrecision);
+  const Tensor v = autograd::autocast(v_in, AutocastCategory::LowerPrecision);
+  BRISK_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "scaled_dot_product_attention: q, k and v are ",
+              dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()), "; give one dtype");
+  const DType dt = q.dtype();
+  const DType soft_dt = autocast_state().enabled && dt != DType::F64 ? DType::F32 : dt;
+  const Tensor qs = kernels::binary_scalar(kernels::BinaryOp::Mul, q.detach(), scale);  // contiguous
+  const Tensor kd = k.detach(), vd = v.detach();
+  Shape out_shape = q.sizes();
+  out_shape.back() = v.size(-1);
+  Tensor y = empty(out_shape, dt, q.device());
+
+  const std::vector<Block> blocks = plan_blocks(Tq, Tk, o.is_causal);
+  std::vector<Tensor> probs;  // softmax of each block's scores, (..., n, keys), in soft_dt
+  probs.reserve(blocks.size());
+  for (const Block& b : blocks) {
+    Tensor s = kernels::matmul(rows(qs, b.r0, b.n), mT(rows(kd, 0, b.keys)));  // (..., n, keys)
+    if (s.dtype() != soft_dt) s = kernels::cast(s, soft_dt);
+    if (o.is_causal) kernels::add_(cols(s, b.keys - b.n, b.n), future_bias(b, soft_dt, s.device()));
+    Tensor p = kernels::softmax(s, -1);
+    kernels::copy_(rows(y, b.r0, b.n),
+                   kernels::matmul(p.dtype() == dt ? p : kernels::cast(p, dt), rows(vd, 0, b.keys)));
+    probs.push_back(std::move(p));
+  }
+  if (!autograd::any_requires_grad({&q, &k, &v})) return y;
+
+  autograd::record("scaled_dot_product_attention", {q, k, v}, y,
+                   [qs, kd, vd, probs, blocks, scale, dt](const autograd::GradCtx& g) -> std::vector<Tensor> {
+                     const Tensor& gy = g.grad();
+                     Tensor gq = empty(qs.sizes(), dt, qs.device());
+                     Tensor gk = zeros(kd.sizes(), {.dtype = dt, .device = kd.device()});
+                     Tensor gv = zeros(vd.sizes(), {.dtype = dt, .device = vd.device()});
+                     // Blocks in a fixed order, so the sums into gk and gv do not depend on anything else.
+                     for (size_t i = 0; i < blocks.size(); ++i) {
+                       const Block& b = blocks[i];
+                       const Tensor& p = probs[i];
+                       const Tensor gyi = rows(gy, b.r0, b.n);
+                       const Tensor vk = rows(vd, 0, b.keys), kk = rows(kd, 0, b.keys);
+                       Tensor gp = kernels::matmul(gyi, mT(vk));  // (..., n, keys)
+                       if (gp.dtype() != p.dtype()) gp = kernels::cast(gp, p.dtype());
+                       Tensor gs = kernels::softmax_backward(gp, p, -1);  // 0 where p is (the future)
+                       if (gs.dtype() != dt) gs = kernels::cast(gs, dt);
+                       const Tensor p_dt = p.dtype() == dt ? p : kernels::cast(p, dt);
+                       kernels::copy_(rows(gq, b.r0, b.n), kernels::matmul(gs, kk));
+                       kernels::add_(rows(gk, 0, b.keys), kernels::matmul(mT(gs), rows(qs, b.r0, b.n)));
+                       kernels::add_(rows(gv, 0, b.keys), kernels::matmul(mT(p_dt), gyi));
+                     }
+                     kernels::mul_scalar_(gq, scale);  // s = (q * scale) k^T
+                     return {g.needs(0) ? gq : Tensor(), g.needs(1) ? gk : Tensor(), g.needs(2) ? gv : Tensor()};
+                   },
+                   {k, v});
+  return y;
+}
+
+}  // namespace brisk
