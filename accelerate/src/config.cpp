@@ -250,15 +250,15 @@ std::string config_to_yaml(const Config& c) {
           if constexpr (std::is_same_v<T, std::string>) {
             // Accelerate's spelling of the hostfile, so Accelerate reads the file too.
             if (std::string(k.name) == "hostfile")
-              doc.emplace_back("mpirun_config", yaml::Value::map({{"mpirun_hostfile", yaml::Value::string(*field)}}));
+              doc.push_back({"mpirun_config", yaml::Value::map({{"mpirun_hostfile", yaml::Value::string(*field)}})});
             else
-              doc.emplace_back(k.name, yaml::Value::string(*field));
+              doc.push_back({k.name, yaml::Value::string(*field)});
           } else if constexpr (std::is_same_v<T, bool>) {
-            doc.emplace_back(k.name, yaml::Value::boolean(*field));
+            doc.push_back({k.name, yaml::Value::boolean(*field)});
           } else if constexpr (std::is_same_v<T, int>) {
-            doc.emplace_back(k.name, yaml::Value::integer(*field));
+            doc.push_back({k.name, yaml::Value::integer(*field)});
           } else {
-            doc.emplace_back(k.name, yaml::Value::number(*field));
+            doc.push_back({k.name, yaml::Value::number(*field)});
           }
         },
         k.member);

@@ -167,7 +167,7 @@ Value Value::list(std::vector<Value> items) {
   v.items = std::move(items);
   return v;
 }
-Value Value::map(std::vector<std::pair<std::string, Value>> entries) {
+Value Value::map(std::vector<Entry> entries) {
   Value v;
   v.kind = Kind::Map;
   v.entries = std::move(entries);
@@ -270,7 +270,7 @@ struct Converter {
           const int line = kv.first.Mark().is_null() ? 0 : kv.first.Mark().line + 1;
           if (auto [it, fresh] = seen.emplace(key, line); !fresh)
             fail(kv.first.Mark(), "duplicate key '" + key + "' (first on line " + std::to_string(it->second) + ")");
-          v.entries.emplace_back(key, convert(kv.second, depth + 1));
+          v.entries.push_back({key, convert(kv.second, depth + 1)});
         }
         return v;
       }
@@ -371,8 +371,7 @@ void inline_value(const Value& v, std::string& out) {
   out += '\n';
 }
 
-void write_entries(const std::vector<std::pair<std::string, Value>>& entries, const std::string& indent,
-                   std::string& out) {
+void write_entries(const std::vector<Value::Entry>& entries, const std::string& indent, std::string& out) {
   for (const auto& [key, v] : entries) {
     out += indent;
     out += key_text(key);

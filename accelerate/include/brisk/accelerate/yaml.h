@@ -16,12 +16,13 @@ namespace brisk::accelerate::yaml {
 // classified as YAML's core schema does (null, true/false, integers, floats, else strings).
 struct Value {
   enum class Kind { Null, Bool, Int, Float, String, List, Map };
+  struct Entry;  // one `key: value` of a mapping: .first is the key, .second the value
   Kind kind = Kind::Null;
   std::string text;
-  bool quoted = false;                                 // written in '...' or "..." (always a String)
-  int line = 0;                                        // 1-based line in the source; 0 when built in code
-  std::vector<Value> items;                            // List
-  std::vector<std::pair<std::string, Value>> entries;  // Map, in file order
+  bool quoted = false;         // written in '...' or "..." (always a String)
+  int line = 0;                // 1-based line in the source; 0 when built in code
+  std::vector<Value> items;    // List
+  std::vector<Entry> entries;  // Map, in file order
 
   static Value null();
   static Value boolean(bool v);
@@ -29,7 +30,7 @@ struct Value {
   static Value number(double v);
   static Value string(std::string v);
   static Value list(std::vector<Value> items);
-  static Value map(std::vector<std::pair<std::string, Value>> entries);
+  static Value map(std::vector<Entry> entries);
 
   bool is_null() const { return kind == Kind::Null; }
   bool is_scalar() const { return kind != Kind::List && kind != Kind::Map; }
@@ -44,8 +45,16 @@ struct Value {
   bool operator==(const Value& o) const;
 };
 
+// A pair of key and value, spelled as std::pair's members so `auto& [key, value]` reads the same.
+// (A std::pair<std::string, Value> inside Value itself would need Value complete.)
+struct Value::Entry {
+  std::string first;
+  Value second;
+  bool operator==(const Entry&) const = default;
+};
+
 // The top-level mapping, keys in file order.
-using Document = std::vector<std::pair<std::string, Value>>;
+using Document = std::vector<Value::Entry>;
 
 // True when this build reads YAML (yaml-cpp was found).
 bool available();
