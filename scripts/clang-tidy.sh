@@ -14,10 +14,11 @@ if [[ -z $tidy ]]; then
 fi
 build=${BRISK_TIDY_BUILD_DIR:-build-tidy}
 if [[ ! -f $build/compile_commands.json ]]; then
+  mkdir -p "$build"
   cc=$(command -v clang-14 || command -v clang) cxx=$(command -v clang++-14 || command -v clang++)
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRISK_CUDA=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" > "$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log" >&2; exit 1; }
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" > "$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log" >&2; exit 1; }
 fi
 files=()
 if [[ ${1:-} == --all ]]; then
@@ -45,10 +46,10 @@ fi
 echo "clang-tidy: checking ${#files[@]} file(s) with $("$tidy" --version | grep -o 'version [0-9.]*')"
 printf '%s\0' "${files[@]}" | xargs -0 -n 1 -P "${BRISK_JOBS:-2}" "$tidy" -p "$build" --quiet 2>&1 |
   grep -v -e '^[0-9]* warnings\? generated' -e '^Suppressed [0-9]* warnings' -e 'Use -header-filter' \
-    -e '^Error while processing' > "$build.tidy.log"
+    -e '^Error while processing' > "$build/tidy.log"
 status=0
-if grep -q -e 'error:' "$build.tidy.log"; then
-  cat "$build.tidy.log"
+if grep -q -e 'error:' "$build/tidy.log"; then
+  cat "$build/tidy.log"
   echo "clang-tidy: findings above (.clang-tidy lists the checks)" >&2
   status=1
 else
