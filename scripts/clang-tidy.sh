@@ -3,7 +3,8 @@
 # Usage: scripts/clang-tidy.sh [BASE]   the .cpp files changed since BASE (default: main; git diff BASE...)
 #        scripts/clang-tidy.sh --all    every .cpp file of the libraries, the CLI, tests and examples
 #        scripts/clang-tidy.sh FILE...  these files
-# A changed header is checked through the .cpp files of its folder. The compile commands come from a
+# A changed public header is checked through its library's .cpp files; findings in headers are
+# reported for the changed headers only (all of them with --all). The compile commands come from a
 # configure-only build (build-tidy/, clang 14, CPU only; nothing is compiled). CUDA sources are skipped.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,7 +22,9 @@ if [[ ! -f $build/compile_commands.json ]]; then
     { cat "$build/configure.log" >&2; exit 1; }
 fi
 files=()
+headers=()  # public headers whose findings are reported (others are someone else's change)
 if [[ ${1:-} == --all ]]; then
+  headers=('.*/include/brisk/.*')
   mapfile -t files < <(git ls-files -- '*.cpp' | grep -v -e '^tests/fuzz/' -e '^kernels/cuda/')
 elif (($# > 0)) && [[ -f $1 ]]; then
   files=("$@")
@@ -32,6 +35,7 @@ else
     case $f in
       *.cpp) [[ -f $f ]] && seen[$f]=1 ;;
       */include/brisk/*.h) # a header: the sources of its library
+        headers+=("$(realpath "$f" | sed 's/[.]/[.]/g')")
         lib=${f%%/include/*}
         for s in "$lib"/src/*.cpp; do [[ -f $s ]] && seen[$s]=1; done ;;
     esac
@@ -44,7 +48,9 @@ if ((${#files[@]} == 0)); then
   exit 0
 fi
 echo "clang-tidy: checking ${#files[@]} file(s) with $("$tidy" --version | grep -o 'version [0-9.]*')"
-printf '%s\0' "${files[@]}" | xargs -0 -n 1 -P "${BRISK_JOBS:-2}" "$tidy" -p "$build" --quiet 2>&1 |
+filter=$(IFS='|'; echo "${headers[*]}")
+printf '%s\0' "${files[@]}" | xargs -0 -n 1 -P "${BRISK_JOBS:-2}" "$tidy" -p "$build" --quiet \
+  --header-filter="^(${filter:-NONE})$" 2>&1 |
   grep -v -e '^[0-9]* warnings\? generated' -e '^Suppressed [0-9]* warnings' -e 'Use -header-filter' \
     -e '^Error while processing' > "$build/tidy.log"
 status=0
