@@ -122,7 +122,9 @@ Data two_moons(int64_t n, Generator& gen) {
 }
 
 // x: (N, K), w: (K, M) -> (N, M), as a broadcast product summed over K.
-Tensor matmul_by_broadcast(const Tensor& x, const Tensor& w) { return sum(x.unsqueeze(2) * w.unsqueeze(0), {1}); }
+Tensor matmul_by_broadcast(const Tensor& x, const Tensor& w) {
+  return sum(x.unsqueeze(2) * w.unsqueeze(0), {1});
+}
 
 struct Mlp {
   Tensor w1, b1, w2, b2;
@@ -136,7 +138,9 @@ struct Mlp {
 
 // Binary cross-entropy on logits z with labels y in {0, 1}, in the overflow-free form
 // max(z, 0) - z * y + log(1 + exp(-|z|)).
-Tensor bce_with_logits(const Tensor& z, const Tensor& y) { return mean(relu(z) - z * y + log1p(exp(-abs(z)))); }
+Tensor bce_with_logits(const Tensor& z, const Tensor& y) {
+  return mean(relu(z) - z * y + log1p(exp(-abs(z))));
+}
 
 double accuracy(const Tensor& logits, const Tensor& y) {
   auto z = logits.to_vector<float>();

@@ -10,6 +10,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 packages=(build-essential cmake libeigen3-dev libgtest-dev libbenchmark-dev zlib1g-dev libssl-dev
           libopenmpi-dev openmpi-bin dataset-fashion-mnist ccache libopenblas-pthread-dev fortunes)
 packages+=(libyaml-cpp-dev)  # reads config files (optional: the build works without it)
+packages+=(doxygen)          # the `docs` target, the API reference (optional: no target without it)
+packages+=(gnuplot-nox)      # `brisk plot` (optional: found on PATH when it runs; its test skips without it)
+# slurm-wlm and munge are not installed here: scripts/slurm-test.sh (the opt-in `slurm` test) installs them.
 
 if command -v dpkg-query > /dev/null; then
   missing=()

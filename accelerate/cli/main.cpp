@@ -1,4 +1,4 @@
-// `brisk`: the command-line front end (launch, config, env, test).
+// `brisk`: the command-line front end (launch, config, env, test, plot).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +21,7 @@ const Command kCommands[] = {
     {"config", brisk::cli_commands::config, "write the launch configuration (asks, or takes flags)"},
     {"env", brisk::cli_commands::env, "print versions, devices and the config in force, for bug reports"},
     {"test", brisk::cli_commands::test, "run a short multi-process self-check and print a pass/fail table"},
+    {"plot", brisk::cli_commands::plot, "draw the loss, accuracy and throughput curves of runs to PNG and SVG"},
 };
 
 void usage(FILE* out) {

@@ -10,7 +10,9 @@
 namespace brisk::selftest {
 
 enum class Status { Pass, Fail, Skip };
-inline const char* status_name(Status s) { return s == Status::Pass ? "PASS" : s == Status::Fail ? "FAIL" : "SKIP"; }
+inline const char* status_name(Status s) {
+  return s == Status::Pass ? "PASS" : s == Status::Fail ? "FAIL" : "SKIP";
+}
 
 struct CheckRow {
   Status status = Status::Fail;

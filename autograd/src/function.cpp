@@ -8,6 +8,8 @@ void FunctionCtx::save_for_backward(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) saved_.push_back(t.defined() ? t.detach() : Tensor());
 }
 
-const std::vector<Tensor>& FunctionCtx::saved() const { return saved_; }
+const std::vector<Tensor>& FunctionCtx::saved() const {
+  return saved_;
+}
 
 }  // namespace brisk::autograd

@@ -23,6 +23,8 @@ Device Device::parse(std::string_view s) {
   BRISK_THROW("Device::parse: unknown device '", std::string(s), "' (expected 'cpu', 'cuda' or 'cuda:N')");
 }
 
-std::string Device::str() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index); }
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
 
 }  // namespace brisk

@@ -13,7 +13,9 @@ ProgressBar::ProgressBar(int64_t total, std::string description, std::string uni
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
-ProgressBar::~ProgressBar() { close(); }
+ProgressBar::~ProgressBar() {
+  close();
+}
 
 double ProgressBar::elapsed_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

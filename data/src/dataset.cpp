@@ -13,8 +13,10 @@ Tensor stack_field(const std::vector<Example>& examples, bool target) {
   size_t undefined = 0;
   for (const Example& e : examples) {
     const Tensor& t = target ? e.target : e.data;
-    if (!t.defined()) ++undefined;
-    else parts.push_back(t);
+    if (!t.defined())
+      ++undefined;
+    else
+      parts.push_back(t);
   }
   if (undefined == examples.size()) return Tensor();
   BRISK_CHECK(undefined == 0, "collate: ", undefined, " of ", examples.size(), " examples have no ",

@@ -26,16 +26,20 @@ SequentialSampler::SequentialSampler(int64_t n) : n_(n) {
   BRISK_CHECK(n >= 0, "SequentialSampler: size must be non-negative, got ", n);
 }
 
-std::vector<int64_t> SequentialSampler::indices(uint64_t) const { return iota(n_); }
+std::vector<int64_t> SequentialSampler::indices(uint64_t) const {
+  return iota(n_);
+}
 
 RandomSampler::RandomSampler(int64_t n, uint64_t seed) : n_(n), seed_(seed) {
   BRISK_CHECK(n >= 0, "RandomSampler: size must be non-negative, got ", n);
 }
 
-std::vector<int64_t> RandomSampler::indices(uint64_t epoch) const { return permutation(n_, seed_ + epoch); }
+std::vector<int64_t> RandomSampler::indices(uint64_t epoch) const {
+  return permutation(n_, seed_ + epoch);
+}
 
-DistributedSampler::DistributedSampler(int64_t size, int64_t num_replicas, int64_t rank, bool shuffle,
-                                       uint64_t seed, bool drop_last)
+DistributedSampler::DistributedSampler(int64_t size, int64_t num_replicas, int64_t rank, bool shuffle, uint64_t seed,
+                                       bool drop_last)
     : dataset_size_(size),
       num_replicas_(num_replicas),
       rank_(rank),
@@ -44,8 +48,8 @@ DistributedSampler::DistributedSampler(int64_t size, int64_t num_replicas, int64
       drop_last_(drop_last) {
   BRISK_CHECK(size >= 0, "DistributedSampler: dataset size must be non-negative, got ", size);
   BRISK_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas must be at least 1, got ", num_replicas);
-  BRISK_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank, " out of range [0, ",
-              num_replicas, ")");
+  BRISK_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank, " out of range [0, ", num_replicas,
+              ")");
   per_rank_ = drop_last ? size / num_replicas : (size + num_replicas - 1) / num_replicas;
 }
 

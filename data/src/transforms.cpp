@@ -42,8 +42,8 @@ Tensor like_input(const Tensor& out, const Tensor& x) {
 }  // namespace
 
 Normalize::Normalize(std::vector<double> mean, std::vector<double> std) : mean_(std::move(mean)), std_(std::move(std)) {
-  BRISK_CHECK(!mean_.empty() && mean_.size() == std_.size(), "Normalize: mean and std need the same non-zero length, got ",
-              mean_.size(), " and ", std_.size());
+  BRISK_CHECK(!mean_.empty() && mean_.size() == std_.size(),
+              "Normalize: mean and std need the same non-zero length, got ", mean_.size(), " and ", std_.size());
   for (double s : std_) BRISK_CHECK(s != 0.0, "Normalize: std must be non-zero, got ", std_);
 }
 
@@ -79,7 +79,8 @@ Tensor RandomCrop::operator()(const Tensor& x, const SampleContext& ctx) const {
   Tensor c = as_chw(x, "RandomCrop");
   const int64_t C = c.size(0), H = c.size(1), W = c.size(2), p = padding_;
   BRISK_CHECK(H + 2 * p >= size_ && W + 2 * p >= size_, "RandomCrop: crop ", size_, "x", size_,
-              " is larger than the padded sample ", H + 2 * p, "x", W + 2 * p, " (shape ", x.sizes(), ", padding ", p, ")");
+              " is larger than the padded sample ", H + 2 * p, "x", W + 2 * p, " (shape ", x.sizes(), ", padding ", p,
+              ")");
   uint32_t r[4];
   draw(seed_, 1, ctx, r);
   const int64_t top = static_cast<int64_t>(r[0] % static_cast<uint64_t>(H + 2 * p - size_ + 1));

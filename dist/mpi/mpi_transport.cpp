@@ -32,7 +32,9 @@ MPI_Request to_mpi(const Request& r) {
   std::memcpy(&m, &r.handle, sizeof(m));
   return m;
 }
-void store(Request& r, MPI_Request m) { std::memcpy(&r.handle, &m, sizeof(m)); }
+void store(Request& r, MPI_Request m) {
+  std::memcpy(&r.handle, &m, sizeof(m));
+}
 
 // f16 / bf16 have no MPI type: they travel as 16-bit words and reduce with user ops that
 // widen to f32 (reduce_into), like NCCL's half-precision reductions.
@@ -108,8 +110,8 @@ class MpiTransport final : public Transport {
       total += counts[i];
     }
     checked_count("all_gather_uneven", total);
-    BRISK_MPI_CHECK(MPI_Allgatherv(in, c[static_cast<size_t>(rank_)], type(dt), out, c.data(), displ.data(),
-                                   type(dt), coll_));
+    BRISK_MPI_CHECK(
+        MPI_Allgatherv(in, c[static_cast<size_t>(rank_)], type(dt), out, c.data(), displ.data(), type(dt), coll_));
   }
   void gather(const void* in, void* out, int64_t n, DType dt, int root) override {
     int c = checked_count("gather", n * size_) / size_;
@@ -224,14 +226,21 @@ class MpiTransport final : public Transport {
   }
   static MPI_Datatype type(DType dt) {
     switch (dt) {
-      case DType::F64: return MPI_DOUBLE;
-      case DType::F32: return MPI_FLOAT;
+      case DType::F64:
+        return MPI_DOUBLE;
+      case DType::F32:
+        return MPI_FLOAT;
       case DType::F16:
-      case DType::BF16: return MPI_UINT16_T;
-      case DType::I32: return MPI_INT32_T;
-      case DType::I64: return MPI_INT64_T;
-      case DType::U8: return MPI_UINT8_T;
-      default: BRISK_THROW("mpi: no MPI datatype for ", dtype_name(dt));
+      case DType::BF16:
+        return MPI_UINT16_T;
+      case DType::I32:
+        return MPI_INT32_T;
+      case DType::I64:
+        return MPI_INT64_T;
+      case DType::U8:
+        return MPI_UINT8_T;
+      default:
+        BRISK_THROW("mpi: no MPI datatype for ", dtype_name(dt));
     }
   }
   MPI_Op mpi_op(DType dt, ReduceOp op) const {
@@ -240,21 +249,28 @@ class MpiTransport final : public Transport {
     if (dt == DType::BF16) return ops_[4 + k];
     switch (op) {
       case ReduceOp::Sum:
-      case ReduceOp::Avg: return MPI_SUM;
-      case ReduceOp::Prod: return MPI_PROD;
-      case ReduceOp::Max: return MPI_MAX;
-      case ReduceOp::Min: return MPI_MIN;
+      case ReduceOp::Avg:
+        return MPI_SUM;
+      case ReduceOp::Prod:
+        return MPI_PROD;
+      case ReduceOp::Max:
+        return MPI_MAX;
+      case ReduceOp::Min:
+        return MPI_MIN;
     }
     return MPI_SUM;
   }
   MPI_Comm comm(Channel ch) const { return ch == Channel::User ? user_ : algo_; }
   static void completed(const Request& r, int rc, const MPI_Status& st) {
-    BRISK_CHECK(rc == MPI_SUCCESS, r.is_recv ? "recv" : "send", " with rank ", r.peer, " failed: ", [&] {
-      char msg[MPI_MAX_ERROR_STRING] = {};
-      int len = 0;
-      MPI_Error_string(rc, msg, &len);
-      return std::string(msg, len);
-    }(), r.is_recv ? " (a receive smaller than the message sent: do the shapes and dtypes agree?)" : "");
+    BRISK_CHECK(
+        rc == MPI_SUCCESS, r.is_recv ? "recv" : "send", " with rank ", r.peer, " failed: ",
+        [&] {
+          char msg[MPI_MAX_ERROR_STRING] = {};
+          int len = 0;
+          MPI_Error_string(rc, msg, &len);
+          return std::string(msg, len);
+        }(),
+        r.is_recv ? " (a receive smaller than the message sent: do the shapes and dtypes agree?)" : "");
     if (r.is_recv) {
       int count = 0;
       MPI_Get_count(&st, MPI_BYTE, &count);

@@ -66,7 +66,9 @@ LaunchInfo detect_launch() {
     info.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1, 1);
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
     info.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
-  } else if (env("SLURM_PROCID") && env_int("SLURM_NTASKS", 1) > 1) {
+  } else if (env("SLURM_PROCID") && (env("SLURM_STEP_ID") || env("SLURM_STEPID")) && env_int("SLURM_NTASKS", 1) > 1) {
+    // Only a task of a job step (srun) is a rank: the batch script's own shell has SLURM_PROCID=0
+    // and SLURM_NTASKS=<tasks> too, but no step id.
     info.launcher = "slurm";
     info.rank = env_int("SLURM_PROCID", 0);
     info.world_size = env_int("SLURM_NTASKS", 1, 1);

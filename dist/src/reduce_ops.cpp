@@ -81,14 +81,22 @@ void check_collective_dtype(const char* op, DType dt) {
 
 void reduce_into(void* dst, const void* src, int64_t n, DType dt, ReduceOp op) {
   switch (dt) {
-    case DType::F64: return reduce_typed(static_cast<double*>(dst), static_cast<const double*>(src), n, op);
-    case DType::F32: return reduce_typed(static_cast<float*>(dst), static_cast<const float*>(src), n, op);
-    case DType::F16: return reduce_16bit(static_cast<Half*>(dst), static_cast<const Half*>(src), n, op);
-    case DType::BF16: return reduce_16bit(static_cast<BFloat16*>(dst), static_cast<const BFloat16*>(src), n, op);
-    case DType::I32: return reduce_typed(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, op);
-    case DType::I64: return reduce_typed(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, op);
-    case DType::U8: return reduce_typed(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n, op);
-    default: BRISK_THROW("reduce: not implemented for ", dtype_name(dt));
+    case DType::F64:
+      return reduce_typed(static_cast<double*>(dst), static_cast<const double*>(src), n, op);
+    case DType::F32:
+      return reduce_typed(static_cast<float*>(dst), static_cast<const float*>(src), n, op);
+    case DType::F16:
+      return reduce_16bit(static_cast<Half*>(dst), static_cast<const Half*>(src), n, op);
+    case DType::BF16:
+      return reduce_16bit(static_cast<BFloat16*>(dst), static_cast<const BFloat16*>(src), n, op);
+    case DType::I32:
+      return reduce_typed(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, op);
+    case DType::I64:
+      return reduce_typed(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, op);
+    case DType::U8:
+      return reduce_typed(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n, op);
+    default:
+      BRISK_THROW("reduce: not implemented for ", dtype_name(dt));
   }
 }
 
@@ -106,14 +114,22 @@ void divide_typed(T* p, int64_t n, int d) {
 void divide_by(void* buf, int64_t n, DType dt, int divisor) {
   if (divisor == 1) return;
   switch (dt) {
-    case DType::F64: return divide_typed(static_cast<double*>(buf), n, divisor);
-    case DType::F32: return divide_typed(static_cast<float*>(buf), n, divisor);
-    case DType::F16: return divide_typed(static_cast<Half*>(buf), n, divisor);
-    case DType::BF16: return divide_typed(static_cast<BFloat16*>(buf), n, divisor);
-    case DType::I32: return divide_typed(static_cast<int32_t*>(buf), n, divisor);
-    case DType::I64: return divide_typed(static_cast<int64_t*>(buf), n, divisor);
-    case DType::U8: return divide_typed(static_cast<uint8_t*>(buf), n, divisor);
-    default: BRISK_THROW("all_reduce(avg): not implemented for ", dtype_name(dt));
+    case DType::F64:
+      return divide_typed(static_cast<double*>(buf), n, divisor);
+    case DType::F32:
+      return divide_typed(static_cast<float*>(buf), n, divisor);
+    case DType::F16:
+      return divide_typed(static_cast<Half*>(buf), n, divisor);
+    case DType::BF16:
+      return divide_typed(static_cast<BFloat16*>(buf), n, divisor);
+    case DType::I32:
+      return divide_typed(static_cast<int32_t*>(buf), n, divisor);
+    case DType::I64:
+      return divide_typed(static_cast<int64_t*>(buf), n, divisor);
+    case DType::U8:
+      return divide_typed(static_cast<uint8_t*>(buf), n, divisor);
+    default:
+      BRISK_THROW("all_reduce(avg): not implemented for ", dtype_name(dt));
   }
 }
 
@@ -124,8 +140,12 @@ void Transport::abort(int code) {
 }
 
 #if !BRISK_WITH_CUDA
-void* host_alloc(size_t bytes) { return ::operator new(bytes, std::align_val_t{64}); }
-void host_free(void* p) { ::operator delete(p, std::align_val_t{64}); }
+void* host_alloc(size_t bytes) {
+  return ::operator new (bytes, std::align_val_t{64});
+}
+void host_free(void* p) {
+  ::operator delete (p, std::align_val_t{64});
+}
 #endif
 
 }  // namespace brisk::dist::detail

@@ -46,6 +46,8 @@ class SelfTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_self_transport() { return std::make_unique<SelfTransport>(); }
+std::unique_ptr<Transport> make_self_transport() {
+  return std::make_unique<SelfTransport>();
+}
 
 }  // namespace brisk::dist::detail

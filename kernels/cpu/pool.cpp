@@ -13,7 +13,9 @@ namespace brisk::kernels::cpu {
 namespace {
 
 // Planes per parallel loop are worth splitting only when there is enough work.
-bool worth_parallel(int64_t work) { return work >= 16384; }
+bool worth_parallel(int64_t work) {
+  return work >= 16384;
+}
 
 // Gradient accumulation into one input plane: directly for f32/f64, through an f32 scratch
 // plane for f16/bf16 so overlapping windows round once.
@@ -100,8 +102,8 @@ template <class T>
 void max_pool_impl(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
   using A = acc_t<T>;
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
-  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
-      g.dw == 1 && 2 * g.oh <= g.h && 2 * g.ow <= g.w) {  // (ceil_mode may add a partial last window)
+  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 &&
+      2 * g.oh <= g.h && 2 * g.ow <= g.w) {  // (ceil_mode may add a partial last window)
     max_pool_2x2_impl(g, x, y, idx);
     return;
   }
@@ -215,8 +217,12 @@ void avg_pool_backward_impl(const PoolGeom& g, bool cip, const T* gy, T* gx) {
 }
 
 // Adaptive window i of `out` over `in`: [floor(i * in / out), ceil((i + 1) * in / out)).
-int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
-int64_t adaptive_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+int64_t adaptive_start(int64_t i, int64_t in, int64_t out) {
+  return (i * in) / out;
+}
+int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
 
 template <class T>
 void adaptive_avg_impl(const PoolGeom& g, const T* x, T* y) {
@@ -270,7 +276,8 @@ void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const 
 void max_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& indices, const Tensor& gx) {
   visit_float(gy.dtype(), gy.device(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_backward_impl<T>(g, static_cast<const T*>(gy.data<T>()), static_cast<const int64_t*>(indices.data<int64_t>()), gx.data<T>());
+    max_pool_backward_impl<T>(g, static_cast<const T*>(gy.data<T>()),
+                              static_cast<const int64_t*>(indices.data<int64_t>()), gx.data<T>());
   });
 }
 

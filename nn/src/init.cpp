@@ -54,8 +54,12 @@ void constant_(const Tensor& t, double value) {
   NoGradGuard no_grad;
   kernels::fill_(t, value);
 }
-void zeros_(const Tensor& t) { constant_(t, 0.0); }
-void ones_(const Tensor& t) { constant_(t, 1.0); }
+void zeros_(const Tensor& t) {
+  constant_(t, 0.0);
+}
+void ones_(const Tensor& t) {
+  constant_(t, 1.0);
+}
 
 void xavier_uniform_(const Tensor& t, double gain, Generator* gen) {
   auto [fin, fout] = fan_in_and_fan_out(t);

@@ -113,3 +113,8 @@ foreach(n 2 4)
     RESOURCE_LOCK cpu_cores TIMEOUT 300)
 endforeach()
 include(${CMAKE_CURRENT_LIST_DIR}/accelerator_tests.cmake)
+
+# `brisk plot`: a PNG and an SVG of two small runs, and its errors (skipped without gnuplot,
+# after the checks that need none).
+add_test(NAME accelerate.cli.plot COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/check_plot.sh ${_brisk})
+set_tests_properties(accelerate.cli.plot PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 60)

@@ -34,10 +34,13 @@ TEST(Conv2dGrad, StridePaddingDilation) {
 }
 
 TEST(Conv2dGrad, GroupsAndDepthwise) {
-  expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], {.padding = 1, .groups = 2}); },
-                           {rnd({2, 4, 4, 4}, 7), rnd({4, 2, 3, 3}, 8), rnd({4}, 9)}, "conv2d groups 2");
   expect_gradcheck_layouts(
-      [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], Tensor(), {.stride = 2, .padding = 1, .groups = 3}); },
+      [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], {.padding = 1, .groups = 2}); },
+      {rnd({2, 4, 4, 4}, 7), rnd({4, 2, 3, 3}, 8), rnd({4}, 9)}, "conv2d groups 2");
+  expect_gradcheck_layouts(
+      [](const std::vector<Tensor>& v) {
+        return conv2d(v[0], v[1], Tensor(), {.stride = 2, .padding = 1, .groups = 3});
+      },
       {rnd({1, 3, 5, 5}, 10), rnd({6, 1, 3, 3}, 11)}, "conv2d depthwise, no bias");
 }
 
@@ -62,7 +65,9 @@ TEST(MaxPool2dGrad, FlowsToTheArgmax) {
   Tensor x = (randperm(2 * 2 * 6 * 7, &gen).to(DType::F64) * 0.1).reshape({2, 2, 6, 7});
   expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return max_pool2d(v[0], 2); }, {x}, "max_pool2d 2x2");
   expect_gradcheck_layouts(
-      [](const std::vector<Tensor>& v) { return max_pool2d(v[0], 3, {.stride = {2, 1}, .padding = 1, .dilation = {1, 2}}); },
+      [](const std::vector<Tensor>& v) {
+        return max_pool2d(v[0], 3, {.stride = {2, 1}, .padding = 1, .dilation = {1, 2}});
+      },
       {x}, "max_pool2d padded, dilated, overlapping");
 }
 
@@ -90,8 +95,11 @@ TEST(AvgPool2dGrad, WithAndWithoutPaddingInTheCount) {
 
 TEST(AdaptiveAvgPool2dGrad, OverlappingAndGlobalWindows) {
   Tensor x = rnd({2, 2, 5, 7}, 21);
-  expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return adaptive_avg_pool2d(v[0], {3, 4}); }, {x},
-                           "adaptive_avg_pool2d 3x4");
+  expect_gradcheck_layouts(
+      [](const std::vector<Tensor>& v) {
+        return adaptive_avg_pool2d(v[0], {3, 4});
+      },
+      {x}, "adaptive_avg_pool2d 3x4");
   expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return adaptive_avg_pool2d(v[0], 1); }, {x},
                            "adaptive_avg_pool2d global");
 }

@@ -4,8 +4,8 @@
 
 #include <brisk/brisk.h>
 
-#include "common/gradcheck.h"
 #include "common/errors.h"
+#include "common/gradcheck.h"
 
 using namespace brisk;
 using brisk::testing::expect_error;
@@ -19,7 +19,9 @@ Tensor iota(const Shape& s) {
   return arange(0.0, static_cast<double>(shape_numel(s)), 1.0, {.dtype = DType::F32}).view(s);
 }
 
-std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
+std::vector<float> vals(const Tensor& t) {
+  return t.to_vector<float>();
+}
 
 Tensor randn64(const Shape& s, uint64_t seed) {
   Generator g(seed);
@@ -199,18 +201,27 @@ TEST(ToDType, ConvertsValuesAndCastsTheGradientBack) {
 }
 
 TEST(ShapeGrad, ViewReshapeFlattenUnflatten) {
-  expect_gradcheck_layouts([](const V& v) { return v[0].view({2, -1}) * v[0].view({2, 3}).select(1, 0).unsqueeze(1); },
-                           {randn64({6}, 1)}, "view");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return v[0].view({2, -1}) * v[0].view({2, 3}).select(1, 0).unsqueeze(1);
+      },
+      {randn64({6}, 1)}, "view");
   expect_gradcheck_layouts([](const V& v) { return v[0].reshape({-1, 2}) * 2.0; }, {randn64({2, 3}, 2)}, "reshape");
   expect_gradcheck_layouts([](const V& v) { return v[0].flatten(1) * v[0].flatten(1); }, {randn64({2, 2, 3}, 3)},
                            "flatten");
-  expect_gradcheck_layouts([](const V& v) { return unflatten(v[0], 1, {2, 2}).select(2, 1); },
-                           {randn64({3, 4}, 4)}, "unflatten");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return unflatten(v[0], 1, {2, 2}).select(2, 1);
+      },
+      {randn64({3, 4}, 4)}, "unflatten");
 }
 
 TEST(ShapeGrad, PermuteTransposeNarrowSliceSelect) {
-  expect_gradcheck_layouts([](const V& v) { return v[0].permute({1, 2, 0}) * 1.5; }, {randn64({2, 3, 2}, 5)},
-                           "permute");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return v[0].permute({1, 2, 0}) * 1.5;
+      },
+      {randn64({2, 3, 2}, 5)}, "permute");
   expect_gradcheck_layouts([](const V& v) { return v[0].transpose(0, 1) * v[0].transpose(-1, 0); },
                            {randn64({3, 3}, 6)}, "transpose");
   expect_gradcheck_layouts([](const V& v) { return v[0].narrow(1, 1, 2) * v[0].narrow(1, -2, 2); },
@@ -222,10 +233,12 @@ TEST(ShapeGrad, PermuteTransposeNarrowSliceSelect) {
 }
 
 TEST(ShapeGrad, ExpandBroadcastSqueezeUnsqueeze) {
-  expect_gradcheck_layouts([](const V& v) { return v[0].expand({2, 3, 4}) * v[1]; },
-                           {randn64({3, 1}, 10), randn64({2, 3, 4}, 11)}, "expand");
-  expect_gradcheck_layouts([](const V& v) { return broadcast_to(v[0], {3, 2}); }, {randn64({2}, 12)},
-                           "broadcast_to");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return v[0].expand({2, 3, 4}) * v[1];
+      },
+      {randn64({3, 1}, 10), randn64({2, 3, 4}, 11)}, "expand");
+  expect_gradcheck_layouts([](const V& v) { return broadcast_to(v[0], {3, 2}); }, {randn64({2}, 12)}, "broadcast_to");
   expect_gradcheck_layouts([](const V& v) { return v[0].squeeze() * 2.0 + v[0].squeeze(0).squeeze(-1); },
                            {randn64({1, 3, 1}, 13)}, "squeeze");
   expect_gradcheck_layouts([](const V& v) { return v[0].unsqueeze(1) * v[0].unsqueeze(0); }, {randn64({3}, 14)},

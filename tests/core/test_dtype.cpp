@@ -10,8 +10,7 @@
 using namespace brisk;
 
 namespace {
-const DType kAll[] = {DType::F64, DType::F32, DType::F16, DType::BF16,
-                      DType::I32, DType::I64, DType::U8,  DType::Bool};
+const DType kAll[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::Bool};
 }
 
 TEST(DType, TraitsTableIsIndexedByTheEnum) {

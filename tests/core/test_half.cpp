@@ -25,10 +25,18 @@ float float_of(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-uint16_t half_bits(float f) { return Half(f).bits; }
-uint16_t bf16_bits(float f) { return BFloat16(f).bits; }
-bool half_is_nan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
-bool bf16_is_nan(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0; }
+uint16_t half_bits(float f) {
+  return Half(f).bits;
+}
+uint16_t bf16_bits(float f) {
+  return BFloat16(f).bits;
+}
+bool half_is_nan(uint16_t h) {
+  return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
+}
+bool bf16_is_nan(uint16_t b) {
+  return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0;
+}
 
 // Reference float -> half: round |f| to the binary16 grid in double arithmetic with
 // nearbyint (ties to even under the default rounding mode), then encode the exact result.
@@ -39,9 +47,9 @@ uint16_t ref_float_to_half(float f) {
   if (std::isinf(a)) return sign | 0x7c00;
   if (a == 0) return sign;
   int ex;
-  std::frexp(a, &ex);                          // a = m * 2^ex, m in [0.5, 1)
-  int e = std::max(ex - 1, -14);               // binary16 exponent (subnormals share -14)
-  double quantum = std::ldexp(1.0, e - 10);    // spacing of binary16 values near a
+  std::frexp(a, &ex);                        // a = m * 2^ex, m in [0.5, 1)
+  int e = std::max(ex - 1, -14);             // binary16 exponent (subnormals share -14)
+  double quantum = std::ldexp(1.0, e - 10);  // spacing of binary16 values near a
   double r = std::nearbyint(a / quantum) * quantum;
   if (r > 65504.0) return sign | 0x7c00;
   if (r < std::ldexp(1.0, -14)) return sign | static_cast<uint16_t>(r / std::ldexp(1.0, -24));
@@ -104,23 +112,23 @@ TEST(Half, EveryFiniteBitPatternDecodesToItsFormulaValue) {
 TEST(Half, RoundsKnownValuesToNearestEven) {
   EXPECT_EQ(half_bits(1.0f), 0x3c00);
   EXPECT_EQ(half_bits(-2.0f), 0xc000);
-  EXPECT_EQ(half_bits(65504.0f), 0x7bff);                         // largest finite
-  EXPECT_EQ(half_bits(65519.996f), 0x7bff);                       // just below the overflow tie
-  EXPECT_EQ(half_bits(65520.0f), 0x7c00);                         // tie with 65536 rounds to even: inf
+  EXPECT_EQ(half_bits(65504.0f), 0x7bff);    // largest finite
+  EXPECT_EQ(half_bits(65519.996f), 0x7bff);  // just below the overflow tie
+  EXPECT_EQ(half_bits(65520.0f), 0x7c00);    // tie with 65536 rounds to even: inf
   EXPECT_EQ(half_bits(-65520.0f), 0xfc00);
-  EXPECT_EQ(half_bits(std::ldexp(1.0f, -24)), 0x0001);            // smallest subnormal
-  EXPECT_EQ(half_bits(std::ldexp(1.0f, -25)), 0x0000);            // half of it: tie to even 0
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -25)), 0x0000);  // half of it: tie to even 0
   EXPECT_EQ(half_bits(-std::ldexp(1.0f, -25)), 0x8000);
   EXPECT_EQ(half_bits(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);  // just above the tie
-  EXPECT_EQ(half_bits(3 * std::ldexp(1.0f, -26)), 0x0001);        // 0.75 ulp rounds up to 1 ulp
-  EXPECT_EQ(half_bits(3 * std::ldexp(1.0f, -25)), 0x0002);        // 1.5 ulp: tie to even 2
-  EXPECT_EQ(half_bits(5 * std::ldexp(1.0f, -25)), 0x0002);        // 2.5 ulp: tie to even 2
-  EXPECT_EQ(half_bits(2047 * std::ldexp(1.0f, -25)), 0x0400);     // 1023.5 ulp: carries into the normals
-  EXPECT_EQ(half_bits(std::ldexp(1.0f, -14)), 0x0400);            // smallest normal
-  EXPECT_EQ(half_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);     // tie, even stays
-  EXPECT_EQ(half_bits(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02); // tie, odd rounds up
+  EXPECT_EQ(half_bits(3 * std::ldexp(1.0f, -26)), 0x0001);                    // 0.75 ulp rounds up to 1 ulp
+  EXPECT_EQ(half_bits(3 * std::ldexp(1.0f, -25)), 0x0002);                    // 1.5 ulp: tie to even 2
+  EXPECT_EQ(half_bits(5 * std::ldexp(1.0f, -25)), 0x0002);                    // 2.5 ulp: tie to even 2
+  EXPECT_EQ(half_bits(2047 * std::ldexp(1.0f, -25)), 0x0400);                 // 1023.5 ulp: carries into the normals
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -14)), 0x0400);                        // smallest normal
+  EXPECT_EQ(half_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);                 // tie, even stays
+  EXPECT_EQ(half_bits(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);             // tie, odd rounds up
   EXPECT_EQ(half_bits(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);
-  EXPECT_EQ(half_bits(2047.5f), 0x6800);                          // tie between 2047 and 2048 (even)
+  EXPECT_EQ(half_bits(2047.5f), 0x6800);  // tie between 2047 and 2048 (even)
   EXPECT_EQ(half_bits(std::numeric_limits<float>::infinity()), 0x7c00);
   EXPECT_EQ(half_bits(-std::numeric_limits<float>::infinity()), 0xfc00);
   EXPECT_EQ(half_bits(-0.0f), 0x8000);
@@ -178,8 +186,8 @@ TEST(BFloat16, EveryBitPatternRoundTripsThroughFloat) {
 TEST(BFloat16, RoundsKnownValuesToNearestEven) {
   EXPECT_EQ(bf16_bits(1.0f), 0x3f80);
   EXPECT_EQ(bf16_bits(-2.0f), 0xc000);
-  EXPECT_EQ(bf16_bits(1.0f + std::ldexp(1.0f, -8)), 0x3f80);       // tie, even stays
-  EXPECT_EQ(bf16_bits(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);   // tie, odd rounds up
+  EXPECT_EQ(bf16_bits(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // tie, even stays
+  EXPECT_EQ(bf16_bits(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // tie, odd rounds up
   EXPECT_EQ(bf16_bits(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -23)), 0x3f81);
   EXPECT_EQ(bf16_bits(std::numeric_limits<float>::max()), 0x7f80);  // beyond the largest bf16: inf
   EXPECT_EQ(bf16_bits(float_of(0x7f7f7fffu)), 0x7f7f);              // just below that tie

@@ -123,7 +123,7 @@ TEST(Shape, ViewStridesWorkInsideNonContiguousChunks) {
 
 TEST(Shape, ViewStridesRefuseToMergeTransposedDims) {
   Strides out;
-  EXPECT_FALSE(compute_view_strides({3, 2}, {1, 3}, {6}, out));          // a transposed (2, 3)
+  EXPECT_FALSE(compute_view_strides({3, 2}, {1, 3}, {6}, out));            // a transposed (2, 3)
   EXPECT_FALSE(compute_view_strides({3, 2, 4}, {4, 12, 1}, {3, 8}, out));  // permuted (2, 3, 4)
   EXPECT_FALSE(compute_view_strides({3, 2, 4}, {4, 12, 1}, {6, 4}, out));
   ASSERT_TRUE(compute_view_strides({3, 2, 4}, {4, 12, 1}, {3, 2, 2, 2}, out));  // splitting is fine

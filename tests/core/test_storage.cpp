@@ -13,8 +13,12 @@
 using namespace brisk;
 
 namespace {
-int64_t current(MemoryCategory c) { return memory_stats().current[static_cast<int>(c)]; }
-int64_t peak(MemoryCategory c) { return memory_stats().peak[static_cast<int>(c)]; }
+int64_t current(MemoryCategory c) {
+  return memory_stats().current[static_cast<int>(c)];
+}
+int64_t peak(MemoryCategory c) {
+  return memory_stats().peak[static_cast<int>(c)];
+}
 }  // namespace
 
 TEST(Allocator, CpuBlocksAre64ByteAligned) {
@@ -33,7 +37,9 @@ TEST(Allocator, CpuBlocksAre64ByteAligned) {
   }
 }
 
-TEST(Allocator, CpuDeviceHasTheCpuAllocator) { EXPECT_EQ(allocator_for(kCPU), cpu_allocator()); }
+TEST(Allocator, CpuDeviceHasTheCpuAllocator) {
+  EXPECT_EQ(allocator_for(kCPU), cpu_allocator());
+}
 
 TEST(MemoryStats, CountsBytesPerCategoryWithPeaks) {
   const auto cat = MemoryCategory::OptimizerState;

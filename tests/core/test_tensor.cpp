@@ -9,7 +9,9 @@
 using namespace brisk;
 
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 }  // namespace
 
 TEST(Tensor, EmptyHasContiguousMetadata) {
@@ -142,7 +144,9 @@ TEST(Tensor, UndefinedTensorsThrowOnUse) {
   EXPECT_EQ(to_string(t), "Tensor(undefined)");
 }
 
-TEST(Tensor, EmptyRejectsNegativeSizes) { EXPECT_THROW(empty({2, -3}), Error); }
+TEST(Tensor, EmptyRejectsNegativeSizes) {
+  EXPECT_THROW(empty({2, -3}), Error);
+}
 
 // The element count fits int64 but the byte count does not: this used to wrap to a tiny allocation.
 TEST(Tensor, EmptyRejectsByteSizesThatOverflow) {
@@ -213,7 +217,7 @@ TEST(TensorPrinting, BigTensorsAreSummarisedWithEllipses) {
   m[99 * 100 + 99] = 9.f;
   std::string sm = to_string(from_vector<float>(m, {100, 100}));
   EXPECT_TRUE(contains(sm, "shape=[100, 100]")) << sm;
-  EXPECT_TRUE(contains(sm, "[7, 1, 1, ..., 1, 1, 1]")) << sm;  // first row
+  EXPECT_TRUE(contains(sm, "[7, 1, 1, ..., 1, 1, 1]")) << sm;   // first row
   EXPECT_TRUE(contains(sm, "[1, 1, 1, ..., 1, 1, 9]]")) << sm;  // last row
   EXPECT_TRUE(contains(sm, "...,\n")) << "rows are elided too: " << sm;
   EXPECT_LT(sm.size(), 400u);

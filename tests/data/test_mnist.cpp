@@ -41,7 +41,9 @@ std::string good_images() {
   for (int i = 0; i < 12; ++i) px.push_back(static_cast<uint8_t>(10 * i));
   return idx(0x08, 3, {3, 2, 2}, px);
 }
-std::string good_labels() { return idx(0x08, 1, {3}, {9, 0, 3}); }
+std::string good_labels() {
+  return idx(0x08, 1, {3}, {9, 0, 3});
+}
 
 // One gzip member holding `bytes`.
 std::string gzip(const std::string& bytes) {
@@ -144,8 +146,10 @@ TEST(Mnist, EnvironmentVariableOverridesDefaultFolderAndArgumentOverridesBoth) {
   EXPECT_EQ(FashionMNIST::default_dir(), f.dir.path());
   EXPECT_EQ(FashionMNIST(Split::Train).size(), 3);
   EXPECT_THROW(FashionMNIST(Split::Train, f.dir.path() + "/elsewhere"), Error);
-  if (old) ::setenv("BRISK_FASHION_MNIST_DIR", saved.c_str(), 1);
-  else ::unsetenv("BRISK_FASHION_MNIST_DIR");
+  if (old)
+    ::setenv("BRISK_FASHION_MNIST_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("BRISK_FASHION_MNIST_DIR");
   if (!old) {
     EXPECT_EQ(FashionMNIST::default_dir(), "/usr/share/datasets/fashion-mnist");
   }

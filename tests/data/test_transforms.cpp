@@ -115,7 +115,7 @@ TEST(Transforms, ComposeAppliesInOrder) {
   Compose c(RandomHorizontalFlip(1.0), Normalize({1.0}, {2.0}));
   auto y = c(grid(1, 1, 3), {}).to_vector<float>();
   EXPECT_EQ(y, (std::vector<float>{0.5f, 0.0f, -0.5f}));  // [2, 1, 0] then (v - 1) / 2
-  Compose copy = c;  // copies, does not nest
+  Compose copy = c;                                       // copies, does not nest
   EXPECT_EQ(copy(grid(1, 1, 3), {}).to_vector<float>(), y);
 }
 
@@ -154,8 +154,10 @@ TEST(Transforms, LoaderResultsDoNotDependOnWorkerCount) {
     std::vector<std::vector<float>> got;
     for (int epoch = 0; epoch < 2; ++epoch)
       for (auto& [x, y] : loader) got.push_back(x.to_vector<float>());
-    if (workers == 0) ref = got;
-    else EXPECT_EQ(got, ref) << "num_workers " << workers;
+    if (workers == 0)
+      ref = got;
+    else
+      EXPECT_EQ(got, ref) << "num_workers " << workers;
   }
   EXPECT_NE(ref[0], ref[6]);  // epochs differ (6 batches per epoch)
 }

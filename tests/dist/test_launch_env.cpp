@@ -17,9 +17,10 @@ class EnvGuard {
  public:
   using Vars = std::initializer_list<std::pair<const char*, const char*>>;
   explicit EnvGuard(Vars vars) {
-    for (const char* k : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID",
-                          "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "PMIX_RANK"}) {
+    for (const char* k :
+         {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+          "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASKS_PER_NODE",
+          "SLURM_NTASKS_PER_NODE", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_JOB_ID", "PMIX_RANK"}) {
       const char* v = std::getenv(k);
       if (v) saved_[k] = v;
       unsetenv(k);
@@ -72,7 +73,8 @@ TEST(LaunchEnv, OpenMpiWinsOverSlurm) {
 
 TEST(LaunchEnv, ReadsSlurmWithCompressedTasksPerNode) {
   // 2(x3),1: nodes 0..2 run 2 tasks, node 3 runs 1.
-  EnvGuard g({{"SLURM_PROCID", "6"},
+  EnvGuard g({{"SLURM_STEP_ID", "0"},
+              {"SLURM_PROCID", "6"},
               {"SLURM_NTASKS", "7"},
               {"SLURM_LOCALID", "0"},
               {"SLURM_NODEID", "3"},
@@ -85,9 +87,40 @@ TEST(LaunchEnv, ReadsSlurmWithCompressedTasksPerNode) {
 }
 
 TEST(LaunchEnv, SlurmWithOneTaskIsNotAJob) {
-  // A batch script's own shell has SLURM_PROCID=0 and SLURM_NTASKS=1: no MPI needed.
-  EnvGuard g({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  // srun -n 1: one task is a world of one; no MPI needed.
+  EnvGuard g({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
   EXPECT_FALSE(dist::detect_launch().multi_process());
+}
+
+TEST(LaunchEnv, SlurmBatchShellIsNotATask) {
+  // The shell of `sbatch -n 2` (or salloc) has SLURM_PROCID=0 and SLURM_NTASKS=2 but no step: a
+  // program it starts without srun is one process, not rank 0 of 2 (which would wait for a rank 1
+  // that never comes). The variables as Slurm 22.05's batch step sets them.
+  EnvGuard g({{"SLURM_JOB_ID", "1"},
+              {"SLURM_PROCID", "0"},
+              {"SLURM_LOCALID", "0"},
+              {"SLURM_NTASKS", "2"},
+              {"SLURM_TASKS_PER_NODE", "2"}});
+  EXPECT_EQ(dist::detect_launch().launcher, "none");
+  EXPECT_FALSE(dist::detect_launch().multi_process());
+}
+
+TEST(LaunchEnv, ReadsSlurmTaskOfAStep) {
+  // A task that srun started: the step's variables, as srun -n 2 sets them for task 1.
+  EnvGuard g({{"SLURM_JOB_ID", "1"},
+              {"SLURM_STEP_ID", "0"},
+              {"SLURM_STEPID", "0"},
+              {"SLURM_PROCID", "1"},
+              {"SLURM_LOCALID", "1"},
+              {"SLURM_NODEID", "0"},
+              {"SLURM_NTASKS", "2"},
+              {"SLURM_TASKS_PER_NODE", "2"}});
+  auto info = dist::detect_launch();
+  EXPECT_EQ(info.launcher, "slurm");
+  EXPECT_EQ(info.rank, 1);
+  EXPECT_EQ(info.world_size, 2);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world_size, 2);
 }
 
 TEST(LaunchEnv, PmixRankAloneMeansALauncher) {
@@ -131,12 +164,19 @@ TEST(LaunchEnv, IntegersAreExactAndRangeChecked) {
     EXPECT_EQ(dist::detect_launch().world_size, 4);
   }
   {
-    EnvGuard g(
-        {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "2x(3)"}});
+    EnvGuard g({{"SLURM_STEP_ID", "0"},
+                {"SLURM_PROCID", "0"},
+                {"SLURM_NTASKS", "4"},
+                {"SLURM_NODEID", "0"},
+                {"SLURM_TASKS_PER_NODE", "2x(3)"}});
     EXPECT_THROW(dist::detect_launch(), Error);
   }
   for (const char* bad : {"2(x3", "2(x3)junk", "1e3", "2(x99999999999)", "0", "2,,1"}) {
-    EnvGuard g({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "1"}, {"SLURM_TASKS_PER_NODE", bad}});
+    EnvGuard g({{"SLURM_STEP_ID", "0"},
+                {"SLURM_PROCID", "0"},
+                {"SLURM_NTASKS", "4"},
+                {"SLURM_NODEID", "1"},
+                {"SLURM_TASKS_PER_NODE", bad}});
     EXPECT_THROW(dist::detect_launch(), Error) << bad;
   }
 }

@@ -30,7 +30,9 @@ std::string describe(const ConvCase& c) {
   return os.str();
 }
 
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
 
 // Calls term(y_index, x_index, w_index) for every product y += x * w of the convolution,
 // with flat C-order indices; the naive 7-loop definition.
@@ -85,7 +87,8 @@ std::vector<double> naive_forward(const ConvCase& c, const ConvData& d) {
   return y;
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol, const std::string& what) {
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                  const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " at flat index " << i;
@@ -105,10 +108,10 @@ std::vector<ConvCase> grid() {
       {2, 3, 6, 7, 2, 1, 1, {.stride = 2}},
       {1, 2, 4, 11, 3, 2, 5, {.stride = {2, 3}, .padding = {0, 2}, .dilation = {1, 2}}},
       {2, 2, 6, 5, 3, 3, 3, {.padding = 2, .dilation = 2}},  // "same" size, dilated
-      {1, 2, 2, 2, 2, 5, 5, {.padding = 2}, false},           // padding as wide as the image
-      {2, 3, 5, 6, 2, 3, 1, {.padding = {0, 0}}},              // stride 1, width kept, height shrinks
-      {64, 1, 28, 28, 16, 3, 3, {.padding = 1}},  // the example CNN's first layer
-      {4, 16, 14, 14, 32, 3, 3, {.padding = 1}},  // and its second
+      {1, 2, 2, 2, 2, 5, 5, {.padding = 2}, false},          // padding as wide as the image
+      {2, 3, 5, 6, 2, 3, 1, {.padding = {0, 0}}},            // stride 1, width kept, height shrinks
+      {64, 1, 28, 28, 16, 3, 3, {.padding = 1}},             // the example CNN's first layer
+      {4, 16, 14, 14, 32, 3, 3, {.padding = 1}},             // and its second
   };
 }
 
@@ -140,8 +143,7 @@ TEST(Conv2d, NonContiguousInputsGiveTheSameResult) {
     ConvData d = make_data(c, DType::F64, 3);
     ConvData nc{brisk::testing::noncontiguous(d.x), brisk::testing::noncontiguous(d.w),
                 c.bias ? brisk::testing::noncontiguous(d.b) : Tensor()};
-    expect_close(kernels::conv2d(nc.x, nc.w, nc.b, c.o).to_vector<double>(), naive_forward(c, d), 1e-12,
-                 describe(c));
+    expect_close(kernels::conv2d(nc.x, nc.w, nc.b, c.o).to_vector<double>(), naive_forward(c, d), 1e-12, describe(c));
   }
 }
 
@@ -229,8 +231,8 @@ void expect_conv_error(const std::function<void()>& f, const std::string& fragme
 
 TEST(Conv2d, RejectsBadArgumentsNamingOpAndShapes) {
   Tensor x = zeros({2, 4, 5, 5}), w = zeros({6, 4, 3, 3});
-  expect_conv_error([&] { kernels::conv2d(zeros({4, 5, 5}), w, Tensor()); }, "[4, 5, 5]");   // wrong input dims
-  expect_conv_error([&] { kernels::conv2d(x, zeros({6, 4, 3}), Tensor()); }, "[6, 4, 3]");   // wrong weight dims
+  expect_conv_error([&] { kernels::conv2d(zeros({4, 5, 5}), w, Tensor()); }, "[4, 5, 5]");        // wrong input dims
+  expect_conv_error([&] { kernels::conv2d(x, zeros({6, 4, 3}), Tensor()); }, "[6, 4, 3]");        // wrong weight dims
   expect_conv_error([&] { kernels::conv2d(x, zeros({6, 3, 3, 3}), Tensor()); }, "[6, 3, 3, 3]");  // channels
   expect_conv_error([&] { kernels::conv2d(x, zeros({6, 4, 3, 3}), Tensor(), {.groups = 3}); }, "groups 3");
   expect_conv_error([&] { kernels::conv2d(x, zeros({6, 2, 3, 3}), Tensor(), {.groups = 4}); }, "groups 4");

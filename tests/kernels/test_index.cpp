@@ -18,7 +18,9 @@ namespace k = brisk::kernels;
 
 namespace {
 
-std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
+std::vector<float> vals(const Tensor& t) {
+  return t.to_vector<float>();
+}
 
 Tensor randn_f32(const Shape& s, uint64_t seed) {
   Generator g(seed);
@@ -26,7 +28,9 @@ Tensor randn_f32(const Shape& s, uint64_t seed) {
 }
 
 // C-order flat offset of a 3-D coordinate.
-int64_t at3(const Shape& s, int64_t i, int64_t j, int64_t l) { return (i * s[1] + j) * s[2] + l; }
+int64_t at3(const Shape& s, int64_t i, int64_t j, int64_t l) {
+  return (i * s[1] + j) * s[2] + l;
+}
 
 }  // namespace
 
@@ -316,8 +320,11 @@ TEST(IndexErrors, BadArgumentsThrowNamingTheOp) {
   expect_error([&] { k::index_select(x, 0, tensor<float>({0})); }, "index_select");
   expect_error([&] { k::gather(x, 1, tensor<int64_t>({0})); }, "gather");
   expect_error([&] { k::gather(x, 1, from_vector<int64_t>({0, 0, 0, 0, 0, 0, 0, 0}, {4, 2})); }, "gather");
-  expect_error([&] { k::scatter(x, 0, zeros({1, 1}, {.dtype = DType::I64}), zeros({1, 1}, {.dtype = DType::F64})); },
-               "scatter");
+  expect_error(
+      [&] {
+        k::scatter(x, 0, zeros({1, 1}, {.dtype = DType::I64}), zeros({1, 1}, {.dtype = DType::F64}));
+      },
+      "scatter");
   expect_error([&] { k::scatter_add(x, 0, full({1, 1}, 2, {.dtype = DType::I64}), zeros({1, 1})); }, "scatter_add");
   expect_error([&] { k::masked_fill(x, from_vector<bool>({true, false}, {2}), 0); }, "masked_fill");
   expect_error([&] { k::masked_fill(x, zeros({3}), 0); }, "masked_fill");

@@ -52,11 +52,21 @@ std::vector<double> naive_reduce(const Tensor& x, std::vector<int64_t> dims, con
   return r;
 }
 
-double g_sum(const Group& g) { return std::accumulate(g.begin(), g.end(), 0.0); }
-double g_mean(const Group& g) { return g_sum(g) / static_cast<double>(g.size()); }
-double g_max(const Group& g) { return *std::max_element(g.begin(), g.end()); }
-double g_min(const Group& g) { return *std::min_element(g.begin(), g.end()); }
-double g_prod(const Group& g) { return std::accumulate(g.begin(), g.end(), 1.0, std::multiplies<>()); }
+double g_sum(const Group& g) {
+  return std::accumulate(g.begin(), g.end(), 0.0);
+}
+double g_mean(const Group& g) {
+  return g_sum(g) / static_cast<double>(g.size());
+}
+double g_max(const Group& g) {
+  return *std::max_element(g.begin(), g.end());
+}
+double g_min(const Group& g) {
+  return *std::min_element(g.begin(), g.end());
+}
+double g_prod(const Group& g) {
+  return std::accumulate(g.begin(), g.end(), 1.0, std::multiplies<>());
+}
 double g_var(const Group& g, double c) {
   double m = g_mean(g), ss = 0;
   for (double v : g) ss += (v - m) * (v - m);
@@ -89,7 +99,9 @@ Tensor strided_copy(const Tensor& t) {
 
 const std::vector<std::vector<int64_t>> kDimSets = {{}, {0}, {1}, {2}, {0, 2}, {-1, 0}, {1, 2}, {0, 1, 2}};
 
-std::string dims_str(const std::vector<int64_t>& d) { return detail::str_cat(d); }
+std::string dims_str(const std::vector<int64_t>& d) {
+  return detail::str_cat(d);
+}
 
 }  // namespace
 

@@ -83,9 +83,9 @@ TEST(Module, LoadStateDictCopiesValuesInPlace) {
 TEST(Module, StrictLoadListsMissingUnexpectedAndMismatchedKeys) {
   Net net;
   nn::NamedTensors sd = net.state_dict();
-  sd.erase(sd.begin());                          // first.weight missing
-  sd.emplace_back("extra.weight", zeros({1}));   // unexpected
-  sd[0].second = zeros({4});                     // first.bias wrong shape
+  sd.erase(sd.begin());                         // first.weight missing
+  sd.emplace_back("extra.weight", zeros({1}));  // unexpected
+  sd[0].second = zeros({4});                    // first.bias wrong shape
   try {
     net.load_state_dict(sd);
     FAIL() << "expected brisk::Error";
@@ -184,9 +184,8 @@ TEST(Module, ApplyVisitsChildrenBeforeParent) {
 TEST(Module, ForwardHooksSeeInputsAndOutputs) {
   Net net;
   std::vector<std::string> events;
-  net.first.register_forward_pre_hook([&](nn::Module&, const Tensor& x) {
-    events.push_back("pre " + std::to_string(x.numel()));
-  });
+  net.first.register_forward_pre_hook(
+      [&](nn::Module&, const Tensor& x) { events.push_back("pre " + std::to_string(x.numel())); });
   net.first.register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& y) {
     events.push_back("post " + std::to_string(y.sum().item<float>()));
   });
@@ -225,7 +224,8 @@ TEST(Module, TiedWeightsSaveOnceAndLoadBackTied) {
     NoGradGuard ng;
     fill_(net.first.w, 3.0);
   }
-  other.load_state_dict(data::parse_safetensors(data::safetensors_bytes(nn::remove_tied_duplicates(net.state_dict()))).tensors);
+  other.load_state_dict(
+      data::parse_safetensors(data::safetensors_bytes(nn::remove_tied_duplicates(net.state_dict()))).tensors);
   EXPECT_EQ(other.get("second.weight").to_vector<float>(), (std::vector<float>{3, 3, 3}));
   EXPECT_TRUE(other.get("second.weight").is_same(other.get("first.weight")));
   (void)bytes;

@@ -497,8 +497,20 @@ int main(int argc, char** argv) {
       } else if (scenario == "die") {
         die(pg, arg);
       } else if (scenario == "facts") {
+        // `facts [LAUNCHER]`: the launcher brisk should see (default openmpi; `slurm` under srun).
         auto info = dist::detect_launch();
-        CHECK(info.launcher == "openmpi", info.launcher);
+        const std::string launcher = arg.empty() ? "openmpi" : arg;
+        CHECK(info.launcher == launcher, "launcher ", info.launcher, ", expected ", launcher);
+        if (launcher == "slurm") {
+          // Slurm's own variables, as srun sets them for this task.
+          auto env_int = [](const char* name) {
+            const char* v = std::getenv(name);
+            return v ? std::atoi(v) : -1;
+          };
+          CHECK(pg.rank() == env_int("SLURM_PROCID") && pg.size() == env_int("SLURM_NTASKS"), "SLURM_PROCID ",
+                env_int("SLURM_PROCID"), " SLURM_NTASKS ", env_int("SLURM_NTASKS"));
+          CHECK(pg.local_rank() == env_int("SLURM_LOCALID"), "SLURM_LOCALID ", env_int("SLURM_LOCALID"));
+        }
         CHECK(pg.rank() == info.rank && pg.size() == info.world_size, "MPI and the environment agree");
         CHECK(pg.local_rank() == info.local_rank && pg.local_size() == info.local_world_size, "local facts");
         std::printf("[rank %d] of %d, local %d of %d, backend %s, host %s\n", pg.rank(), pg.size(), pg.local_rank(),
@@ -510,6 +522,9 @@ int main(int argc, char** argv) {
         Tensor t = full({3}, 1.0);
         pg.all_reduce(t);
         CHECK(values(t)[0] == pg.size(), "all_reduce across hosts");
+        Tensor r = full({3}, static_cast<double>(pg.rank() + 1));  // 1 + 2 + ... + size
+        pg.all_reduce(r);
+        CHECK(values(r)[2] == pg.size() * (pg.size() + 1) / 2, "all_reduce of the ranks gave ", values(r)[2]);
       } else {
         std::fprintf(stderr, "dist_worker: unknown scenario '%s'\n", scenario.c_str());
         return 2;

@@ -25,7 +25,11 @@ struct Device {
 };
 
 inline constexpr Device kCPU{DeviceKind::CPU, 0};
-inline Device cuda_device(int i = 0) { return Device{DeviceKind::CUDA, i}; }
-inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+inline Device cuda_device(int i = 0) {
+  return Device{DeviceKind::CUDA, i};
+}
+inline std::ostream& operator<<(std::ostream& os, const Device& d) {
+  return os << d.str();
+}
 
 }  // namespace brisk

@@ -29,7 +29,9 @@ void stream_one(std::ostringstream& os, const std::vector<T>& v) {
   for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
   os << ']';
 }
-inline void stream_one(std::ostringstream& os, bool v) { os << (v ? "true" : "false"); }
+inline void stream_one(std::ostringstream& os, bool v) {
+  os << (v ? "true" : "false");
+}
 
 template <class... Args>
 std::string str_cat(const Args&... args) {
@@ -43,9 +45,9 @@ std::string str_cat(const Args&... args) {
 
 }  // namespace brisk
 
-#define BRISK_CHECK(cond, ...)                                                     \
-  do {                                                                             \
-    if (!(cond)) [[unlikely]]                                                      \
+#define BRISK_CHECK(cond, ...)                                                         \
+  do {                                                                                 \
+    if (!(cond)) [[unlikely]]                                                          \
       ::brisk::throw_error(::brisk::detail::str_cat(__VA_ARGS__), __FILE__, __LINE__); \
   } while (0)
 

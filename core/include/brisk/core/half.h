@@ -33,15 +33,15 @@ BRISK_HOST_DEVICE inline uint16_t float_to_half_bits(float f) {
   uint32_t x = float_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) {                                  // inf or NaN
+  if (ax >= 0x7f800000u) {  // inf or NaN
     return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
   }
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (ax < 0x38800000u) {                                   // result is subnormal or zero
-    if (ax < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25 rounds to 0
-    uint32_t e = ax >> 23;                                  // biased exponent, 102..112
+  if (ax < 0x38800000u) {                                               // result is subnormal or zero
+    if (ax < 0x33000000u) return static_cast<uint16_t>(sign);           // < 2^-25 rounds to 0
+    uint32_t e = ax >> 23;                                              // biased exponent, 102..112
     uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - e;                              // 14..24
+    uint32_t shift = 126u - e;  // 14..24
     uint32_t q = mant >> shift;
     uint32_t rem = mant & ((1u << shift) - 1u);
     uint32_t half = 1u << (shift - 1u);
@@ -85,7 +85,9 @@ BRISK_HOST_DEVICE inline uint16_t float_to_bf16_bits(float f) {
   x += 0x7fffu + lsb;
   return static_cast<uint16_t>(x >> 16);
 }
-BRISK_HOST_DEVICE inline float bf16_bits_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+BRISK_HOST_DEVICE inline float bf16_bits_to_float(uint16_t b) {
+  return bits_float(static_cast<uint32_t>(b) << 16);
+}
 }  // namespace detail
 
 struct Half {
@@ -103,7 +105,7 @@ struct Half {
 struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
-  BRISK_HOST_DEVICE BFloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}  // NOLINT
+  BRISK_HOST_DEVICE BFloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}           // NOLINT
   BRISK_HOST_DEVICE operator float() const { return detail::bf16_bits_to_float(bits); }  // NOLINT
   BRISK_HOST_DEVICE static BFloat16 from_bits(uint16_t b) {
     BFloat16 h;

@@ -32,10 +32,12 @@ Shape infer_size(const Shape& sizes, int64_t numel, const char* op);
 bool compute_view_strides(const Shape& sizes, const Strides& strides, const Shape& new_sizes, Strides& out);
 ViewMeta permute_meta(const Shape& sizes, const Strides& strides, int64_t offset, const std::vector<int64_t>& dims);
 ViewMeta transpose_meta(const Shape& sizes, const Strides& strides, int64_t offset, int64_t d0, int64_t d1);
-ViewMeta narrow_meta(const Shape& sizes, const Strides& strides, int64_t offset, int64_t dim, int64_t start, int64_t length);
+ViewMeta narrow_meta(const Shape& sizes, const Strides& strides, int64_t offset, int64_t dim, int64_t start,
+                     int64_t length);
 ViewMeta select_meta(const Shape& sizes, const Strides& strides, int64_t offset, int64_t dim, int64_t index);
 ViewMeta expand_meta(const Shape& sizes, const Strides& strides, int64_t offset, const Shape& target);
-ViewMeta squeeze_meta(const Shape& sizes, const Strides& strides, int64_t offset, int64_t dim);  // dim == INT64_MIN: all
+ViewMeta squeeze_meta(const Shape& sizes, const Strides& strides, int64_t offset,
+                      int64_t dim);  // dim == INT64_MIN: all
 ViewMeta unsqueeze_meta(const Shape& sizes, const Strides& strides, int64_t offset, int64_t dim);
 
 inline constexpr int64_t kAllDims = INT64_MIN;

@@ -90,7 +90,6 @@ class BatchSampler {
 };
 
 // Splits an index list into batches (shared by BatchSampler and the DataLoader).
-std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& indices, int64_t batch_size,
-                                               bool drop_last);
+std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& indices, int64_t batch_size, bool drop_last);
 
 }  // namespace brisk::data

@@ -63,9 +63,9 @@ class Compose : public Transform {
  public:
   explicit Compose(std::vector<std::shared_ptr<Transform>> stages);
   template <class... T>
-    requires(sizeof...(T) > 0 && (std::derived_from<std::remove_cvref_t<T>, Transform> && ...) &&
-             !(sizeof...(T) == 1 && (std::same_as<std::remove_cvref_t<T>, Compose> && ...)))
-  explicit Compose(T&&... stages)
+  requires(sizeof...(T) > 0 && (std::derived_from<std::remove_cvref_t<T>, Transform> && ...) &&
+           !(sizeof...(T) == 1 &&
+             (std::same_as<std::remove_cvref_t<T>, Compose> && ...))) explicit Compose(T&&... stages)
       : Compose(std::vector<std::shared_ptr<Transform>>{
             std::make_shared<std::remove_cvref_t<T>>(std::forward<T>(stages))...}) {}
   Tensor operator()(const Tensor& x, const SampleContext& ctx) const override;
@@ -80,12 +80,13 @@ class TransformDataset : public Dataset {
  public:
   TransformDataset(std::shared_ptr<Dataset> dataset, std::shared_ptr<Transform> transform);
   template <class D, class T>
-    requires std::derived_from<std::remove_cvref_t<D>, Dataset> && std::derived_from<std::remove_cvref_t<T>, Transform>
+  requires std::derived_from<std::remove_cvref_t<D>, Dataset> && std::derived_from<std::remove_cvref_t<T>, Transform>
   TransformDataset(D&& dataset, T&& transform)
       : TransformDataset(std::make_shared<std::remove_cvref_t<D>>(std::forward<D>(dataset)),
                          std::make_shared<std::remove_cvref_t<T>>(std::forward<T>(transform))) {}
   // Copies share the wrapped dataset and transform.
-  TransformDataset(const TransformDataset& o) : dataset_(o.dataset_), transform_(o.transform_), epoch_(o.epoch_.load()) {}
+  TransformDataset(const TransformDataset& o)
+      : dataset_(o.dataset_), transform_(o.transform_), epoch_(o.epoch_.load()) {}
 
   int64_t size() const override { return dataset_->size(); }
   Example get(int64_t index) const override;

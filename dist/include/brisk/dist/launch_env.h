@@ -18,8 +18,9 @@ struct LaunchInfo {
 };
 
 // Reads the environment. OpenMPI's variables win over Slurm's (mpirun inside an allocation),
-// Slurm's over bare PMIx. Slurm counts only when SLURM_NTASKS > 1 (a batch script's own
-// shell has SLURM_PROCID=0 too). Malformed values throw brisk::Error naming the variable.
+// Slurm's over bare PMIx. Slurm counts only in a task of a job step (SLURM_STEP_ID set: a batch
+// script's own shell has SLURM_PROCID=0 and SLURM_NTASKS too) with SLURM_NTASKS > 1 (docs/slurm.md).
+// Malformed values throw brisk::Error naming the variable.
 LaunchInfo detect_launch();
 
 }  // namespace brisk::dist

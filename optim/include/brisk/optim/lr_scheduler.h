@@ -41,8 +41,10 @@ class LRScheduler {
 class StepLR : public LRScheduler {
  public:
   StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
+
  protected:
   double lr_at(int64_t step, double base) const override;
+
  private:
   int64_t step_size_;
   double gamma_;
@@ -52,8 +54,10 @@ class StepLR : public LRScheduler {
 class MultiStepLR : public LRScheduler {
  public:
   MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma = 0.1);
+
  protected:
   double lr_at(int64_t step, double base) const override;
+
  private:
   std::vector<int64_t> milestones_;
   double gamma_;
@@ -63,8 +67,10 @@ class MultiStepLR : public LRScheduler {
 class ExponentialLR : public LRScheduler {
  public:
   ExponentialLR(Optimizer& opt, double gamma);
+
  protected:
   double lr_at(int64_t step, double base) const override;
+
  private:
   double gamma_;
 };
@@ -73,8 +79,10 @@ class ExponentialLR : public LRScheduler {
 class CosineAnnealingLR : public LRScheduler {
  public:
   CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min = 0.0);
+
  protected:
   double lr_at(int64_t step, double base) const override;
+
  private:
   int64_t t_max_;
   double eta_min_;
@@ -82,17 +90,19 @@ class CosineAnnealingLR : public LRScheduler {
 
 struct WarmupOptions {
   int64_t warmup_steps = 0;
-  int64_t total_steps = 0;            // warm-up included
-  std::string decay = "cosine";       // "cosine", "linear" or "constant"
-  double start_factor = 0.0;          // rate at step 0 = base * start_factor
-  double min_factor = 0.0;            // rate at total_steps = base * min_factor
+  int64_t total_steps = 0;       // warm-up included
+  std::string decay = "cosine";  // "cosine", "linear" or "constant"
+  double start_factor = 0.0;     // rate at step 0 = base * start_factor
+  double min_factor = 0.0;       // rate at total_steps = base * min_factor
 };
 // Linear warm-up to the base rate, then cosine or linear decay to base * min_factor.
 class WarmupLR : public LRScheduler {
  public:
   WarmupLR(Optimizer& opt, WarmupOptions options);
+
  protected:
   double lr_at(int64_t step, double base) const override;
+
  private:
   WarmupOptions o_;
 };
@@ -101,8 +111,10 @@ class WarmupLR : public LRScheduler {
 class LambdaLR : public LRScheduler {
  public:
   LambdaLR(Optimizer& opt, std::function<double(int64_t)> fn);
+
  protected:
   double lr_at(int64_t step, double base) const override;
+
  private:
   std::function<double(int64_t)> fn_;
 };
