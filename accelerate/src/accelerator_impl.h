@@ -6,6 +6,7 @@
 #include "brisk/accelerate/accelerator.h"
 #include "brisk/dist/reducer.h"
 #include "sharding.h"
+#include "zero.h"
 
 namespace brisk {
 
@@ -20,6 +21,8 @@ struct Accelerator::OptimizerState {
   // Set by a synced backward: the next gated call is the optimizer step (skipped when the
   // fp16 scaler found inf/NaN); later calls (zero_grad) go through.
   bool pending = false;
+  // With sharding zero1 / zero2: the optimizer steps this rank's shard (docs/sharding.md).
+  std::unique_ptr<accelerate::detail::ZeroEngine> zero;
 };
 
 struct Accelerator::LoaderState {
