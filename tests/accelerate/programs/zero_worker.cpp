@@ -4,12 +4,16 @@
 //   equivalence zero1|zero2: an MLP whose parameter sizes do not divide by N, trained 12 optimizer
 //     steps (SGD with momentum and weight decay, AdamW; with and without accumulation; with
 //     clipping) ends with the parameters of plain data parallelism.
+//   resume zero1|zero2: save_state / load_state of a sharded run should be bit-exact on as many
+//     processes. NOT registered with CTest yet: the resumed parameters still differ (docs/sharding.md).
 //   memory zero1|zero2: peak optimizer-state bytes per rank fall to 1/N of the unsharded figure.
 #include <brisk/brisk.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -174,6 +178,83 @@ void memory(Sharding stage) {
   }
 }
 
+// save_state in the middle of a zero1/zero2 run (every rank writes its optimizer shard, the
+// manifest lists them all), then a fresh run that load_state()s it and continues: the parameters
+// and this rank's optimizer state end bit for bit where the uninterrupted run's did.
+struct ResumeRun {
+  Accelerator acc;
+  OddNet net;
+  optim::AdamW opt{net.parameters(), {.lr = 0.01, .weight_decay = 0.1}};
+  data::DataLoader loader;
+  ResumeRun(Sharding stage, int64_t N)
+      : acc({.gradient_accumulation_steps = 2, .sharding = stage, .seed = 5, .bucket_cap_mb = 0.0001}),
+        loader(tiny_data(N * 4 * 2 * 8, 9), {.batch_size = 4, .shuffle = true}) {
+    acc.prepare(net, opt, loader);
+  }
+  // Micro-steps until the loader ends or `stop_after` micro-steps ran (0: to the end).
+  void run(int64_t stop_after) {
+    int64_t done = 0;
+    for (auto& [x, y] : loader) {
+      auto sync = acc.accumulate(net);
+      acc.backward(cross_entropy(net(x), y));
+      acc.clip_grad_norm_(net, 0.5);
+      opt.step();
+      opt.zero_grad();
+      if (++done == stop_after) return;
+    }
+  }
+  std::vector<float> state() const {
+    std::vector<float> out;
+    for (auto& [k, t] : opt.state_dict().tensors) {
+      auto v = t.to_vector<float>();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  }
+};
+
+void resume(Sharding stage) {
+  const int64_t N = dist::world().size();
+  const std::string dir = "zero_resume_" + std::string(enum_name(stage)) + "_np" + std::to_string(N);
+  std::vector<float> params, state;
+  {
+    ResumeRun a(stage, N);
+    a.run(7);  // inside an accumulation window: each rank's accumulated gradients go along
+    a.acc.save_state(dir);
+    a.run(0);
+    params = flat_params(a.net);
+    state = a.state();
+  }
+  if (rank_for_messages == 0) {
+    std::ifstream in(dir + "/manifest.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    for (int64_t r = 0; r < N; ++r)
+      EXPECT_OR_DIE(ss.str().find("\"optimizer_shard" + std::to_string(r) + ".safetensors\"") != std::string::npos,
+                    "the manifest lacks rank " << r << "'s optimizer shard: " << ss.str());
+  }
+  ResumeRun b(stage, N);
+  b.acc.load_state(dir);
+  b.run(0);
+  const std::vector<float> p2 = flat_params(b.net), s2 = b.state();
+  EXPECT_OR_DIE(p2.size() == params.size() && std::memcmp(p2.data(), params.data(), 4 * params.size()) == 0,
+                "resumed parameters differ");
+  EXPECT_OR_DIE(s2.size() == state.size() && std::memcmp(s2.data(), state.data(), 4 * state.size()) == 0,
+                "resumed optimizer state differs");
+  // A sharded checkpoint does not load into an unsharded run (and says why).
+  Accelerator plain({.seed = 5});
+  OddNet net;
+  optim::AdamW opt(net.parameters(), {.lr = 0.01});
+  plain.prepare(net, opt);
+  std::string e;
+  try {
+    plain.load_state(dir);
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_OR_DIE(e.find("saved sharded") != std::string::npos, "loading a sharded checkpoint unsharded: " << e);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -187,6 +268,8 @@ int main(int argc, char** argv) {
     const Sharding stage = parse_enum<Sharding>(argv[2], "zero_worker: stage");
     if (scenario == "equivalence") {
       equivalence(stage);
+    } else if (scenario == "resume") {
+      resume(stage);
     } else if (scenario == "memory") {
       memory(stage);
     } else {
