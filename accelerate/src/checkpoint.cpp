@@ -910,10 +910,6 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
     const optim::Optimizer& opt = *optimizers_[i]->opt;
     const std::string& name = sf.string(sf.member(opts[i], key, "name"), key + ".name");
     if (name != opt.name()) sf.fail(key + ".name", "the checkpoint has ", name, " but ", opt.name(), " was prepared");
-    optim::StateDict sd;
-    sd.scalars = optimizer_scalars(sf, sf.member(opts[i], key, "scalars"), key + ".scalars", opt);
-    // The state tensors: state.<parameter index>.<name>, each shaped like its parameter.
-    const std::vector<Tensor> params = opt.all_params();
     // A sharded optimizer's state: this rank's shard, from the list of every rank's.
     const json::Value* shards = opts[i].find("shards");
     const bool sharded = shards && !shards->is_null();
@@ -923,6 +919,10 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
                       : "the optimizer's state was saved whole (sharding none)",
               " but this job uses sharding ", enum_name(s_.sharding),
               "; resume with the sharding it was saved with (docs/sharding.md)");
+    optim::StateDict sd;
+    sd.scalars = optimizer_scalars(sf, sf.member(opts[i], key, "scalars"), key + ".scalars", opt);
+    // The state tensors: state.<parameter index>.<name>, each shaped like its parameter.
+    const std::vector<Tensor> params = opt.all_params();
     const std::string& file =
         sharded ? listed_name(sf, folder,
                               sf.string(sf.array(*shards, key + ".shards", static_cast<size_t>(world_size_),
