@@ -88,8 +88,8 @@ void equivalence(Sharding stage) {
   for (bool adam : {false, true})
     for (int64_t gas : {int64_t{1}, int64_t{2}})
       for (bool clip : {false, true})
-        for (MixedPrecision mp : {MixedPrecision::No, MixedPrecision::BF16}) {
-          if (mp == MixedPrecision::BF16 && (gas == 2 || clip)) continue;  // one mixed-precision case each
+        for (MixedPrecision mp : {MixedPrecision::No, MixedPrecision::BF16, MixedPrecision::FP16}) {
+          if (mp != MixedPrecision::No && (gas == 2 || clip)) continue;  // one mixed-precision case each
           std::vector<float> ref = train(Sharding::None, adam, gas, clip, mp);
           std::vector<float> got = train(stage, adam, gas, clip, mp);
           EXPECT_OR_DIE(ref.size() == got.size(), "sizes");
