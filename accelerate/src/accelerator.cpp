@@ -346,8 +346,8 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
   if (s_.sharding != Sharding::None) {
     // The optimizer now steps this rank's shard: its slice of the parameters is copied in before
     // the update and the updated shards are all-gathered into the parameters after it.
-    st->zero = std::make_unique<accelerate::detail::ZeroEngine>(s_.sharding, optimizer, *pg_, s_.bucket_cap_mb);
-    accelerate::detail::ZeroEngine* zero = st->zero.get();
+    st->zero = std::make_shared<accelerate::detail::ZeroEngine>(s_.sharding, optimizer, *pg_, s_.bucket_cap_mb);
+    std::shared_ptr<accelerate::detail::ZeroEngine> zero = st->zero;
     const bool trace = dist::trace_enabled();
     optimizer.set_step_wrapper([zero, trace](const std::function<void()>& update) {
       zero->before_step();

@@ -22,7 +22,8 @@ struct Accelerator::OptimizerState {
   // fp16 scaler found inf/NaN); later calls (zero_grad) go through.
   bool pending = false;
   // With sharding zero1 / zero2: the optimizer steps this rank's shard (docs/sharding.md).
-  std::unique_ptr<accelerate::detail::ZeroEngine> zero;
+  // Shared with the optimizer's step wrapper, which may outlive the Accelerator.
+  std::shared_ptr<accelerate::detail::ZeroEngine> zero;
 };
 
 struct Accelerator::LoaderState {
