@@ -146,7 +146,9 @@ ZeroEngine::ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup
       im.bucket_of.push_back(0);
     }
     // Buckets in reverse order (the last layers' gradients are final first), as the Reducer.
-    const double cap = bucket_cap_mb * kMiB;
+    // The first bucket (the last layers' gradients) is at most 1 MiB, as the Reducer's, so that
+    // zero2's first reduce-scatter starts early in backward.
+    auto cap = [&] { return (im.buckets.empty() ? std::min(1.0, bucket_cap_mb) : bucket_cap_mb) * kMiB; };
     int64_t shard_len = 0;
     Impl::Bucket cur;
     cur.group = g;
@@ -164,7 +166,7 @@ ZeroEngine::ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup
     for (size_t k = ps.size(); k-- > 0;) {
       const size_t i = first + k;
       const Tensor& p = im.params[i];
-      if (!cur.members.empty() && static_cast<double>((cur.numel + p.numel()) * p.element_size()) > cap) close();
+      if (!cur.members.empty() && static_cast<double>((cur.numel + p.numel()) * p.element_size()) > cap()) close();
       cur.members.push_back({i, cur.numel, p.numel()});
       cur.numel += p.numel();
     }
