@@ -9,7 +9,7 @@ if(TARGET brisk_dist_mpi)
 endif()
 set(_zero_worker $<TARGET_FILE:zero_worker>)
 foreach(stage zero1 zero2)
-  foreach(scenario equivalence memory resume)
+  foreach(scenario equivalence gpt2 memory resume)
     add_test(NAME accelerate.zero.${scenario}.${stage}.np1
       COMMAND ${BRISK_TEST_JOB} --timeout 100 --grep "PASS ${scenario} ${stage} rank 0 of 1"
         -- ${_zero_worker} ${scenario} ${stage})
