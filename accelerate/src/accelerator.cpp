@@ -526,6 +526,7 @@ void Accelerator::backward(const Tensor& loss) {
       m->reducer->set_sync(sync);
       any_sync |= sync;
     }
+  if (s_.sharding != Sharding::None) check_sharded_params();
   bool zero_sync = sh_->sync_gradients;
   for (auto& m : models_) zero_sync &= m->no_sync_depth == 0;
   for (auto& o : optimizers_)
@@ -540,6 +541,26 @@ void Accelerator::backward(const Tensor& loss) {
   }
   if (s_.nan_watch) check_finite(loss);
   if (sh_->sync_gradients) on_synced_backward();
+}
+
+// Under sharding no Reducer averages the models' gradients: the optimizers' engines do, so every
+// parameter that trains must belong to a prepared optimizer (else its gradient would stay local and
+// the ranks would drift apart). Checked once per prepared model.
+void Accelerator::check_sharded_params() {
+  for (size_t i = 0; i < models_.size(); ++i) {
+    ModelState& m = *models_[i];
+    if (m.sharding_checked) continue;
+    for (const auto& [name, p] : m.model->named_parameters()) {
+      if (!p.requires_grad()) continue;
+      bool owned = false;
+      for (auto& o : optimizers_) owned = owned || (o->zero && o->zero->owns(p));
+      BRISK_CHECK(owned, "Accelerator::backward: with sharding ", enum_name(s_.sharding), " the parameter '", name, "'",
+                  models_.size() > 1 ? " of model " + std::to_string(i) : std::string(),
+                  " belongs to no prepared optimizer, so nothing would average its gradient across processes; "
+                  "prepare an optimizer over it, or set requires_grad(false) (docs/sharding.md)");
+    }
+    m.sharding_checked = true;
+  }
 }
 
 // nan_watch: one reduction over the loss and every gradient (max |x|, NaN winning) per device, read

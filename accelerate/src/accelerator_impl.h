@@ -14,6 +14,7 @@ struct Accelerator::ModelState {
   nn::Module* model = nullptr;
   std::unique_ptr<dist::Reducer> reducer;
   int no_sync_depth = 0;
+  bool sharding_checked = false;  // every trainable parameter belongs to a sharded optimizer
 };
 
 struct Accelerator::OptimizerState {

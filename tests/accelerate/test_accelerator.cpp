@@ -118,6 +118,19 @@ TEST(AcceleratorOptions, ShardingFromProgramOrEnvironment) {
   EXPECT_NE(e.find("not implemented"), std::string::npos) << e;
 }
 
+// Under sharding the optimizers' engines average the gradients (docs/sharding.md): a trainable
+// parameter that no prepared optimizer holds would silently stay local, so backward refuses it.
+TEST(AcceleratorSharding, TrainableParameterOutsideEveryOptimizerIsAnError) {
+  Accelerator acc({.sharding = Sharding::Zero2});
+  TinyNet net;
+  optim::SGD opt(net.f1.parameters(), {.lr = 0.1});
+  acc.prepare(net, opt);
+  Tensor x = ones({4, 4});
+  std::string e = error_of([&] { acc.backward(net(x).sum()); });
+  EXPECT_NE(e.find("belongs to no prepared optimizer"), std::string::npos) << e;
+  EXPECT_NE(e.find("zero2"), std::string::npos) << e;
+}
+
 TEST(AcceleratorOptions, OtherBadValuesAreClearErrors) {
   EXPECT_NE(error_of([] {
               resolve_accelerator_options({.gradient_accumulation_steps = 0}, fake_env({}));

@@ -344,6 +344,7 @@ class Accelerator {
   struct OptimizerState;
   void on_synced_backward();
   void check_finite(const Tensor& loss);
+  void check_sharded_params();
   LoaderState* active_loader();
   std::string checkpoint_root() const;
   struct LoadedCheckpoint;
