@@ -82,7 +82,7 @@ struct ZeroEngine::Impl {
       Tensor dst = b.flat.narrow(0, m.offset, m.numel);
       Tensor g = p.grad();
       if (g.defined()) {
-        kernels::copy_(dst, g.view({m.numel}));
+        kernels::copy_(dst, (g.is_contiguous() ? g : kernels::contiguous(g)).view({m.numel}));
         p.set_grad(Tensor());
       } else {
         kernels::fill_(dst, 0.0);
@@ -226,6 +226,13 @@ void ZeroEngine::end_backward() {
     im.launch_ready();
   }
   for (auto& b : im.buckets) im.finish(b);
+  // A gradient accumulated after its hook had fired in this pass (a leaf reached by two separate
+  // passes inside one backward) came too late for its bucket: refuse rather than lose it.
+  for (size_t i = 0; i < im.params.size(); ++i)
+    BRISK_CHECK(!im.params[i].grad().defined(), "Accelerator::backward (sharding ", enum_name(im.stage),
+                "): a parameter of shape ", im.params[i].sizes(),
+                " received more gradient after it was reduced in this backward pass; this stage cannot reduce it "
+                "twice in one pass (docs/sharding.md)");
   for (size_t g = 0; g < im.shards.size(); ++g) {
     Tensor sg = im.shards[g].grad();
     if (sg.defined())
