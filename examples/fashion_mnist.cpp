@@ -26,6 +26,7 @@ struct Args {
   int64_t bench = 0;
   int64_t steps_per_epoch = 0;                 // 0: the whole training set
   std::optional<std::string> mixed_precision;  // unset: BRISK_MIXED_PRECISION (brisk launch), else "no"
+  std::optional<std::string> sharding;         // unset: BRISK_SHARDING (brisk launch), else "none"
   bool resume = false;
   bool profile = false;  // the per-op table at exit (as BRISK_PROFILE=1)
 };
@@ -89,6 +90,9 @@ int main(int argc, char** argv) {
   p.add("bench", "time this many training steps after a warm-up and print images/s, then exit", &a.bench);
   p.add("steps_per_epoch", "stop each epoch after this many steps (0: the whole training set)", &a.steps_per_epoch);
   p.add("mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)", &a.mixed_precision);
+  p.add("sharding",
+        "none, zero1 or zero2: ZeRO stage, docs/sharding.md (default: brisk launch's --sharding, else none)",
+        &a.sharding);
   p.add("resume", "continue from the newest checkpoint under <out>/checkpoints", &a.resume);
   p.add("profile",
         "print the per-op profile (self and total CPU time, calls, allocations) to stderr at exit; with --bench "
@@ -105,7 +109,10 @@ int main(int argc, char** argv) {
     // The flag is user input: parsed once here (a bad value names the valid ones).
     std::optional<MixedPrecision> mp;
     if (a.mixed_precision) mp = parse_enum<MixedPrecision>(*a.mixed_precision, "--mixed_precision");
+    std::optional<Sharding> sharding;
+    if (a.sharding) sharding = parse_enum<Sharding>(*a.sharding, "--sharding");
     Accelerator acc({.mixed_precision = mp,
+                     .sharding = sharding,
                      .seed = a.seed,
                      .project_dir = a.out,
                      .automatic_checkpoint_naming = true,
@@ -171,11 +178,11 @@ int main(int argc, char** argv) {
     char header[256];
     std::snprintf(header, sizeof header,
                   "fashion_mnist: %lld train / %lld test images, %lld process(es) x batch %lld on %s, Adam lr %g, "
-                  "mixed precision %s, %d thread(s) per process, %lld parameters",
+                  "mixed precision %s, sharding %s, %d thread(s) per process, %lld parameters",
                   static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
                   static_cast<long long>(N), static_cast<long long>(a.batch_size), acc.device().str().c_str(), a.lr,
-                  std::string(enum_name(acc.mixed_precision())).c_str(), get_num_threads(),
-                  static_cast<long long>(net.num_parameters()));
+                  std::string(enum_name(acc.mixed_precision())).c_str(), std::string(enum_name(acc.sharding())).c_str(),
+                  get_num_threads(), static_cast<long long>(net.num_parameters()));
     acc.print(header);
     for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
       const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, train.size()) : train.size();

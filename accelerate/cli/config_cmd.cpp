@@ -87,6 +87,7 @@ int config(int argc, char** argv) {
   p.add("main_process_ip", "address of the host running rank 0", &c.main_process_ip);
   p.add("main_process_port", "port on the main host", &c.main_process_port);
   p.add("mixed_precision", "no, fp16 or bf16 (default: no)", &c.mixed_precision);
+  p.add("sharding", "none, zero1, zero2 or zero3 (default: none)", &c.sharding);
   p.add("gpu_ids", "GPUs to use: all, or a list such as 0,1 (default: all)", &c.gpu_ids);
   p.add("use_cpu", "run on the CPU even where GPUs are present", &c.use_cpu);
   p.add("debug", "ranks check they call the same collectives", &c.debug);

@@ -95,6 +95,8 @@ int launch(int argc, char** argv) {
   p.add("cpu", "run on the CPU even where GPUs are present (BRISK_CPU=1)", &flags.use_cpu);
   p.add("multi_gpu", "one process per GPU (distributed_type MULTI_GPU)", &multi_gpu);
   p.add("mixed_precision", "no, fp16 or bf16 (BRISK_MIXED_PRECISION)", &flags.mixed_precision);
+  p.add("sharding", "none, zero1, zero2 or zero3: ZeRO stage of sharded data parallelism (BRISK_SHARDING)",
+        &flags.sharding);
   p.add("num_processes",
         "processes to start (default: the config's, else one per GPU, else 2); one process runs directly, "
         "without mpirun",

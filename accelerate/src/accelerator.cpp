@@ -77,6 +77,10 @@ MixedPrecision parse_mixed_precision(const std::string& v, const std::string& va
   return parse_enum<MixedPrecision>(v, "Accelerator: mixed_precision (from " + var + ")");
 }
 
+Sharding parse_sharding(const std::string& v, const std::string& var) {
+  return parse_enum<Sharding>(v, "Accelerator: sharding (from " + var + ")");
+}
+
 // "program" or "env BRISK_X" -> " (from BRISK_X)" for error messages.
 std::string from(const AcceleratorSettings& s, const char* field) {
   auto it = s.source.find(field);
@@ -100,6 +104,9 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
                                            MixedPrecision::No, "mixed_precision", getenv, src);
   s.gradient_accumulation_steps = pick<int64_t>(o.gradient_accumulation_steps, env::kGradientAccumulationSteps,
                                                 parse_int, 1, "gradient_accumulation_steps", getenv, src);
+  s.sharding = pick<Sharding>(o.sharding, env::kSharding, parse_sharding, Sharding::None, "sharding", getenv, src);
+  BRISK_CHECK(s.sharding != Sharding::Zero3, "Accelerator: sharding", from(s, "sharding"),
+              " zero3 (sharded parameters) is not implemented yet; use zero1 or zero2 (docs/sharding.md)");
   s.cpu = pick<bool>(o.cpu, env::kCpu, parse_bool, false, "cpu", getenv, src);
   s.device_placement = pick<bool>(o.device_placement, nullptr, parse_bool, true, "device_placement", getenv, src);
   s.split_batches = pick<bool>(o.split_batches, nullptr, parse_bool, false, "split_batches", getenv, src);
@@ -302,6 +309,11 @@ void Accelerator::prepare_one(nn::Module& model) {
       pg_->broadcast(x, {.root = 0});
       if (!x.is_same(t)) kernels::copy_(t, x);
     }
+    // Sharded: the optimizers' ZeRO engines reduce the gradients instead of a Reducer.
+    if (s_.sharding != Sharding::None) {
+      models_.push_back(std::move(st));
+      return;
+    }
     nn::NamedTensors params;
     for (auto& [name, p] : model.named_parameters())
       if (p.requires_grad()) params.emplace_back(name, p);
@@ -331,11 +343,27 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
     }
     return true;
   });
-  if (dist::trace_enabled())
+  if (s_.sharding != Sharding::None) {
+    // The optimizer now steps this rank's shard: its slice of the parameters is copied in before
+    // the update and the updated shards are all-gathered into the parameters after it.
+    st->zero = std::make_shared<accelerate::detail::ZeroEngine>(s_.sharding, optimizer, *pg_, s_.bucket_cap_mb);
+    std::shared_ptr<accelerate::detail::ZeroEngine> zero = st->zero;
+    const bool trace = dist::trace_enabled();
+    optimizer.set_step_wrapper([zero, trace](const std::function<void()>& update) {
+      zero->before_step();
+      {
+        std::optional<dist::TraceSpan> span;
+        if (trace) span.emplace("optimizer step", "compute");
+        update();
+      }
+      zero->after_step();
+    });
+  } else if (dist::trace_enabled()) {
     optimizer.set_step_wrapper([](const std::function<void()>& update) {
       dist::TraceSpan span("optimizer step", "compute");
       update();
     });
+  }
   optimizers_.push_back(std::move(st));
 }
 
@@ -498,7 +526,14 @@ void Accelerator::backward(const Tensor& loss) {
       m->reducer->set_sync(sync);
       any_sync |= sync;
     }
+  if (s_.sharding != Sharding::None) check_sharded_params();
+  bool zero_sync = sh_->sync_gradients;
+  for (auto& m : models_) zero_sync &= m->no_sync_depth == 0;
+  for (auto& o : optimizers_)
+    if (o->zero) o->zero->begin_backward(zero_sync);
   l.backward();
+  for (auto& o : optimizers_)
+    if (o->zero) o->zero->end_backward();
   if (any_sync) {
     auto wait = dist::trace_span("wait for gradients", "comm");
     for (auto& m : models_)
@@ -506,6 +541,26 @@ void Accelerator::backward(const Tensor& loss) {
   }
   if (s_.nan_watch) check_finite(loss);
   if (sh_->sync_gradients) on_synced_backward();
+}
+
+// Under sharding no Reducer averages the models' gradients: the optimizers' engines do, so every
+// parameter that trains must belong to a prepared optimizer (else its gradient would stay local and
+// the ranks would drift apart). Checked once per prepared model.
+void Accelerator::check_sharded_params() {
+  for (size_t i = 0; i < models_.size(); ++i) {
+    ModelState& m = *models_[i];
+    if (m.sharding_checked) continue;
+    for (const auto& [name, p] : m.model->named_parameters()) {
+      if (!p.requires_grad()) continue;
+      bool owned = false;
+      for (auto& o : optimizers_) owned = owned || (o->zero && o->zero->owns(p));
+      BRISK_CHECK(owned, "Accelerator::backward: with sharding ", enum_name(s_.sharding), " the parameter '", name, "'",
+                  models_.size() > 1 ? " of model " + std::to_string(i) : std::string(),
+                  " belongs to no prepared optimizer, so nothing would average its gradient across processes; "
+                  "prepare an optimizer over it, or set requires_grad(false) (docs/sharding.md)");
+    }
+    m.sharding_checked = true;
+  }
 }
 
 // nan_watch: one reduction over the loss and every gradient (max |x|, NaN winning) per device, read
@@ -572,6 +627,29 @@ void Accelerator::unscale_gradients() {
 
 double Accelerator::clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   unscale_gradients();
+  // Sharded: each rank holds a slice of the averaged gradients (in its optimizers' shards), so the
+  // norm is combined across ranks; the slices of every optimizer holding one of `params` are clipped.
+  std::vector<Tensor> shard_grads;
+  for (auto& o : optimizers_) {
+    if (!o->zero) continue;
+    bool mine = false;
+    for (const Tensor& p : params) mine = mine || o->zero->owns(p);
+    if (!mine) continue;
+    for (const Tensor& g : o->zero->shard_grads()) shard_grads.push_back(g);
+  }
+  if (s_.sharding != Sharding::None) {
+    BRISK_CHECK(max_norm >= 0, "clip_grad_norm_: max_norm must be non-negative, got ", max_norm);
+    BRISK_CHECK(norm_type == 2.0 || (std::isinf(norm_type) && norm_type > 0),
+                "clip_grad_norm_: norm_type must be 2 or inf, got ", norm_type);
+    const bool inf = std::isinf(norm_type);
+    const double local = shard_grads.empty() ? 0.0 : kernels::total_norm(shard_grads, norm_type).item<double>();
+    Tensor t = full({1}, inf ? local : local * local, {.dtype = DType::F64});
+    if (world_size_ > 1) pg_->all_reduce(t, {.op = inf ? dist::ReduceOp::Max : dist::ReduceOp::Sum});
+    const double total = inf ? t.item<double>() : std::sqrt(t.item<double>());
+    if (!shard_grads.empty())
+      kernels::clip_grads_with_norm_(shard_grads, max_norm, full({}, total, {.dtype = DType::F64}));
+    return total;
+  }
   // The gradients are identical on every rank after a synced backward, so the local norm is the
   // norm over all ranks' gradients.
   return optim::clip_grad_norm_(params, max_norm, norm_type);

@@ -6,6 +6,7 @@
 #include "brisk/accelerate/accelerator.h"
 #include "brisk/dist/reducer.h"
 #include "sharding.h"
+#include "zero.h"
 
 namespace brisk {
 
@@ -13,6 +14,7 @@ struct Accelerator::ModelState {
   nn::Module* model = nullptr;
   std::unique_ptr<dist::Reducer> reducer;
   int no_sync_depth = 0;
+  bool sharding_checked = false;  // every trainable parameter belongs to a sharded optimizer
 };
 
 struct Accelerator::OptimizerState {
@@ -20,6 +22,9 @@ struct Accelerator::OptimizerState {
   // Set by a synced backward: the next gated call is the optimizer step (skipped when the
   // fp16 scaler found inf/NaN); later calls (zero_grad) go through.
   bool pending = false;
+  // With sharding zero1 / zero2: the optimizer steps this rank's shard (docs/sharding.md).
+  // Shared with the optimizer's step wrapper, which may outlive the Accelerator.
+  std::shared_ptr<accelerate::detail::ZeroEngine> zero;
 };
 
 struct Accelerator::LoaderState {

@@ -121,6 +121,11 @@ std::string gradients_file(size_t i, int rank) {
 std::string optimizer_file(size_t i) {
   return i == 0 ? "optimizer.safetensors" : "optimizer_" + std::to_string(i) + ".safetensors";
 }
+// Sharded optimizers (docs/sharding.md): each rank writes its own shard of the state.
+std::string optimizer_shard_file(size_t i, int rank) {
+  return (i == 0 ? std::string("optimizer") : "optimizer_" + std::to_string(i)) + "_shard" + std::to_string(rank) +
+         ".safetensors";
+}
 std::string rank_file(int rank) {
   return "rank_" + std::to_string(rank) + ".json";
 }
@@ -714,6 +719,9 @@ std::string Accelerator::save_state(const std::string& dir) {
             grad_files.push_back(gradients_file(i, rank_));
           }
           r.set("gradients", grad_files);
+          for (size_t i = 0; i < optimizers_.size(); ++i)
+            if (optimizers_[i]->zero)
+              put(optimizer_shard_file(i, rank_), data::safetensors_bytes(optimizers_[i]->opt->state_dict().tensors));
           put(rank_file(rank_), r.dump(2) + "\n");
         }
         if (!is_main_process()) return;
@@ -724,6 +732,7 @@ std::string Accelerator::save_state(const std::string& dir) {
         st.set("step", step_);
         json::Value cfg = json::Value::object();
         cfg.set("mixed_precision", std::string(enum_name(s_.mixed_precision)));
+        cfg.set("sharding", std::string(enum_name(s_.sharding)));
         cfg.set("gradient_accumulation_steps", s_.gradient_accumulation_steps);
         cfg.set("split_batches", s_.split_batches);
         cfg.set("even_batches", s_.even_batches);
@@ -742,9 +751,17 @@ std::string Accelerator::save_state(const std::string& dir) {
         json::Value opts = json::Value::array();
         for (size_t i = 0; i < optimizers_.size(); ++i) {
           optim::StateDict sd = optimizers_[i]->opt->state_dict();
-          put(optimizer_file(i), data::safetensors_bytes(sd.tensors));
           json::Value o = json::Value::object();
-          o.set("file", optimizer_file(i));
+          if (optimizers_[i]->zero) {
+            // Every rank wrote its shard above; rank r reads shards[r] back.
+            json::Value shards = json::Value::array();
+            for (int r = 0; r < world_size_; ++r) shards.push_back(optimizer_shard_file(i, r));
+            o.set("file", optimizer_shard_file(i, 0));
+            o.set("shards", shards);
+          } else {
+            put(optimizer_file(i), data::safetensors_bytes(sd.tensors));
+            o.set("file", optimizer_file(i));
+          }
           o.set("name", optimizers_[i]->opt->name());
           o.set("scalars", scalars_json(sd.scalars));
           opts.push_back(o);
@@ -893,12 +910,26 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
     const optim::Optimizer& opt = *optimizers_[i]->opt;
     const std::string& name = sf.string(sf.member(opts[i], key, "name"), key + ".name");
     if (name != opt.name()) sf.fail(key + ".name", "the checkpoint has ", name, " but ", opt.name(), " was prepared");
+    // A sharded optimizer's state: this rank's shard, from the list of every rank's.
+    const json::Value* shards = opts[i].find("shards");
+    const bool sharded = shards && !shards->is_null();
+    if (sharded != (optimizers_[i]->zero != nullptr))
+      sf.fail(key + ".shards",
+              sharded ? "the optimizer's state was saved sharded (zero1/zero2)"
+                      : "the optimizer's state was saved whole (sharding none)",
+              " but this job uses sharding ", enum_name(s_.sharding),
+              "; resume with the sharding it was saved with (docs/sharding.md)");
     optim::StateDict sd;
     sd.scalars = optimizer_scalars(sf, sf.member(opts[i], key, "scalars"), key + ".scalars", opt);
     // The state tensors: state.<parameter index>.<name>, each shaped like its parameter.
     const std::vector<Tensor> params = opt.all_params();
     const std::string& file =
-        listed_name(sf, folder, sf.string(sf.member(opts[i], key, "file"), key + ".file"), key + ".file");
+        sharded ? listed_name(sf, folder,
+                              sf.string(sf.array(*shards, key + ".shards", static_cast<size_t>(world_size_),
+                                                 "shard(s)")[static_cast<size_t>(rank_)],
+                                        Fields::index(key + ".shards", static_cast<size_t>(rank_))),
+                              key + ".shards")
+                : listed_name(sf, folder, sf.string(sf.member(opts[i], key, "file"), key + ".file"), key + ".file");
     const std::string& bytes_name = file;
     {
       data::SafetensorsFile probe;

@@ -37,6 +37,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"debug", "check that ranks call the same collectives (BRISK_DEBUG=1)", &Config::debug},
       {"hostfile", "OpenMPI hostfile listing the hosts of a multi-host job", &Config::hostfile},
       {"timeout", "seconds a collective may take before the job fails", &Config::timeout},
+      {"sharding", "none, zero1, zero2 or zero3: ZeRO stage of sharded data parallelism (BRISK_SHARDING)",
+       &Config::sharding},
   };
   return keys;
 }
@@ -49,6 +51,19 @@ std::string valid_keys_text() {
 
 bool is_valid_mixed_precision(const std::string& s) {
   return try_parse_enum<MixedPrecision>(s).has_value();
+}
+
+std::string sharding_from_zero_stage(int64_t stage, const std::string& what) {
+  BRISK_CHECK(stage >= 0 && stage <= 3, what, ": expected a ZeRO stage 0, 1, 2 or 3, got ", stage);
+  return stage == 0 ? "none" : "zero" + std::to_string(stage);
+}
+
+std::string sharding_from_fsdp_strategy(const std::string& strategy, const std::string& what) {
+  if (strategy == "NO_SHARD" || strategy == "3") return "none";
+  if (strategy == "SHARD_GRAD_OP" || strategy == "2") return "zero2";
+  if (strategy == "FULL_SHARD" || strategy == "1") return "zero3";
+  BRISK_THROW(what, ": expected NO_SHARD, SHARD_GRAD_OP or FULL_SHARD, got '", strategy,
+              "' (brisk has no hybrid sharding; see docs/sharding.md)");
 }
 
 std::vector<int> parse_gpu_ids(const std::string& s, const std::string& what) {
@@ -77,8 +92,9 @@ void validate(const Config& c, const std::string& source) {
                 "' is not supported; brisk runs on LOCAL_MACHINE");
   if (c.distributed_type) {
     const std::string& d = *c.distributed_type;
-    BRISK_CHECK(d == "NO" || d == "MULTI_CPU" || d == "MULTI_GPU", where("distributed_type"),
-                ": expected NO, MULTI_CPU or MULTI_GPU, got '", d, "'");
+    // DEEPSPEED and FSDP (Accelerate's) run as MULTI_GPU, with the sharding their section sets.
+    BRISK_CHECK(d == "NO" || d == "MULTI_CPU" || d == "MULTI_GPU" || d == "DEEPSPEED" || d == "FSDP",
+                where("distributed_type"), ": expected NO, MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP, got '", d, "'");
   }
   if (c.num_machines)
     BRISK_CHECK(*c.num_machines >= 1, where("num_machines"), ": must be at least 1, got ", *c.num_machines);
@@ -101,6 +117,7 @@ void validate(const Config& c, const std::string& source) {
                 ": expected a port in 1..65535, got ", *c.main_process_port);
   if (c.mixed_precision) parse_enum<MixedPrecision>(*c.mixed_precision, where("mixed_precision"));
   if (c.gpu_ids) parse_gpu_ids(*c.gpu_ids, where("gpu_ids"));
+  if (c.sharding) parse_enum<Sharding>(*c.sharding, where("sharding"));
   if (c.hostfile) BRISK_CHECK(!c.hostfile->empty(), where("hostfile"), ": empty path");
   if (c.timeout)
     BRISK_CHECK(std::isfinite(*c.timeout) && *c.timeout > 0, where("timeout"),
@@ -138,8 +155,6 @@ const std::vector<std::string>& accelerate_only_keys() {
                                                 "tpu_env",
                                                 "dynamo_config",
                                                 "fp8_config",
-                                                "deepspeed_config",
-                                                "fsdp_config",
                                                 "tp_config",
                                                 "megatron_lm_config",
                                                 "ipex_config",
@@ -178,6 +193,23 @@ Config config_from_yaml(const std::string& text, const std::string& source, std:
   const std::vector<std::string>& accelerate_keys = accelerate_only_keys();
   // Accelerate's mpirun section: its hostfile is brisk's hostfile; the rest is ignored.
   const yaml::Value* mpirun_hostfile = nullptr;
+  // deepspeed_config.zero_stage and fsdp_config.fsdp_sharding_strategy: the sharding they ask for
+  // (the other keys of both sections are ignored).
+  std::vector<std::pair<std::string, std::string>> sharding_asked;  // (where, value)
+  auto section = [&](const std::string& key, const yaml::Value& v, const char* wanted) {
+    BRISK_CHECK(v.kind == yaml::Value::Kind::Map || v.is_null(), source, ":", v.line, ": ", key,
+                ": expected a mapping such as {", wanted, ": ...}");
+    for (const auto& [sub, sv] : v.entries) {
+      const std::string what = source + ":" + std::to_string(sv.line) + ": " + key + "." + sub;
+      if (sub == wanted && !sv.is_null()) {
+        sharding_asked.emplace_back(what, sub == std::string("zero_stage")
+                                              ? sharding_from_zero_stage(sv.as_int(what), what)
+                                              : sharding_from_fsdp_strategy(sv.as_string(what), what));
+      } else if (ignored && !is_off_value(sub, sv)) {
+        ignored->push_back(key + "." + sub);
+      }
+    }
+  };
   for (const auto& [key, v] : doc) {
     bool known = false;
     for (const ConfigKey& k : config_keys()) known |= key == k.name;
@@ -192,6 +224,10 @@ Config config_from_yaml(const std::string& text, const std::string& source, std:
           ignored->push_back("mpirun_config." + sub);
         }
       }
+    }
+    if (key == "deepspeed_config" || key == "fsdp_config") {
+      known = true;
+      section(key, v, key == "deepspeed_config" ? "zero_stage" : "fsdp_sharding_strategy");
     }
     const bool accelerate_only =
         std::find(accelerate_keys.begin(), accelerate_keys.end(), key) != accelerate_keys.end();
@@ -234,6 +270,11 @@ Config config_from_yaml(const std::string& text, const std::string& source, std:
     BRISK_CHECK(!c.hostfile || *c.hostfile == path, what, ": '", path, "' differs from hostfile '", *c.hostfile,
                 "'; keep one of the two");
     c.hostfile = path;
+  }
+  for (const auto& [what, value] : sharding_asked) {
+    BRISK_CHECK(!c.sharding || *c.sharding == value, what, " asks for sharding '", value, "' but sharding is '",
+                *c.sharding, "'; keep one of the two");
+    c.sharding = value;
   }
   validate(c, source);
   return c;

@@ -31,6 +31,7 @@ LaunchSettings resolve_launch(const Config& c, const HostFacts& host) {
               "the other machines listed in the hostfile; do not run it on the others");
   s.mixed_precision = c.mixed_precision;
   s.use_cpu = c.use_cpu;
+  s.sharding = c.sharding;
   if (c.gpu_ids) s.gpu_ids = parse_gpu_ids(*c.gpu_ids, "launch: gpu_ids");
   s.timeout = c.timeout;
   s.debug = c.debug;
@@ -70,6 +71,7 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
   set(env::kLaunched, "1");
   set(env::kNumMachines, std::to_string(s.num_machines));
   if (s.mixed_precision) set(env::kMixedPrecision, *s.mixed_precision);
+  if (s.sharding) set(env::kSharding, *s.sharding);
   if (s.use_cpu) set(env::kCpu, *s.use_cpu ? "1" : "0");
   if (s.timeout) {
     char buf[32];

@@ -59,6 +59,39 @@ void Optimizer::add_group(std::vector<Tensor> params, std::vector<double> hyper)
   groups_.push_back({std::move(params), std::move(hyper), first});
 }
 
+void Optimizer::replace_params(std::vector<std::vector<Tensor>> params) {
+  BRISK_CHECK(params.size() == groups_.size(), name(), "::replace_params: ", params.size(), " parameter lists for ",
+              groups_.size(), " groups");
+  bool has_state = false;
+  for (const auto& f : flat_) has_state |= !f.empty();
+  for (int64_t s : steps_) has_state |= s != 0;
+  BRISK_CHECK(!has_state, name(),
+              "::replace_params: the optimizer already has state (it stepped or loaded a state dict); "
+              "replace its parameters before that");
+  std::vector<Tensor> old_flat = std::move(flat_params_);
+  flat_params_.clear();
+  try {
+    for (const auto& list : params) {
+      check_params(list);
+      for (const Tensor& p : list) flat_params_.push_back(p);
+    }
+  } catch (...) {
+    flat_params_ = std::move(old_flat);
+    throw;
+  }
+  has_state_.assign(flat_params_.size(), 0);
+  steps_.assign(flat_params_.size(), 0);
+  size_t first = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].params = std::move(params[g]);
+    groups_[g].first = first;
+    first += groups_[g].params.size();
+  }
+  buckets_.clear();
+  flat_.assign(state_names_.size(), {});
+  views_.assign(state_names_.size(), {});
+}
+
 void Optimizer::layout() {
   buckets_.clear();
   bucket_.assign(flat_params_.size(), 0);

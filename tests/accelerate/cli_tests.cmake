@@ -73,7 +73,7 @@ set_tests_properties(accelerate.cli.launch_two_machines_without_hostfile_explain
   ENVIRONMENT "${_cli_env}")
 
 # The default_config.yaml `accelerate config` writes (CPU, 2 processes, DeepSpeed answered) drives
-# brisk launch unchanged; what brisk cannot use is named once.
+# brisk launch unchanged (deepspeed_config.zero_stage becomes BRISK_SHARDING); what brisk cannot use is named once.
 if(BRISK_HAVE_YAML_CPP)
   file(WRITE ${_cli_dir}/accelerate_default_config.yaml
     "compute_environment: LOCAL_MACHINE\ndebug: false\ndeepspeed_config:\n  zero_stage: 2\n"
@@ -82,7 +82,7 @@ if(BRISK_HAVE_YAML_CPP)
     "mixed_precision: bf16\nmpirun_config: {}\nnum_machines: 1\nnum_processes: 2\nrdzv_backend: static\n"
     "same_network: true\ntpu_env: []\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: true\n")
   add_test(NAME accelerate.cli.launch_reads_accelerate_config COMMAND ${BRISK_TEST_JOB}
-    --grep "ignoring settings brisk has no use for: deepspeed_config .*BRISK_MIXED_PRECISION=bf16 .*mpirun.* -n 2 "
+    --grep "BRISK_MIXED_PRECISION=bf16 .*BRISK_SHARDING=zero2 .*mpirun.* -n 2 "
     -- ${_brisk} launch --dry-run --config_file ${_cli_dir}/accelerate_default_config.yaml true)
   set_tests_properties(accelerate.cli.launch_reads_accelerate_config PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
 endif()

@@ -99,6 +99,38 @@ TEST(AcceleratorOptions, BadMixedPrecisionNamesTheValueAndWhereItCameFrom) {
             MixedPrecision::FP16);
 }
 
+// Sharding (docs/sharding.md): the program's enum wins over BRISK_SHARDING; a bad word names the
+// variable and the valid ones; zero3 is refused until it exists.
+TEST(AcceleratorOptions, ShardingFromProgramOrEnvironment) {
+  EXPECT_EQ(resolve_accelerator_options({}, fake_env({})).sharding, Sharding::None);
+  const AcceleratorSettings env = resolve_accelerator_options({}, fake_env({{"BRISK_SHARDING", "zero2"}}));
+  EXPECT_EQ(env.sharding, Sharding::Zero2);
+  EXPECT_EQ(env.source.at("sharding"), "env BRISK_SHARDING");
+  EXPECT_EQ(
+      resolve_accelerator_options({.sharding = Sharding::Zero1}, fake_env({{"BRISK_SHARDING", "zero2"}})).sharding,
+      Sharding::Zero1);
+  std::string e = error_of([] { resolve_accelerator_options({}, fake_env({{"BRISK_SHARDING", "zero4"}})); });
+  EXPECT_NE(e.find("BRISK_SHARDING"), std::string::npos) << e;
+  EXPECT_NE(e.find("'zero4'"), std::string::npos) << e;
+  EXPECT_NE(e.find("none, zero1, zero2, zero3"), std::string::npos) << e;
+  e = error_of([] { resolve_accelerator_options({.sharding = Sharding::Zero3}, fake_env({})); });
+  EXPECT_NE(e.find("zero3"), std::string::npos) << e;
+  EXPECT_NE(e.find("not implemented"), std::string::npos) << e;
+}
+
+// Under sharding the optimizers' engines average the gradients (docs/sharding.md): a trainable
+// parameter that no prepared optimizer holds would silently stay local, so backward refuses it.
+TEST(AcceleratorSharding, TrainableParameterOutsideEveryOptimizerIsAnError) {
+  Accelerator acc({.sharding = Sharding::Zero2});
+  TinyNet net;
+  optim::SGD opt(net.f1.parameters(), {.lr = 0.1});
+  acc.prepare(net, opt);
+  Tensor x = ones({4, 4});
+  std::string e = error_of([&] { acc.backward(net(x).sum()); });
+  EXPECT_NE(e.find("belongs to no prepared optimizer"), std::string::npos) << e;
+  EXPECT_NE(e.find("zero2"), std::string::npos) << e;
+}
+
 TEST(AcceleratorOptions, OtherBadValuesAreClearErrors) {
   EXPECT_NE(error_of([] {
               resolve_accelerator_options({.gradient_accumulation_steps = 0}, fake_env({}));

@@ -114,6 +114,37 @@ TEST(Config, UnknownKeysAreAnErrorNamingEachAndListingTheValidOnes) {
 // What `accelerate config` writes for a two-host CPU job with DeepSpeed answered, unchanged: nested
 // sections, lists, quoted 'no'. brisk reads what it uses, names the settings it ignores once, and
 // stays quiet about those Accelerate writes when a feature is off.
+// Accelerate's DeepSpeed and FSDP sections map onto brisk's sharding; brisk's own key too; a
+// contradiction or a value brisk has no stage for is an error naming the key and the value.
+TEST(Config, ShardingFromAccelerateSections) {
+  if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
+  EXPECT_EQ(config_from_yaml("deepspeed_config:\n  zero_stage: 1\n", "a.yaml").sharding, "zero1");
+  EXPECT_EQ(config_from_yaml("deepspeed_config:\n  zero_stage: 3\n", "a.yaml").sharding, "zero3");
+  EXPECT_EQ(config_from_yaml("deepspeed_config:\n  zero_stage: 0\n", "a.yaml").sharding, "none");
+  EXPECT_EQ(config_from_yaml("fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n", "a.yaml").sharding, "zero3");
+  EXPECT_EQ(config_from_yaml("fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n", "a.yaml").sharding, "zero2");
+  EXPECT_EQ(config_from_yaml("fsdp_config:\n  fsdp_sharding_strategy: NO_SHARD\n", "a.yaml").sharding, "none");
+  EXPECT_EQ(config_from_yaml("sharding: zero2\n", "a.yaml").sharding, "zero2");
+  EXPECT_EQ(config_from_yaml("distributed_type: DEEPSPEED\n", "a.yaml").distributed_type, "DEEPSPEED");
+  std::vector<std::string> ignored;
+  config_from_yaml("fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n  fsdp_offload_params: true\n", "a.yaml",
+                   &ignored);
+  EXPECT_EQ(ignored, (std::vector<std::string>{"fsdp_config.fsdp_offload_params"}));
+  std::string e = error_of([] { config_from_yaml("deepspeed_config:\n  zero_stage: 4\n", "a.yaml"); });
+  EXPECT_NE(e.find("a.yaml:2: deepspeed_config.zero_stage: expected a ZeRO stage 0, 1, 2 or 3, got 4"),
+            std::string::npos)
+      << e;
+  e = error_of([] { config_from_yaml("fsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n", "a.yaml"); });
+  EXPECT_NE(e.find("fsdp_sharding_strategy: expected NO_SHARD, SHARD_GRAD_OP or FULL_SHARD, got 'HYBRID_SHARD'"),
+            std::string::npos)
+      << e;
+  e = error_of([] { config_from_yaml("sharding: zero1\ndeepspeed_config:\n  zero_stage: 2\n", "a.yaml"); });
+  EXPECT_NE(e.find("asks for sharding 'zero2' but sharding is 'zero1'"), std::string::npos) << e;
+  e = error_of([] { config_from_yaml("sharding: zero9\n", "a.yaml"); });
+  EXPECT_NE(e.find("sharding"), std::string::npos) << e;
+  EXPECT_NE(e.find("zero9"), std::string::npos) << e;
+}
+
 TEST(Config, ReadsAccelerateDefaultConfigUnchanged) {
   if (!brisk::accelerate::yaml::available()) GTEST_SKIP() << "built without yaml-cpp";
   const std::string text =
@@ -153,10 +184,14 @@ TEST(Config, ReadsAccelerateDefaultConfigUnchanged) {
   EXPECT_EQ(c.main_process_ip, "10.0.0.1");
   EXPECT_EQ(c.main_process_port, 29500);
   EXPECT_EQ(c.use_cpu, true);
-  EXPECT_EQ(ignored, (std::vector<std::string>{"deepspeed_config", "mpirun_config.mpirun_ccl"}));
+  // deepspeed_config.zero_stage is honoured (docs/sharding.md); the section's other keys are not.
+  EXPECT_EQ(c.sharding, "zero2");
+  EXPECT_EQ(ignored,
+            (std::vector<std::string>{"deepspeed_config.gradient_accumulation_steps", "mpirun_config.mpirun_ccl"}));
   // A value brisk cannot honour in a key it knows is still an error naming what is allowed.
-  std::string e = error_of([] { config_from_yaml("distributed_type: DEEPSPEED\n", "a.yaml"); });
-  EXPECT_NE(e.find("a.yaml: distributed_type: expected NO, MULTI_CPU or MULTI_GPU, got 'DEEPSPEED'"), std::string::npos)
+  std::string e = error_of([] { config_from_yaml("distributed_type: XLA\n", "a.yaml"); });
+  EXPECT_NE(e.find("a.yaml: distributed_type: expected NO, MULTI_CPU, MULTI_GPU, DEEPSPEED or FSDP, got 'XLA'"),
+            std::string::npos)
       << e;
   e = error_of([] { config_from_yaml("mpirun_config: [a]\n", "a.yaml"); });
   EXPECT_NE(e.find("mpirun_config: expected a mapping"), std::string::npos) << e;

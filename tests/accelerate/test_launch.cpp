@@ -134,6 +134,7 @@ TEST(LaunchCommand, SettingsBecomeBriskVariablesForwardedWithX) {
   s.use_cpu = true;
   s.timeout = 5;
   s.debug = true;
+  s.sharding = "zero2";
   s.config_file = "/c.yaml";
   LaunchCommand c = build_launch_command(s, kUser, kProgram, {{"BRISK_CUSTOM", "x"}, {"HOME", "/root"}});
   EXPECT_EQ(*env_of(c, "BRISK_LAUNCHED"), "1");
@@ -141,9 +142,10 @@ TEST(LaunchCommand, SettingsBecomeBriskVariablesForwardedWithX) {
   EXPECT_EQ(*env_of(c, "BRISK_CPU"), "1");
   EXPECT_EQ(*env_of(c, "BRISK_TIMEOUT_SECONDS"), "5");
   EXPECT_EQ(*env_of(c, "BRISK_DEBUG"), "1");
+  EXPECT_EQ(*env_of(c, "BRISK_SHARDING"), "zero2");
   EXPECT_EQ(*env_of(c, "BRISK_CONFIG_FILE"), "/c.yaml");
   for (const char* name : {"BRISK_LAUNCHED", "BRISK_MIXED_PRECISION", "BRISK_CPU", "BRISK_TIMEOUT_SECONDS",
-                           "BRISK_DEBUG", "BRISK_CUSTOM", "OMP_NUM_THREADS"})
+                           "BRISK_DEBUG", "BRISK_SHARDING", "BRISK_CUSTOM", "OMP_NUM_THREADS"})
     EXPECT_TRUE(has_pair(c.argv, "-x", name)) << name;
   EXPECT_FALSE(has_pair(c.argv, "-x", "HOME"));
 }

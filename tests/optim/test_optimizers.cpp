@@ -223,6 +223,39 @@ TEST(Optimizer, StateIsCountedAsOptimizerMemory) {
   EXPECT_EQ(memory_stats().current[static_cast<int>(MemoryCategory::OptimizerState)] - before, 2 * 1000 * 4);
 }
 
+// The Accelerator's zero1/zero2 make an optimizer step a flat shard instead of the parameters:
+// the state is allocated for the shard only, hyper-parameters are kept, and a replacement after
+// the first step (state exists) or with a bad list is refused, leaving the optimizer as it was.
+TEST(Optimizer, ReplaceParamsStepsTheNewTensorsOnly) {
+  auto message = [](auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Tensor a = zeros({1000}), b = zeros({10});
+  a.requires_grad_();
+  b.requires_grad_();
+  optim::AdamW opt({a}, {.lr = 0.5, .weight_decay = 0.0});
+  EXPECT_NE(message([&] { opt.replace_params({}); }).find("0 parameter lists for 1 groups"), std::string::npos);
+  EXPECT_NE(message([&] { opt.replace_params({{}}); }).find("empty"), std::string::npos);
+  EXPECT_TRUE(opt.params(0)[0].is_same(a));
+  opt.replace_params({{b}});
+  ASSERT_EQ(opt.params(0).size(), 1u);
+  EXPECT_TRUE(opt.params(0)[0].is_same(b));
+  EXPECT_EQ(opt.lr(), 0.5);
+  int64_t before = memory_stats().current[static_cast<int>(MemoryCategory::OptimizerState)];
+  b.set_grad(ones({10}));
+  a.set_grad(ones({1000}));
+  opt.step();
+  EXPECT_EQ(memory_stats().current[static_cast<int>(MemoryCategory::OptimizerState)] - before, 2 * 10 * 4);
+  EXPECT_EQ(a.to_vector<float>()[0], 0.0f);           // no longer the optimizer's
+  EXPECT_NEAR(b.to_vector<float>()[0], -0.5f, 1e-4);  // one Adam step of lr 0.5
+  EXPECT_NE(message([&] { opt.replace_params({{a}}); }).find("already has state"), std::string::npos);
+}
+
 TEST(Optimizer, ParametersOfSeveralDtypesShareAGroup) {
   // One fused call per dtype: an f32 and a bf16 parameter step as they would alone.
   Tensor a = from_vector<float>({0.5f, -1.0f}, {2}),

@@ -51,12 +51,15 @@ namespace brisk {
 struct AcceleratorOptions {
   std::optional<MixedPrecision> mixed_precision = std::nullopt;       // No | FP16 | BF16         (No)
   std::optional<int64_t> gradient_accumulation_steps = std::nullopt;  // >= 1                     (1)
-  std::optional<bool> cpu = std::nullopt;                             // train on the CPU even with a GPU (false)
-  std::optional<bool> device_placement = std::nullopt;                // move models to device()  (true)
-  std::optional<bool> split_batches = std::nullopt;                   // cut each global batch in N (false)
-  std::optional<bool> even_batches = std::nullopt;                    // pad so ranks get equal batches (true)
-  std::optional<uint64_t> seed = std::nullopt;                        // set_seed(seed) at construction (none)
-  std::optional<std::string> project_dir = std::nullopt;              // checkpoints and logs     (".")
+  // Sharded data parallelism (docs/sharding.md): None | Zero1 (optimizer state) | Zero2 (and
+  // gradients) | Zero3 (and parameters; not implemented yet).                             (None)
+  std::optional<Sharding> sharding = std::nullopt;
+  std::optional<bool> cpu = std::nullopt;                          // train on the CPU even with a GPU (false)
+  std::optional<bool> device_placement = std::nullopt;             // move models to device()  (true)
+  std::optional<bool> split_batches = std::nullopt;                // cut each global batch in N (false)
+  std::optional<bool> even_batches = std::nullopt;                 // pad so ranks get equal batches (true)
+  std::optional<uint64_t> seed = std::nullopt;                     // set_seed(seed) at construction (none)
+  std::optional<std::string> project_dir = std::nullopt;           // checkpoints and logs     (".")
   std::optional<bool> automatic_checkpoint_naming = std::nullopt;  // save_state() -> checkpoints/checkpoint_<n> (false)
   std::optional<int64_t> total_limit = std::nullopt;               // keep at most this many automatic checkpoints (all)
   std::optional<double> bucket_cap_mb = std::nullopt;              // Reducer buckets after the first (25)
@@ -82,6 +85,7 @@ struct AcceleratorOptions {
 struct AcceleratorSettings {
   MixedPrecision mixed_precision = MixedPrecision::No;
   int64_t gradient_accumulation_steps = 1;
+  Sharding sharding = Sharding::None;
   bool cpu = false;
   bool device_placement = true;
   bool split_batches = false;
@@ -151,6 +155,7 @@ class Accelerator {
   const AcceleratorSettings& settings() const { return s_; }
   MixedPrecision mixed_precision() const { return s_.mixed_precision; }
   int64_t gradient_accumulation_steps() const { return s_.gradient_accumulation_steps; }
+  Sharding sharding() const { return s_.sharding; }
 
   // --- process facts -------------------------------------------------------------------------
   bool is_main_process() const { return rank_ == 0; }
@@ -339,6 +344,7 @@ class Accelerator {
   struct OptimizerState;
   void on_synced_backward();
   void check_finite(const Tensor& loss);
+  void check_sharded_params();
   LoaderState* active_loader();
   std::string checkpoint_root() const;
   struct LoadedCheckpoint;

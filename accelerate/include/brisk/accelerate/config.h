@@ -26,6 +26,9 @@ struct Config {
   std::optional<bool> debug;                   // BRISK_DEBUG: collective signature checks
   std::optional<std::string> hostfile;         // brisk: OpenMPI hostfile for multi-host jobs
   std::optional<double> timeout;               // brisk: collective timeout in seconds
+  // none, zero1, zero2 or zero3 (docs/sharding.md); Accelerate's deepspeed_config.zero_stage and
+  // fsdp_config.fsdp_sharding_strategy map onto it.
+  std::optional<std::string> sharding;
 
   bool operator==(const Config&) const = default;
 };
@@ -66,6 +69,11 @@ void save_config(const Config& c, const std::string& path);
 
 // Valid values, shared by the CLI and the Accelerator.
 bool is_valid_mixed_precision(const std::string& s);  // no, fp16, bf16
+// Accelerate's words for a sharding stage -> brisk's (none, zero1, zero2, zero3); throws naming
+// `what` and the value on anything else. zero_stage: 0..3. fsdp_sharding_strategy: NO_SHARD,
+// SHARD_GRAD_OP, FULL_SHARD (or Accelerate's older numbers 3, 2, 1).
+std::string sharding_from_zero_stage(int64_t stage, const std::string& what);
+std::string sharding_from_fsdp_strategy(const std::string& strategy, const std::string& what);
 // "all" -> empty; "0,2" -> {0, 2}; throws on anything else (negative, repeated, not a number).
 std::vector<int> parse_gpu_ids(const std::string& s, const std::string& what = "gpu_ids");
 

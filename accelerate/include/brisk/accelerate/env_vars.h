@@ -9,6 +9,8 @@ namespace brisk::accelerate::env {
 inline constexpr const char* kLaunched = "BRISK_LAUNCHED";
 // "no", "fp16" or "bf16": --mixed_precision / the config's mixed_precision.
 inline constexpr const char* kMixedPrecision = "BRISK_MIXED_PRECISION";
+// "none", "zero1", "zero2" or "zero3": --sharding / the config's sharding (docs/sharding.md).
+inline constexpr const char* kSharding = "BRISK_SHARDING";
 // "1" to run on the CPU even where GPUs are present: --cpu / the config's use_cpu.
 inline constexpr const char* kCpu = "BRISK_CPU";
 // Seconds a collective may take before it fails (default 600): --timeout / the config's timeout.

@@ -25,6 +25,7 @@ struct LaunchSettings {
   std::vector<int> gpu_ids;                    // empty: all (CUDA_VISIBLE_DEVICES untouched)
   std::optional<double> timeout;               // BRISK_TIMEOUT_SECONDS
   std::optional<bool> debug;                   // BRISK_DEBUG
+  std::optional<std::string> sharding;         // BRISK_SHARDING: none, zero1, zero2, zero3
   // Accelerate's flags for the rendezvous of a multi-machine job. brisk's processes meet through
   // mpirun, which starts them all from this host: on one machine these are ignored (as
   // Accelerate does); on several, machine_rank must be 0 (see resolve_launch) and the main process

@@ -19,6 +19,8 @@ enum class Reduction : uint8_t { None, Mean, Sum };
 enum class GeluApproximation : uint8_t { None, Tanh };
 // Autocast dtype of a training run: off, f16 (with loss scaling) or bf16.
 enum class MixedPrecision : uint8_t { No, FP16, BF16 };
+// Sharded data parallelism (docs/sharding.md): none (plain data parallel), ZeRO stages 1-3.
+enum class Sharding : uint8_t { None, Zero1, Zero2, Zero3 };
 
 // The spelling of each value, as users write it in flags and config files (PyTorch's words).
 template <class E>
@@ -37,6 +39,11 @@ template <>
 struct EnumNames<MixedPrecision> {
   static constexpr std::array<std::pair<std::string_view, MixedPrecision>, 3> values{
       {{"no", MixedPrecision::No}, {"fp16", MixedPrecision::FP16}, {"bf16", MixedPrecision::BF16}}};
+};
+template <>
+struct EnumNames<Sharding> {
+  static constexpr std::array<std::pair<std::string_view, Sharding>, 4> values{
+      {{"none", Sharding::None}, {"zero1", Sharding::Zero1}, {"zero2", Sharding::Zero2}, {"zero3", Sharding::Zero3}}};
 };
 
 namespace detail {

@@ -62,6 +62,11 @@ class Optimizer {
   void set_step_wrapper(std::function<void(const std::function<void()>& update)> wrapper) {
     wrapper_ = std::move(wrapper);
   }
+  // For sharded data parallelism (the Accelerator's zero1 / zero2): group g's parameters become
+  // params[g] (this rank's slice of the group's flattened parameters), so the state is allocated
+  // for those only. The optimizer must have no state yet (else brisk::Error); hyper-parameters
+  // are kept. One list per group, each a valid group (non-empty, floating-point leaves).
+  void replace_params(std::vector<std::vector<Tensor>> params);
   // Counts updates that really ran.
   int64_t steps_taken() const { return steps_taken_; }
 

@@ -1,0 +1,57 @@
+// Internal: ZeRO stages 1 and 2 for one prepared optimizer (docs/sharding.md).
+//
+// Layout: each parameter group's parameters (reverse registration order, as the Reducer) are
+// packed into buckets of at most bucket_cap_mb; a bucket's flat size is padded to a multiple of the
+// world size N, and rank r owns block r of every bucket. The rank's blocks of a group, one after
+// the other, form one flat "shard" tensor that replaces the group's parameters in the user's
+// optimizer (Optimizer::replace_params), so its state is allocated for 1/N of the elements.
+//
+// A synced step: the gradients are reduce-scattered (averaged) bucket by bucket into the shard's
+// gradient (zero2: each bucket as soon as its last gradient is final, from the gradient hooks,
+// during backward; zero1: every bucket after backward), and the model's full gradients are dropped.
+// The optimizer steps the shard (the rank's slice of the current parameters is copied in first),
+// then the shards are all-gathered back into the model's parameters, which every rank holds whole.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "brisk/core/enums.h"
+#include "brisk/core/tensor.h"
+#include "brisk/dist/process_group.h"
+#include "brisk/optim/optimizer.h"
+
+namespace brisk::accelerate::detail {
+
+class ZeroEngine {
+ public:
+  ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup& pg, double bucket_cap_mb);
+  ~ZeroEngine();
+  ZeroEngine(const ZeroEngine&) = delete;
+  ZeroEngine& operator=(const ZeroEngine&) = delete;
+
+  // Called by Accelerator::backward around the backward pass of a micro-step: with sync, the
+  // gradients are reduce-scattered (zero2 from the hooks; zero1 in end_backward); without, they
+  // accumulate locally in the parameters' gradients.
+  void begin_backward(bool sync);
+  void end_backward();
+  // Around the optimizer's update: the rank's slice of the parameters into the shards, and the
+  // updated shards all-gathered back into the parameters.
+  void before_step();
+  void after_step();
+
+  // Whether `p` is one of the parameters this engine shards.
+  bool owns(const Tensor& p) const;
+  // The shards' gradients that are defined (for clipping and unscaling).
+  std::vector<Tensor> shard_grads() const;
+  // The full (unpadded) number of elements sharded, and the padded total over the buckets.
+  int64_t numel() const;
+  int64_t padded_numel() const;
+  optim::Optimizer& optimizer() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;  // the hooks hold weak references
+};
+
+}  // namespace brisk::accelerate::detail
