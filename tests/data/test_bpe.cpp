@@ -11,12 +11,16 @@
 #include <map>
 #include <random>
 
+#include "common/bpe_bytes.h"
 #include "common/errors.h"
 #include "data/temp_dir.h"
 
 using namespace brisk;
 using brisk::testing::expect_error;
 using data::GPT2Tokenizer;
+
+using brisk::testing::byte_char;
+using brisk::testing::mapped;
 
 namespace {
 
@@ -27,30 +31,6 @@ std::string from_hex(const std::string& hex) {
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
     out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
-}
-
-// GPT-2's bytes_to_unicode, written out again here: byte -> its character as UTF-8.
-std::string byte_char(unsigned char b) {
-  auto printable = [](int c) { return (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF); };
-  int cp = b;
-  if (!printable(b)) {
-    cp = 256;
-    for (int c = 0; c < b; ++c)
-      if (!printable(c)) ++cp;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s.push_back(static_cast<char>(cp));
-  } else {
-    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-  return s;
-}
-std::string mapped(std::string_view bytes) {
-  std::string s;
-  for (unsigned char b : bytes) s += byte_char(b);
-  return s;
 }
 
 // A vocabulary of the 256 bytes (ids 0..255 in byte order) + `extra` tokens (given as bytes),

@@ -12,33 +12,14 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "../common/bpe_bytes.h"
 
 using brisk::data::GPT2Tokenizer;
 
-namespace {
+using brisk::testing::byte_char;
+using brisk::testing::mapped;
 
-// bytes_to_unicode: a byte's character as UTF-8.
-std::string byte_char(unsigned char b) {
-  auto printable = [](int c) { return (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF); };
-  int cp = b;
-  if (!printable(b)) {
-    cp = 256;
-    for (int c = 0; c < b; ++c) cp += printable(c) ? 0 : 1;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s.push_back(static_cast<char>(cp));
-  } else {
-    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-  return s;
-}
-std::string mapped(std::string_view bytes) {
-  std::string s;
-  for (unsigned char b : bytes) s += byte_char(b);
-  return s;
-}
+namespace {
 
 const GPT2Tokenizer& fixed_tokenizer() {
   static const GPT2Tokenizer tok = [] {

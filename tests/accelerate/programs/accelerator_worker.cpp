@@ -16,25 +16,13 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "expect_or_die.h"
 #include "tiny_net.h"
 
 using namespace brisk;
 using namespace brisk::testing;
 
 namespace {
-
-int rank_for_messages = 0;
-
-#define EXPECT_OR_DIE(cond, ...)                                                                                     \
-  do {                                                                                                               \
-    if (!(cond)) {                                                                                                   \
-      std::ostringstream os_;                                                                                        \
-      os_ << __VA_ARGS__;                                                                                            \
-      std::fprintf(stderr, "FAIL rank %d line %d: %s: %s\n", rank_for_messages, __LINE__, #cond, os_.str().c_str()); \
-      std::fflush(stderr);                                                                                           \
-      std::exit(1);                                                                                                  \
-    }                                                                                                                \
-  } while (0)
 
 std::string show(const std::vector<int64_t>& v) {
   std::ostringstream os;

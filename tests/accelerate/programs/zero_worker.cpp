@@ -18,25 +18,13 @@
 #include <sstream>
 #include <string>
 
+#include "expect_or_die.h"
 #include "tiny_net.h"
 
 using namespace brisk;
 using namespace brisk::testing;
 
 namespace {
-
-int rank_for_messages = 0;
-
-#define EXPECT_OR_DIE(cond, ...)                                                                                     \
-  do {                                                                                                               \
-    if (!(cond)) {                                                                                                   \
-      std::ostringstream os_;                                                                                        \
-      os_ << __VA_ARGS__;                                                                                            \
-      std::fprintf(stderr, "FAIL rank %d line %d: %s: %s\n", rank_for_messages, __LINE__, #cond, os_.str().c_str()); \
-      std::fflush(stderr);                                                                                           \
-      std::exit(1);                                                                                                  \
-    }                                                                                                                \
-  } while (0)
 
 // Sizes that divide by neither 2 nor 4 (5*7 + 7 + 7*3 + 3 = 66 ... per layer odd counts).
 struct OddNet : nn::Module {
