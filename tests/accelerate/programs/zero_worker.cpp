@@ -140,23 +140,43 @@ std::string file_bytes(const std::string& path) {
   return ss.str();
 }
 
+// Flat indices (in flat_params' order) of the attention's key biases: the middle third of each
+// c_attn.bias. Their gradient is exactly 0 in exact arithmetic (softmax ignores a shift shared by
+// every key), so what they get is rounding noise that depends on the order of the reduction
+// (reduce-scatter against all-reduce), and Adam, dividing by sqrt(v) ~ its own noise, turns it
+// into steps of up to the learning rate in either direction: no tolerance on the values can hold
+// for them, only the bound of lr per step.
+std::vector<bool> key_bias_mask(const nn::Module& net, int64_t n_embd) {
+  std::vector<bool> mask;
+  for (const auto& [name, p] : net.named_parameters()) {
+    const bool c_attn_bias = name.size() >= 15 && name.compare(name.size() - 15, 15, "attn.c_attn.bias") == 0;
+    for (int64_t i = 0; i < p.numel(); ++i) mask.push_back(c_attn_bias && i >= n_embd && i < 2 * n_embd);
+  }
+  return mask;
+}
+
 void gpt2(Sharding stage) {
   const std::vector<float> ref = train_gpt2(Sharding::None), got = train_gpt2(stage);
   EXPECT_OR_DIE(ref.size() == got.size(), "sizes");
-  // Absolute floor 1e-5 (the learning rate is 3e-3): the attention's key biases get gradients that
-  // are exactly 0 in exact arithmetic (softmax ignores a shift shared by every key), so theirs are
-  // rounding noise whose value depends on the order of the reduction (reduce-scatter against
-  // all-reduce), and Adam, dividing by sqrt(v) ~ eps, turns that noise into steps of a few 1e-6
-  // (seen at 4 processes: -4.2e-6 against -1.5e-6). At 2 processes the runs agree bit for bit; at 4,
-  // beyond 1e-7 + 1e-5 relative are the key biases and about 25 of the other 120 000 elements
-  // (largest difference 6.7e-6); the line printed lists them.
+  const models::GPT2Config cfg = models::GPT2Config::preset("tiny");
+  const std::vector<bool> key_bias = key_bias_mask(models::GPT2(cfg), cfg.n_embd);
+  EXPECT_OR_DIE(key_bias.size() == ref.size(), "key-bias mask of " << key_bias.size() << " for " << ref.size());
+  // Everything else: rtol 1e-5 with an absolute floor of 1e-5 (the learning rate is 3e-3). At 2
+  // processes the runs agree bit for bit; at 4, about 25 of 120 000 elements differ by more than
+  // 1e-7 + 1e-5 relative (largest seen 6.7e-6, near-zero gradients that Adam scales up); the line
+  // printed lists them.
+  constexpr double kLr = 3e-3, kSteps = 10;
   double worst = 0;
   std::vector<size_t> loose;  // beyond rtol 1e-5 with the 1e-7 floor
   for (size_t i = 0; i < ref.size(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - ref[i]));
-    if (std::fabs(got[i] - ref[i]) > 1e-7 + 1e-5 * std::fabs(ref[i])) loose.push_back(i);
-    EXPECT_OR_DIE(std::fabs(got[i] - ref[i]) <= 1e-5 + 1e-5 * std::fabs(ref[i]),
-                  "GPT-2 param " << i << ": " << got[i] << " vs " << ref[i]);
+    const double diff = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    if (key_bias[i]) {
+      EXPECT_OR_DIE(diff <= 2 * kLr * kSteps, "GPT-2 key bias " << i << ": " << got[i] << " vs " << ref[i]);
+      continue;
+    }
+    worst = std::max(worst, diff);
+    if (diff > 1e-7 + 1e-5 * std::fabs(ref[i])) loose.push_back(i);
+    EXPECT_OR_DIE(diff <= 1e-5 + 1e-5 * std::fabs(ref[i]), "GPT-2 param " << i << ": " << got[i] << " vs " << ref[i]);
   }
   std::ostringstream where;
   for (size_t i : loose) where << ' ' << i;
