@@ -9,6 +9,7 @@
 //   memory zero1|zero2: peak optimizer-state bytes per rank fall to 1/N of the unsharded figure.
 #include <brisk/brisk.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "expect_or_die.h"
 #include "tiny_net.h"
@@ -149,7 +151,8 @@ std::string file_bytes(const std::string& path) {
 std::vector<bool> key_bias_mask(const nn::Module& net, int64_t n_embd) {
   std::vector<bool> mask;
   for (const auto& [name, p] : net.named_parameters()) {
-    const bool c_attn_bias = name.size() >= 15 && name.compare(name.size() - 15, 15, "attn.c_attn.bias") == 0;
+    const std::string_view suffix = "attn.c_attn.bias";
+    const bool c_attn_bias = std::string_view(name).ends_with(suffix);
     for (int64_t i = 0; i < p.numel(); ++i) mask.push_back(c_attn_bias && i >= n_embd && i < 2 * n_embd);
   }
   return mask;
@@ -161,6 +164,8 @@ void gpt2(Sharding stage) {
   const models::GPT2Config cfg = models::GPT2Config::preset("tiny");
   const std::vector<bool> key_bias = key_bias_mask(models::GPT2(cfg), cfg.n_embd);
   EXPECT_OR_DIE(key_bias.size() == ref.size(), "key-bias mask of " << key_bias.size() << " for " << ref.size());
+  EXPECT_OR_DIE(std::count(key_bias.begin(), key_bias.end(), true) == cfg.n_layer * cfg.n_embd,
+                "found " << std::count(key_bias.begin(), key_bias.end(), true) << " key-bias elements");
   // Everything else: rtol 1e-5 with an absolute floor of 1e-5 (the learning rate is 3e-3). At 2
   // processes the runs agree bit for bit; at 4, about 25 of 120 000 elements differ by more than
   // 1e-7 + 1e-5 relative (largest seen 6.7e-6, near-zero gradients that Adam scales up); the line
