@@ -286,6 +286,22 @@ bool available() {
 }
 
 Document parse(const std::string& text, const std::string& source) {
+  // YAML allows no C0 control character but tab, LF and CR, nor DEL; refusing them here also keeps
+  // them from yaml-cpp 0.7, which loops forever on some (a NUL after a comma, found by fuzzing).
+  int line = 1, column = 1;
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", c);
+      BRISK_THROW(source, ":", line, ":", column, ": control character ", hex, " is not allowed in YAML");
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);
