@@ -302,18 +302,40 @@ Document parse(const std::string& text, const std::string& source) {
       ++column;
     }
   }
-  std::vector<YAML::Node> docs;
+  // One document: a '---' or '...' line after the first content line starts another. (Checked by
+  // hand: yaml-cpp 0.7's LoadAll loops forever on some malformed input, found by fuzzing.)
+  {
+    bool content = false;
+    int line_no = 0;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      std::string_view line(text.data() + pos, end - pos);
+      ++line_no;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      const bool marker = line.starts_with("---") && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+      const bool ends = line.starts_with("...") && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+      if ((marker || ends) && content)
+        BRISK_THROW(source, ":", line_no, ": a config file holds one YAML document; this line starts another");
+      const size_t first = line.find_first_not_of(" \t");
+      if (!marker && first != std::string_view::npos && line[first] != '#' && line[0] != '%')
+        content = true;  // % : a directive
+      if (marker && line.find_first_not_of(" \t", 3) != std::string_view::npos &&
+          line[line.find_first_not_of(" \t", 3)] != '#')
+        content = true;  // "--- value" on the marker line
+      pos = end + 1;
+    }
+  }
+  YAML::Node doc;
   try {
-    docs = YAML::LoadAll(text);
+    doc = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) BRISK_THROW(source, ": ", e.msg);
     BRISK_THROW(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg);
   }
-  if (docs.empty()) return {};
   Converter c{source};
-  if (docs.size() > 1)
-    c.fail(docs[1].Mark(),
-           "a config file holds one YAML document, this one has " + std::to_string(docs.size()) + " (a second '---'?)");
+  const std::vector<YAML::Node> docs{doc};
   Value top;
   try {
     top = c.convert(docs[0], 0);

@@ -193,7 +193,12 @@ TEST(Yaml, ErrorsNameTheLineAndColumn) {
   EXPECT_NE(error_of("- a\n- b\n").find("expected `key: value` lines (a mapping) at the top level, got a list"),
             std::string::npos);
   EXPECT_NE(error_of("just text\n").find("got a single value"), std::string::npos);
-  EXPECT_NE(error_of("a: 1\n---\nb: 2\n").find("one YAML document, this one has 2"), std::string::npos);
+  EXPECT_NE(error_of("a: 1\n---\nb: 2\n").find("cfg.yaml:2: a config file holds one YAML document"), std::string::npos);
+  EXPECT_NE(error_of("a: 1\n...\nb: 2\n").find("holds one YAML document"), std::string::npos);
+  EXPECT_EQ(yaml::parse("# c\n---\na: 1\n", "t").size(), 1u);        // a leading '---' is fine
+  EXPECT_EQ(yaml::parse("%YAML 1.2\n---\na: 1\n", "t").size(), 1u);  // after a directive too
+  // yaml-cpp 0.7's LoadAll looped forever on this (found by tests/fuzz/fuzz_yaml.cpp).
+  EXPECT_NO_THROW(yaml::parse(",: on\ng: on", "t"));
   EXPECT_NE(error_of("[a, b]: 1\n").find("a key must be a single value"), std::string::npos);
   EXPECT_NE(error_of(std::string("a: 1\nb: x\0y\n", 12)).find("cfg.yaml:2:5: control character 0x00 is not allowed"),
             std::string::npos);
