@@ -139,13 +139,7 @@ namespace {
 // biases and normalisation scales; one group when there is no decay.
 std::vector<optim::ParamGroup<optim::AdamWOptions>> decay_groups(nn::Module& model, optim::AdamWOptions options) {
   if (options.weight_decay == 0) return {{model.parameters(), options}};
-  std::vector<Tensor> decay, no_decay;
-  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  std::vector<optim::ParamGroup<optim::AdamWOptions>> groups;
-  if (!decay.empty()) groups.push_back({decay, options});
-  options.weight_decay = 0;
-  if (!no_decay.empty()) groups.push_back({no_decay, options});
-  return groups;
+  return optim::decay_matrices_only(model.parameters(), options);
 }
 }  // namespace
 

@@ -285,48 +285,46 @@ bool available() {
   return true;
 }
 
+namespace {
+
+// What brisk checks before yaml-cpp reads the text, line by line: no C0 control character but tab
+// (and the line breaks), nor DEL, as YAML requires; and one document, so a '---' or '...' line
+// after the first content line is refused. yaml-cpp 0.7 loops forever on some such input (a NUL
+// after a comma; LoadAll on some malformed documents: found by fuzzing), so it never sees it.
+void check_text(const std::string& text, const std::string& source) {
+  bool content = false;
+  int line_no = 0;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    for (size_t i = 0; i < line.size(); ++i) {
+      const auto c = static_cast<unsigned char>(line[i]);
+      if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7F) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02X", c);
+        BRISK_THROW(source, ":", line_no, ":", i + 1, ": control character ", hex, " is not allowed in YAML");
+      }
+    }
+    const auto starts = [&](std::string_view m) {
+      return line.starts_with(m) && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+    };
+    const bool marker = starts("---");
+    if ((marker || starts("...")) && content)
+      BRISK_THROW(source, ":", line_no, ": a config file holds one YAML document; this line starts another");
+    // Content: anything but blanks, comments and directives (%); after a '---', what follows it.
+    const size_t first = line.find_first_not_of(" \t", marker ? 3 : 0);
+    if (first != std::string_view::npos && line[first] != '#' && (marker || line[0] != '%')) content = true;
+  }
+}
+
+}  // namespace
+
 Document parse(const std::string& text, const std::string& source) {
-  // YAML allows no C0 control character but tab, LF and CR, nor DEL; refusing them here also keeps
-  // them from yaml-cpp 0.7, which loops forever on some (a NUL after a comma, found by fuzzing).
-  int line = 1, column = 1;
-  for (unsigned char c : text) {
-    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", c);
-      BRISK_THROW(source, ":", line, ":", column, ": control character ", hex, " is not allowed in YAML");
-    }
-    if (c == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  // One document: a '---' or '...' line after the first content line starts another. (Checked by
-  // hand: yaml-cpp 0.7's LoadAll loops forever on some malformed input, found by fuzzing.)
-  {
-    bool content = false;
-    int line_no = 0;
-    size_t pos = 0;
-    while (pos <= text.size()) {
-      size_t end = text.find('\n', pos);
-      if (end == std::string::npos) end = text.size();
-      std::string_view line(text.data() + pos, end - pos);
-      ++line_no;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      const bool marker = line.starts_with("---") && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
-      const bool ends = line.starts_with("...") && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
-      if ((marker || ends) && content)
-        BRISK_THROW(source, ":", line_no, ": a config file holds one YAML document; this line starts another");
-      const size_t first = line.find_first_not_of(" \t");
-      if (!marker && first != std::string_view::npos && line[first] != '#' && line[0] != '%')
-        content = true;  // % : a directive
-      if (marker && line.find_first_not_of(" \t", 3) != std::string_view::npos &&
-          line[line.find_first_not_of(" \t", 3)] != '#')
-        content = true;  // "--- value" on the marker line
-      pos = end + 1;
-    }
-  }
+  check_text(text, source);
   YAML::Node doc;
   try {
     doc = YAML::Load(text);
@@ -335,17 +333,16 @@ Document parse(const std::string& text, const std::string& source) {
     BRISK_THROW(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg);
   }
   Converter c{source};
-  const std::vector<YAML::Node> docs{doc};
   Value top;
   try {
-    top = c.convert(docs[0], 0);
+    top = c.convert(doc, 0);
   } catch (const YAML::Exception& e) {  // conversions of odd nodes (e.g. a bad alias)
     BRISK_THROW(source, ": ", e.msg);
   }
   if (top.is_null()) return {};
   if (top.kind != Value::Kind::Map)
-    c.fail(docs[0].Mark(), "expected `key: value` lines (a mapping) at the top level, got a " +
-                               std::string(top.kind == Value::Kind::List ? "list" : "single value"));
+    c.fail(doc.Mark(), "expected `key: value` lines (a mapping) at the top level, got a " +
+                           std::string(top.kind == Value::Kind::List ? "list" : "single value"));
   return std::move(top.entries);
 }
 #else

@@ -22,26 +22,6 @@ namespace {
 // of the masked half, large enough that each product is an efficient GEMM.
 constexpr int64_t kBlock = 64;
 
-// The transpose of the last two dims, as a view.
-Tensor mT(const Tensor& t) {
-  ViewMeta m = transpose_meta(t.sizes(), t.strides(), t.offset(), -2, -1);
-  return t.as_strided(m.sizes, m.strides, m.offset);
-}
-
-// Rows [r0, r0 + n) of the second-to-last dim, as a view.
-Tensor rows(const Tensor& t, int64_t r0, int64_t n) {
-  Shape s = t.sizes();
-  s[s.size() - 2] = n;
-  return t.as_strided(s, t.strides(), t.offset() + r0 * t.strides()[t.dim() - 2]);
-}
-
-// Columns [c0, c0 + n) of the last dim, as a view.
-Tensor cols(const Tensor& t, int64_t c0, int64_t n) {
-  Shape s = t.sizes();
-  s.back() = n;
-  return t.as_strided(s, t.strides(), t.offset() + c0 * t.strides().back());
-}
-
 struct Block {
   int64_t r0, n, keys;  // queries [r0, r0 + n) against keys [0, keys)
 };
@@ -103,12 +83,12 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   std::vector<Tensor> probs;  // softmax of each block's scores, (..., n, keys), in soft_dt
   probs.reserve(blocks.size());
   for (const Block& b : blocks) {
-    Tensor s = kernels::matmul(rows(qs, b.r0, b.n), mT(rows(kd, 0, b.keys)));  // (..., n, keys)
+    Tensor s = kernels::matmul(qs.narrow(-2, b.r0, b.n), kd.narrow(-2, 0, b.keys).transpose(-2, -1));  // (..., n, keys)
     if (s.dtype() != soft_dt) s = kernels::cast(s, soft_dt);
-    if (o.is_causal) kernels::add_(cols(s, b.keys - b.n, b.n), future_bias(b, soft_dt, s.device()));
+    if (o.is_causal) kernels::add_(s.narrow(-1, b.keys - b.n, b.n), future_bias(b, soft_dt, s.device()));
     Tensor p = kernels::softmax(s, -1);
-    kernels::copy_(rows(y, b.r0, b.n),
-                   kernels::matmul(p.dtype() == dt ? p : kernels::cast(p, dt), rows(vd, 0, b.keys)));
+    kernels::copy_(y.narrow(-2, b.r0, b.n),
+                   kernels::matmul(p.dtype() == dt ? p : kernels::cast(p, dt), vd.narrow(-2, 0, b.keys)));
     probs.push_back(std::move(p));
   }
   if (!autograd::any_requires_grad({&q, &k, &v})) return y;
@@ -123,16 +103,17 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                      for (size_t i = 0; i < blocks.size(); ++i) {
                        const Block& b = blocks[i];
                        const Tensor& p = probs[i];
-                       const Tensor gyi = rows(gy, b.r0, b.n);
-                       const Tensor vk = rows(vd, 0, b.keys), kk = rows(kd, 0, b.keys);
-                       Tensor gp = kernels::matmul(gyi, mT(vk));  // (..., n, keys)
+                       const Tensor gyi = gy.narrow(-2, b.r0, b.n);
+                       const Tensor vk = vd.narrow(-2, 0, b.keys), kk = kd.narrow(-2, 0, b.keys);
+                       Tensor gp = kernels::matmul(gyi, vk.transpose(-2, -1));  // (..., n, keys)
                        if (gp.dtype() != p.dtype()) gp = kernels::cast(gp, p.dtype());
                        Tensor gs = kernels::softmax_backward(gp, p, -1);  // 0 where p is (the future)
                        if (gs.dtype() != dt) gs = kernels::cast(gs, dt);
                        const Tensor p_dt = p.dtype() == dt ? p : kernels::cast(p, dt);
-                       kernels::copy_(rows(gq, b.r0, b.n), kernels::matmul(gs, kk));
-                       kernels::add_(rows(gk, 0, b.keys), kernels::matmul(mT(gs), rows(qs, b.r0, b.n)));
-                       kernels::add_(rows(gv, 0, b.keys), kernels::matmul(mT(p_dt), gyi));
+                       kernels::copy_(gq.narrow(-2, b.r0, b.n), kernels::matmul(gs, kk));
+                       kernels::add_(gk.narrow(-2, 0, b.keys),
+                                     kernels::matmul(gs.transpose(-2, -1), qs.narrow(-2, b.r0, b.n)));
+                       kernels::add_(gv.narrow(-2, 0, b.keys), kernels::matmul(p_dt.transpose(-2, -1), gyi));
                      }
                      kernels::mul_scalar_(gq, scale);  // s = (q * scale) k^T
                      return {g.needs(0) ? gq : Tensor(), g.needs(1) ? gk : Tensor(), g.needs(2) ? gv : Tensor()};

@@ -116,14 +116,7 @@ Tensor GPT2::loss(const Tensor& logits, const Tensor& targets) {
 }
 
 std::vector<optim::ParamGroup<optim::AdamWOptions>> GPT2::param_groups(const optim::AdamWOptions& options) const {
-  std::vector<Tensor> decay, no_decay;
-  for (const Tensor& p : parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  optim::AdamWOptions nd = options;
-  nd.weight_decay = 0.0;
-  std::vector<optim::ParamGroup<optim::AdamWOptions>> groups;
-  if (!decay.empty()) groups.push_back({decay, options});
-  if (!no_decay.empty()) groups.push_back({no_decay, nd});
-  return groups;
+  return optim::decay_matrices_only(parameters(), options);
 }
 
 Tensor GPT2::forward_cached(const Tensor& idx, KVCache& cache) {

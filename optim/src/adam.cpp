@@ -98,4 +98,14 @@ void Adam::update() {
   }
 }
 
+std::vector<ParamGroup<AdamWOptions>> decay_matrices_only(const std::vector<Tensor>& params, AdamWOptions options) {
+  std::vector<Tensor> decay, no_decay;
+  for (const Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  std::vector<ParamGroup<AdamWOptions>> groups;
+  if (!decay.empty()) groups.push_back({decay, options});
+  options.weight_decay = 0.0;
+  if (!no_decay.empty()) groups.push_back({no_decay, options});
+  return groups;
+}
+
 }  // namespace brisk::optim

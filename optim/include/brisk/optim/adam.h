@@ -54,4 +54,9 @@ class AdamW : public Adam {
   AdamW(std::vector<ParamGroup<AdamWOptions>> groups);
 };
 
+// The usual AdamW grouping (nanoGPT, Hugging Face's Trainer): `options` for the parameters with
+// two or more dims (weight matrices, kernels, embeddings), the same without weight decay for the
+// rest (biases, normalisation scales). Empty groups are left out.
+std::vector<ParamGroup<AdamWOptions>> decay_matrices_only(const std::vector<Tensor>& params, AdamWOptions options);
+
 }  // namespace brisk::optim
