@@ -229,13 +229,26 @@ std::string Value::as_string(const std::string& what) const {
 #ifdef BRISK_HAVE_YAML_CPP
 namespace {
 
-// Bounds on what one file may expand to: aliases make a small file describe a huge tree.
+// Bounds on what one file may expand to: aliases make a small file describe a huge tree (a
+// "billion laughs" of aliases of aliases), and every later step (checks, writing the file back)
+// costs in proportion to the expanded tree. Without aliases every value takes at least one byte
+// of the file and no text is repeated, so the bounds are the file's own size plus what aliases
+// may add: 10,000 values and 256 KiB of text, far above any config file (tens of values).
 constexpr int kMaxDepth = 64;
-constexpr size_t kMaxNodes = 1000000;
+constexpr size_t kMaxAliasValues = 10000;
+constexpr size_t kMaxAliasBytes = size_t{256} << 10;
 
 struct Converter {
   const std::string& source;
+  size_t max_nodes;  // the file's size + kMaxAliasValues
+  size_t max_bytes;  // the file's size + kMaxAliasBytes
   size_t nodes = 0;
+  size_t bytes = 0;  // scalars and keys, counted each time an alias repeats them
+
+  void count_bytes(const YAML::Node& n, size_t size) {
+    bytes += size;
+    if (bytes > max_bytes) fail(n.Mark(), "aliases expand the text by more than 256 KiB beyond the file's own");
+  }
 
   [[noreturn]] void fail(const YAML::Mark& m, const std::string& msg) {
     if (m.is_null()) BRISK_THROW(source, ": ", msg);
@@ -243,7 +256,7 @@ struct Converter {
   }
 
   Value convert(const YAML::Node& n, int depth) {
-    if (++nodes > kMaxNodes) fail(n.Mark(), "the document expands to more than 1,000,000 values (aliases?)");
+    if (++nodes > max_nodes) fail(n.Mark(), "aliases expand the document by more than 10,000 values");
     if (depth > kMaxDepth) fail(n.Mark(), "values nested more than 64 deep");
     Value v;
     v.line = n.Mark().is_null() ? 0 : n.Mark().line + 1;
@@ -253,6 +266,7 @@ struct Converter {
         return v;
       case YAML::NodeType::Scalar:
         v.text = n.Scalar();
+        count_bytes(n, v.text.size());
         v.quoted = n.Tag() == "!";  // a quoted (non-plain) scalar is always a string
         v.kind = v.quoted ? Value::Kind::String : classify(v.text);
         if (v.kind == Value::Kind::Null) v.text.clear();
@@ -267,6 +281,7 @@ struct Converter {
         for (const auto& kv : n) {
           if (!kv.first.IsScalar()) fail(kv.first.Mark(), "a key must be a single value, not a list or mapping");
           const std::string key = kv.first.Scalar();
+          count_bytes(kv.first, key.size());
           const int line = kv.first.Mark().is_null() ? 0 : kv.first.Mark().line + 1;
           if (auto [it, fresh] = seen.emplace(key, line); !fresh)
             fail(kv.first.Mark(), "duplicate key '" + key + "' (first on line " + std::to_string(it->second) + ")");
@@ -332,7 +347,7 @@ Document parse(const std::string& text, const std::string& source) {
     if (e.mark.is_null()) BRISK_THROW(source, ": ", e.msg);
     BRISK_THROW(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg);
   }
-  Converter c{source};
+  Converter c{source, text.size() + kMaxAliasValues, text.size() + kMaxAliasBytes};
   Value top;
   try {
     top = c.convert(doc, 0);
