@@ -58,6 +58,11 @@ std::string sharding_from_zero_stage(int64_t stage, const std::string& what) {
   return stage == 0 ? "none" : "zero" + std::to_string(stage);
 }
 
+int zero_stage(const std::string& sharding, const std::string& what) {
+  const auto s = parse_enum<Sharding>(sharding, what);
+  return s == Sharding::None ? 0 : s == Sharding::Zero1 ? 1 : s == Sharding::Zero2 ? 2 : 3;
+}
+
 std::string sharding_from_fsdp_strategy(const std::string& strategy, const std::string& what) {
   if (strategy == "NO_SHARD" || strategy == "3") return "none";
   if (strategy == "SHARD_GRAD_OP" || strategy == "2") return "zero2";
@@ -292,6 +297,10 @@ std::string config_to_yaml(const Config& c) {
             // Accelerate's spelling of the hostfile, so Accelerate reads the file too.
             if (std::string(k.name) == "hostfile")
               doc.push_back({"mpirun_config", yaml::Value::map({{"mpirun_hostfile", yaml::Value::string(*field)}})});
+            // And of the sharding: Accelerate's loader refuses keys it does not know.
+            else if (std::string(k.name) == "sharding")
+              doc.push_back({"deepspeed_config",
+                             yaml::Value::map({{"zero_stage", yaml::Value::integer(zero_stage(*field, "sharding"))}})});
             else
               doc.push_back({k.name, yaml::Value::string(*field)});
           } else if constexpr (std::is_same_v<T, bool>) {

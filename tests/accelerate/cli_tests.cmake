@@ -118,3 +118,10 @@ include(${CMAKE_CURRENT_LIST_DIR}/accelerator_tests.cmake)
 # after the checks that need none).
 add_test(NAME accelerate.cli.plot COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/check_plot.sh ${_brisk})
 set_tests_properties(accelerate.cli.plot PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# The config files `brisk config` writes load with Accelerate's own loader, and Accelerate's rewrite
+# launches the same job (skipped where Python cannot import accelerate; e.g. the GPU machine has it).
+add_test(NAME accelerate.cli.accelerate_loader
+  COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/accelerate-loader-check.sh ${_brisk})
+set_tests_properties(accelerate.cli.accelerate_loader PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 60
+  ENVIRONMENT "${_cli_env}")

@@ -208,15 +208,19 @@ TEST(Config, WrittenFileUsesAccelerateNames) {
   Config c = full_config();
   c.timeout.reset();  // brisk's own key: the one thing Accelerate would not read
   c.hostfile = "/etc/hosts list";
+  c.sharding = "zero2";
   const std::string text = config_to_yaml(c);
   EXPECT_NE(text.find("mpirun_config:\n  mpirun_hostfile: /etc/hosts list\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("deepspeed_config:\n  zero_stage: 2\n"), std::string::npos) << text;
   const std::vector<std::string> accelerate_fields = {
       "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug",
       "num_processes",       "machine_rank",     "num_machines",    "gpu_ids", "main_process_ip",
-      "main_process_port",   "mpirun_config"};
+      "main_process_port",   "mpirun_config",    "deepspeed_config"};
   for (const auto& [key, v] : brisk::accelerate::yaml::parse(text, "t"))
     EXPECT_NE(std::find(accelerate_fields.begin(), accelerate_fields.end(), key), accelerate_fields.end()) << key;
   EXPECT_EQ(config_from_yaml(text, "t"), c);
+  c.sharding = "none";  // zero_stage 0, read back as none
+  EXPECT_EQ(config_from_yaml(config_to_yaml(c), "t"), c);
 }
 
 TEST(Config, BadValuesNameTheKeyTheValueAndWhatIsAllowed) {
