@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
         }
         acc.backward(loss);
         if (acc.sync_gradients()) acc.clip_grad_norm_(model, 1.0);
-        opt.step();
+        opt.step();  // as in Accelerate: a no-op on accumulation micro-steps that do not sync
         sched.step();
         opt.zero_grad();
       }

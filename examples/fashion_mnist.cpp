@@ -141,6 +141,9 @@ int main(int argc, char** argv) {
         loss = cross_entropy(net(normalize(x)), y);
       }
       acc.backward(loss);
+      // Prepared optimizer: on a micro-step of a gradient-accumulation window that does not sync
+      // (gradient_accumulation_steps > 1, e.g. brisk launch --gradient_accumulation_steps 4), step()
+      // and zero_grad() do nothing; they act on the window's last micro-step.
       opt.step();
       opt.zero_grad();
       return loss.item<double>();

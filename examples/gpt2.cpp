@@ -364,8 +364,8 @@ int main(int argc, char** argv) {
       acc.backward(loss);
       if (acc.sync_gradients() && a.grad_clip > 0) acc.clip_grad_norm_(model, a.grad_clip);
       step_lr = opt.lr();
-      opt.step();
-      sched.step();
+      opt.step();    // prepared: does nothing on accumulation micro-steps that do not sync
+      sched.step();  // and so the schedule advances once per real step
       opt.zero_grad();
       return loss.item<double>();
     };

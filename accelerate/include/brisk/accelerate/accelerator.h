@@ -206,7 +206,11 @@ class Accelerator {
   }
   // Moves the model to device() (with device_placement) and, with several processes, wraps it.
   void prepare_one(nn::Module& model);
-  // Gates step/zero_grad; state the optimizer already has moves to its parameters' devices.
+  // Gates step/zero_grad: after prepare, the user's own `opt.step()` and `opt.zero_grad()` do
+  // nothing on a micro-step that does not synchronise (inside accumulate() before the last
+  // micro-step of the window), and step() also does nothing when the loss scaler found inf/NaN
+  // gradients (sync_gradients(), optimizer_step_was_skipped() tell which). Schedulers prepared
+  // here follow the same gate. State the optimizer already has moves to its parameters' devices.
   void prepare_one(optim::Optimizer& optimizer);
   // Shards the loader's batches across processes; on a GPU (with device_placement) the loader
   // hands out batches on device(), copied ahead of use (see DataLoaderOptions::device).
