@@ -8,8 +8,8 @@
 // algbw = bytes / time; busbw = algbw * 2(n-1)/n (the bytes each rank must send and
 // receive in a bandwidth-optimal all-reduce).
 #include <brisk/brisk.h>
-#include <brisk/core/cli.h>
 #include <brisk/kernels/elementwise.h>
+#include <brisk/util/cli.h>
 
 #include <unistd.h>
 

@@ -12,7 +12,7 @@
 // rank's, and the table gives the median over all timed steps. With BRISK_TRACE=<file> the
 // forward, backward, optimizer step and every bucket's all-reduce are traced (docs/data-parallel.md).
 #include <brisk/brisk.h>
-#include <brisk/core/cli.h>
+#include <brisk/util/cli.h>
 
 #include <unistd.h>
 
@@ -121,15 +121,15 @@ int main(int argc, char** argv) {
       opt.zero_grad();
       Tensor loss;
       {
-        dist::TraceSpan span("forward", "compute");
+        TraceSpan span("forward", "compute");
         loss = cross_entropy(model.forward(x), y);
       }
       {
-        dist::TraceSpan span("backward", "compute");
+        TraceSpan span("backward", "compute");
         loss.backward();
       }
       {
-        dist::TraceSpan span("optimizer step", "compute");
+        TraceSpan span("optimizer step", "compute");
         opt.step();
       }
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

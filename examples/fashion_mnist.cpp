@@ -172,8 +172,8 @@ int main(int argc, char** argv) {
 
     int first_epoch = 1;
     acc.register_for_checkpointing(
-        "epoch", [&] { return data::json::Value(first_epoch - 1); },
-        [&](const data::json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
+        "epoch", [&] { return json::Value(first_epoch - 1); },
+        [&](const json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
     if (a.resume) {
       const std::string from = acc.load_state();
       acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1);

@@ -60,19 +60,18 @@ struct SampleArgs {
   std::string tokenizer_dir;  // overrides the checkpoint's
 };
 
-data::json::Value config_json(const models::GPT2Config& c, const std::string& tokenizer,
-                              const std::string& tokenizer_dir) {
-  return data::json::Value::object({{"n_layer", c.n_layer},
-                                    {"n_head", c.n_head},
-                                    {"n_embd", c.n_embd},
-                                    {"block_size", c.block_size},
-                                    {"vocab_size", c.vocab_size},
-                                    {"dropout", c.dropout},
-                                    {"tokenizer", tokenizer},
-                                    {"tokenizer_dir", tokenizer_dir}});
+json::Value config_json(const models::GPT2Config& c, const std::string& tokenizer, const std::string& tokenizer_dir) {
+  return json::Value::object({{"n_layer", c.n_layer},
+                              {"n_head", c.n_head},
+                              {"n_embd", c.n_embd},
+                              {"block_size", c.block_size},
+                              {"vocab_size", c.vocab_size},
+                              {"dropout", c.dropout},
+                              {"tokenizer", tokenizer},
+                              {"tokenizer_dir", tokenizer_dir}});
 }
 
-models::GPT2Config config_from_json(const data::json::Value& v, const std::string& where) {
+models::GPT2Config config_from_json(const json::Value& v, const std::string& where) {
   BRISK_CHECK(v.is_object() && v.contains("n_layer"), where, " has no GPT-2 configuration");
   models::GPT2Config c;
   c.n_layer = (*v.find("n_layer")).as_int();
@@ -160,11 +159,11 @@ int sample_main(int argc, char** argv) {
     set_num_threads(a.threads);
     const std::string dir = find_checkpoint(a.checkpoint);
     const std::string state_path = (std::filesystem::path(dir) / "state.json").string();
-    const data::json::Value state = data::json::parse(read_all(state_path));
-    const data::json::Value* custom = state.find("custom");
+    const json::Value state = json::parse(read_all(state_path));
+    const json::Value* custom = state.find("custom");
     BRISK_CHECK(custom && custom->find("gpt2"), state_path,
                 " holds no GPT-2 configuration (custom.gpt2): not a checkpoint of this program");
-    const data::json::Value& cj = *custom->find("gpt2");
+    const json::Value& cj = *custom->find("gpt2");
     models::GPT2Config cfg = config_from_json(cj, state_path);
     const std::string tokenizer = (*cj.find("tokenizer")).as_string();
     std::string tokenizer_dir = a.tokenizer_dir;  // the flag, else the one the model was trained with
@@ -422,10 +421,10 @@ int main(int argc, char** argv) {
 
     int64_t step = 0;  // optimizer steps done
     acc.register_for_checkpointing(
-        "step", [&] { return data::json::Value(step); }, [&](const data::json::Value& v) { step = v.as_int(); });
+        "step", [&] { return json::Value(step); }, [&](const json::Value& v) { step = v.as_int(); });
     acc.register_for_checkpointing(
         "gpt2", [&] { return config_json(cfg, tokenizer, a.tokenizer_dir); },
-        [&](const data::json::Value& v) {
+        [&](const json::Value& v) {
           const models::GPT2Config saved = config_from_json(v, "the checkpoint");
           BRISK_CHECK(saved.n_layer == cfg.n_layer && saved.n_head == cfg.n_head && saved.n_embd == cfg.n_embd &&
                           saved.block_size == cfg.block_size && saved.vocab_size == cfg.vocab_size,

@@ -10,9 +10,9 @@
 
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/host.h"
-#include "brisk/core/cli.h"
-#include "brisk/core/env.h"
-#include "brisk/core/error.h"
+#include "brisk/util/cli.h"
+#include "brisk/util/env.h"
+#include "brisk/util/error.h"
 #include "commands.h"
 
 namespace brisk::cli_commands {

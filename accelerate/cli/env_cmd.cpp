@@ -10,10 +10,10 @@
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/host.h"
 #include "brisk/accelerate/launch.h"
-#include "brisk/core/cli.h"
-#include "brisk/core/error.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/linalg.h"
+#include "brisk/util/cli.h"
+#include "brisk/util/error.h"
 #include "brisk/version.h"
 #include "commands.h"
 

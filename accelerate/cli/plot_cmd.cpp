@@ -16,15 +16,15 @@
 #include <string>
 #include <vector>
 
-#include "brisk/core/cli.h"
-#include "brisk/core/error.h"
-#include "brisk/data/json.h"
+#include "brisk/util/cli.h"
+#include "brisk/util/error.h"
+#include "brisk/util/json.h"
 #include "commands.h"
 
 namespace brisk::cli_commands {
 
 namespace fs = std::filesystem;
-namespace json = brisk::data::json;
+namespace json = brisk::json;
 
 namespace {
 

@@ -11,13 +11,13 @@
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/autograd/autograd.h"
-#include "brisk/core/env.h"
 #include "brisk/dist/dist.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/kernels/reduce.h"
 #include "brisk/nn/layers.h"
 #include "brisk/optim/sgd.h"
+#include "brisk/util/env.h"
 
 namespace brisk::selftest {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
-#include "brisk/core/cli.h"
-#include "brisk/core/error.h"
-#include "brisk/core/fs.h"
+#include "brisk/util/cli.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
 #include "selftest_checks.h"
 
 using namespace brisk::selftest;

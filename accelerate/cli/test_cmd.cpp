@@ -20,8 +20,8 @@
 
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/host.h"
-#include "brisk/core/cli.h"
-#include "brisk/core/error.h"
+#include "brisk/util/cli.h"
+#include "brisk/util/error.h"
 #include "commands.h"
 #include "selftest_report.h"
 

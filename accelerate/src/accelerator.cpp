@@ -12,11 +12,9 @@
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/accelerate/host.h"
 #include "brisk/autograd/autograd.h"
-#include "brisk/core/env.h"
 #include "brisk/core/profiler.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/sampler.h"
-#include "brisk/dist/trace.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
@@ -24,6 +22,8 @@
 #include "brisk/kernels/optim.h"
 #include "brisk/kernels/settings.h"
 #include "brisk/optim/clip.h"
+#include "brisk/util/env.h"
+#include "brisk/util/trace.h"
 
 namespace brisk {
 
@@ -294,11 +294,11 @@ void Accelerator::prepare_one(nn::Module& model) {
   }
   auto st = std::make_unique<ModelState>();
   st->model = &model;
-  if (dist::trace_enabled()) {  // BRISK_TRACE: a "forward" span per call of the model
+  if (trace_enabled()) {  // BRISK_TRACE: a "forward" span per call of the model
     auto start = std::make_shared<double>(0.0);
-    model.register_forward_pre_hook([start](nn::Module&, const Tensor&) { *start = dist::trace_now_us(); });
+    model.register_forward_pre_hook([start](nn::Module&, const Tensor&) { *start = trace_now_us(); });
     model.register_forward_hook([start](nn::Module&, const Tensor&, const Tensor&) {
-      dist::trace_complete("forward", "compute", *start, dist::trace_now_us());
+      trace_complete("forward", "compute", *start, trace_now_us());
     });
   }
   if (world_size_ > 1) {
@@ -348,19 +348,19 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
     // the update and the updated shards are all-gathered into the parameters after it.
     st->zero = std::make_shared<accelerate::detail::ZeroEngine>(s_.sharding, optimizer, *pg_, s_.bucket_cap_mb);
     std::shared_ptr<accelerate::detail::ZeroEngine> zero = st->zero;
-    const bool trace = dist::trace_enabled();
+    const bool trace = trace_enabled();
     optimizer.set_step_wrapper([zero, trace](const std::function<void()>& update) {
       zero->before_step();
       {
-        std::optional<dist::TraceSpan> span;
+        std::optional<TraceSpan> span;
         if (trace) span.emplace("optimizer step", "compute");
         update();
       }
       zero->after_step();
     });
-  } else if (dist::trace_enabled()) {
+  } else if (trace_enabled()) {
     optimizer.set_step_wrapper([](const std::function<void()>& update) {
-      dist::TraceSpan span("optimizer step", "compute");
+      TraceSpan span("optimizer step", "compute");
       update();
     });
   }
@@ -380,9 +380,9 @@ void Accelerator::prepare_one(data::DataLoader& loader) {
   auto st = std::make_shared<LoaderState>();
   std::shared_ptr<LoaderState> ls = st;
   ls->loader = &loader;
-  if (dist::trace_enabled())
+  if (trace_enabled())
     loader.set_fetch_wrapper([](const std::function<void()>& fetch) {
-      dist::TraceSpan span("data loading", "data");
+      TraceSpan span("data loading", "data");
       fetch();
     });
   // Batches go to the GPU as the model did (copied ahead of use on a side stream).
@@ -417,7 +417,7 @@ void Accelerator::prepare_one(data::DataLoader& loader) {
                 ") must be a multiple of the number of processes (", N, ")");
   const bool split = s_.split_batches, even = s_.even_batches;
   loader.set_batch_source([sh = sh_, ls, N, r, split, even](uint64_t epoch) {
-    auto span = dist::trace_span("plan batches", "data");
+    auto span = trace_span("plan batches", "data");
     const data::DataLoader& l = *ls->loader;
     const data::DataLoaderOptions& lo = l.options();
     data::BatchPlan global;
@@ -514,7 +514,7 @@ Accelerator::Autocast::Autocast(MixedPrecision mixed_precision) {
 }
 
 void Accelerator::backward(const Tensor& loss) {
-  auto span = dist::trace_span("backward", "compute");
+  auto span = trace_span("backward", "compute");
   BRISK_CHECK(loss.defined(), "Accelerator::backward: the loss is undefined");
   Tensor l = loss;
   if (s_.gradient_accumulation_steps > 1) l = l / static_cast<double>(s_.gradient_accumulation_steps);
@@ -535,7 +535,7 @@ void Accelerator::backward(const Tensor& loss) {
   for (auto& o : optimizers_)
     if (o->zero) o->zero->end_backward();
   if (any_sync) {
-    auto wait = dist::trace_span("wait for gradients", "comm");
+    auto wait = trace_span("wait for gradients", "comm");
     for (auto& m : models_)
       if (m->reducer && m->reducer->sync()) m->reducer->finalize();
   }
@@ -569,7 +569,7 @@ void Accelerator::check_sharded_params() {
 // the step), so only the loss is checked there. After the reducers finished, every rank holds the
 // same gradients and so stops at the same step.
 void Accelerator::check_finite(const Tensor& loss) {
-  auto span = dist::trace_span("nan_watch", "compute");
+  auto span = trace_span("nan_watch", "compute");
   ++backward_calls_;
   std::vector<std::pair<Device, std::vector<Tensor>>> by_device;
   auto add = [&](const Tensor& t) {

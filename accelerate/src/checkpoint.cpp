@@ -23,18 +23,18 @@
 #include <set>
 
 #include "accelerator_impl.h"
-#include "brisk/core/fs.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/safetensors.h"
-#include "brisk/dist/trace.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
+#include "brisk/util/fs.h"
+#include "brisk/util/trace.h"
 #include "sha256.h"
 
 namespace brisk {
 
 namespace fs = std::filesystem;
-namespace json = data::json;
+namespace json = brisk::json;
 
 namespace {
 
@@ -635,7 +635,7 @@ void on_every_rank(dist::ProcessGroup* pg, int world_size, const char* op, const
 }  // namespace
 
 std::string Accelerator::save_state(const std::string& dir) {
-  auto span = dist::trace_span("save_state", "checkpoint");
+  auto span = trace_span("save_state", "checkpoint");
   fs::path final_dir;
   if (dir.empty()) {
     BRISK_CHECK(s_.automatic_checkpoint_naming,
@@ -1046,7 +1046,7 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
 }
 
 std::string Accelerator::load_state(const std::string& dir) {
-  auto span = dist::trace_span("load_state", "checkpoint");
+  auto span = trace_span("load_state", "checkpoint");
   fs::path path;
   if (dir.empty()) {
     // The newest complete checkpoint, as the main process sees it.

@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "brisk/core/enums.h"
-#include "brisk/core/error.h"
-#include "brisk/core/fs.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
 
 namespace brisk::accelerate {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "brisk/accelerate/env_vars.h"
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 extern char** environ;
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "brisk/accelerate/accelerator.h"
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk::accelerate {
 

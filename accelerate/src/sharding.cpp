@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "brisk/accelerate/accelerator.h"
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk::accelerate {
 

@@ -11,7 +11,7 @@
 namespace brisk {
 
 namespace fs = std::filesystem;
-namespace json = data::json;
+namespace json = brisk::json;
 
 namespace {
 

@@ -11,12 +11,12 @@
 #include <sstream>
 
 #include "brisk/autograd/autograd.h"
-#include "brisk/core/error.h"
-#include "brisk/core/fs.h"
-#include "brisk/data/json.h"
 #include "brisk/data/safetensors.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/optim/adam.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
+#include "brisk/util/json.h"
 
 namespace brisk {
 
@@ -212,22 +212,22 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, std::shared_ptr<data
   acc_->register_for_checkpointing(
       "trainer",
       [this] {
-        data::json::Value v = data::json::Value::object();
+        json::Value v = json::Value::object();
         v.set("global_step", state_.global_step);
         v.set("loss_since_log", loss_since_log_);
         v.set("steps_since_log", steps_since_log_);
         v.set("loss_total", loss_total_);
-        v.set("best_metric", state_.best_metric ? data::json::Value(*state_.best_metric) : data::json::Value());
+        v.set("best_metric", state_.best_metric ? json::Value(*state_.best_metric) : json::Value());
         v.set("best_step", state_.best_step);
         v.set("evaluations_without_improvement", state_.evaluations_without_improvement);
         return v;
       },
-      [this](const data::json::Value& v) {
+      [this](const json::Value& v) {
         state_.global_step = v.at("global_step").as_int();
         loss_since_log_ = v.at("loss_since_log").as_double();
         steps_since_log_ = v.at("steps_since_log").as_int();
         loss_total_ = v.at("loss_total").as_double();
-        const data::json::Value& best = v.at("best_metric");
+        const json::Value& best = v.at("best_metric");
         state_.best_metric = best.is_null() ? std::nullopt : std::optional<double>(best.as_double());
         state_.best_step = v.at("best_step").as_int();
         state_.evaluations_without_improvement = v.at("evaluations_without_improvement").as_int();
@@ -508,9 +508,9 @@ void Trainer::restore_logs() {
   std::string line, kept;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    data::json::Value v = data::json::parse(line);
+    json::Value v = json::parse(line);
     if (!v.is_object()) continue;
-    const data::json::Value* step = v.find("step");
+    const json::Value* step = v.find("step");
     // Records after the checkpoint, and the interrupted run's closing summary, did not happen in
     // the run that now continues.
     if (!step || step->as_int() > state_.global_step || v.contains("train_loss")) continue;
@@ -535,12 +535,12 @@ void Trainer::write_log_files(const Metrics& record) {
   if (!jsonl && !csv) return;
   make_dir(args_.output_dir);
   if (jsonl) {
-    data::json::Value::Object o;
-    o.emplace_back("step", data::json::Value(state_.global_step));
+    json::Value::Object o;
+    o.emplace_back("step", json::Value(state_.global_step));
     for (const auto& [k, v] : record)
-      if (k != "step") o.emplace_back(k, data::json::Value(v));
+      if (k != "step") o.emplace_back(k, json::Value(v));
     io::AppendFile f((fs::path(args_.output_dir) / "metrics.jsonl").string(), false, "Trainer");
-    f.append(data::json::Value::object(std::move(o)).dump() + "\n");
+    f.append(json::Value::object(std::move(o)).dump() + "\n");
   }
   if (csv) {
     // A column per key seen so far: a record that brings a new key rewrites the file (atomically)

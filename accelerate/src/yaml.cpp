@@ -13,8 +13,8 @@
 #include <limits>
 #include <unordered_map>
 
-#include "brisk/core/env.h"
-#include "brisk/core/error.h"
+#include "brisk/util/env.h"
+#include "brisk/util/error.h"
 
 namespace brisk::accelerate::yaml {
 

@@ -6,10 +6,10 @@
 #include <string>
 
 #include "brisk/autograd/grad_mode.h"
-#include "brisk/core/error.h"
-#include "brisk/dist/trace.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
+#include "brisk/util/error.h"
+#include "brisk/util/trace.h"
 
 namespace brisk::accelerate::detail {
 
@@ -216,7 +216,7 @@ void ZeroEngine::end_backward() {
   if (!im.syncing) return;
   im.armed = false;
   im.syncing = false;
-  auto span = dist::trace_span("reduce-scatter gradients", "comm");
+  auto span = trace_span("reduce-scatter gradients", "comm");
   NoGradGuard no_grad;
   // zero1 reduces everything now; zero2 what the hooks did not see (parameters that got no
   // gradient in this pass: their accumulated gradient, or zeros).
@@ -260,7 +260,7 @@ void ZeroEngine::before_step() {
 void ZeroEngine::after_step() {
   Impl& im = *impl_;
   NoGradGuard no_grad;
-  auto span = dist::trace_span("all-gather parameters", "comm");
+  auto span = trace_span("all-gather parameters", "comm");
   std::vector<Tensor> outs;
   std::vector<dist::WorkPtr> works;
   for (const auto& b : im.buckets) {

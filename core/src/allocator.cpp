@@ -9,7 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk {
 

@@ -17,9 +17,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "brisk/core/env.h"
-#include "brisk/core/error.h"
-#include "brisk/core/fs.h"
+#include "brisk/util/env.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
+#include "brisk/util/trace.h"
 
 namespace brisk::profiler {
 
@@ -84,7 +85,6 @@ Registry& registry() {
 // Read during the library's static initialisation, which runs on the process's main thread.
 const std::thread::id g_main_thread = std::this_thread::get_id();
 
-std::atomic<TraceSink> g_sink{nullptr};
 std::atomic<int64_t> g_allocs{0}, g_alloc_bytes{0}, g_steps{0};
 // The CPU allocator's system allocations when the last step began (-1: no step yet), and how
 // many the last complete step made (-1: none complete yet).
@@ -260,8 +260,10 @@ void pop() {
     parent.child_allocs += allocs;
     parent.child_bytes += bytes;
   }
-  if (TraceSink sink = g_sink.load(std::memory_order_acquire))
-    sink(f.name, static_cast<double>(f.start_ns) / 1e3, static_cast<double>(end) / 1e3, t.tid);
+  // With BRISK_TRACE as well, one "X" event of category "op" on the scope's thread (steady-clock
+  // microseconds, the clock the trace uses).
+  if (trace_enabled())
+    trace_complete(f.name, "op", static_cast<double>(f.start_ns) / 1e3, static_cast<double>(end) / 1e3, t.tid);
 }
 
 void on_alloc(int64_t nbytes) {
@@ -446,10 +448,6 @@ const char* intern(std::string_view name) {
   Registry& r = registry();
   std::lock_guard lk(r.m);
   return r.names.emplace(name).first->c_str();
-}
-
-TraceSink set_trace_sink(TraceSink sink) {
-  return g_sink.exchange(sink, std::memory_order_acq_rel);
 }
 
 }  // namespace brisk::profiler

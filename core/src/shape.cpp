@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "brisk/core/checked_size.h"
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk {
 

@@ -1,8 +1,8 @@
 // StorageImpl: owns device bytes and keeps the memory counters honest.
 #include "brisk/core/storage.h"
 
-#include "brisk/core/error.h"
 #include "brisk/core/profiler.h"
+#include "brisk/util/error.h"
 
 namespace brisk {
 

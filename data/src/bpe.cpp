@@ -13,8 +13,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "brisk/core/error.h"
-#include "brisk/data/json.h"
+#include "brisk/util/error.h"
+#include "brisk/util/json.h"
 
 namespace brisk::data {
 

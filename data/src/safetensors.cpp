@@ -19,9 +19,9 @@
 #include <string_view>
 
 #include "brisk/core/checked_size.h"
-#include "brisk/core/fs.h"
-#include "brisk/data/json.h"
 #include "brisk/kernels/elementwise.h"
+#include "brisk/util/fs.h"
+#include "brisk/util/json.h"
 
 namespace brisk::data {
 

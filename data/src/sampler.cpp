@@ -1,9 +1,9 @@
 // Sequential, random, distributed and batch samplers.
 #include "brisk/data/sampler.h"
 
-#include "brisk/core/error.h"
 #include "brisk/core/rng.h"
 #include "brisk/kernels/factory.h"
+#include "brisk/util/error.h"
 
 namespace brisk::data {
 

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "brisk/core/error.h"
-#include "brisk/core/fs.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
 
 namespace brisk::data {
 

@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "brisk/core/env.h"
+#include "brisk/util/env.h"
 
 namespace brisk::dist::detail {
 namespace {

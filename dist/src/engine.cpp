@@ -6,7 +6,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "brisk/core/env.h"
+#include "brisk/util/env.h"
 #include "group_impl.h"
 
 namespace brisk::dist::detail {

@@ -7,10 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "brisk/core/env.h"
-#include "brisk/core/error.h"
+#include "brisk/util/env.h"
+#include "brisk/util/error.h"
+#include "brisk/util/trace.h"
 
 namespace brisk::dist {
+
+namespace {
+// BRISK_TRACE names its files by rank (brisk/util/trace.h); this library knows the launchers.
+[[maybe_unused]] const bool g_trace_rank_source_installed =
+    (trace_set_rank_source([] { return detect_launch().rank; }), true);
+}  // namespace
 namespace {
 
 const char* env(const char* name) {

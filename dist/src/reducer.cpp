@@ -22,9 +22,9 @@
 
 #include "brisk/autograd/engine.h"
 #include "brisk/core/profiler.h"
-#include "brisk/dist/trace.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
+#include "brisk/util/trace.h"
 
 namespace brisk::dist {
 

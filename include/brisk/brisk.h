@@ -2,15 +2,19 @@
 #pragma once
 // Listed layer by layer, bottom up, as the libraries depend on each other.
 // clang-format off
+#include "brisk/util/cli.h"
+#include "brisk/util/env.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
+#include "brisk/util/json.h"
+#include "brisk/util/progress.h"
+#include "brisk/util/trace.h"
 #include "brisk/core/allocator.h"
-#include "brisk/core/cli.h"
 #include "brisk/core/device.h"
 #include "brisk/core/dtype.h"
 #include "brisk/core/enums.h"
-#include "brisk/core/error.h"
 #include "brisk/core/half.h"
 #include "brisk/core/profiler.h"
-#include "brisk/core/progress.h"
 #include "brisk/core/rng.h"
 #include "brisk/core/shape.h"
 #include "brisk/core/storage.h"

@@ -17,8 +17,8 @@
 #include <string>
 #include <type_traits>
 
-#include "brisk/core/error.h"
 #include "brisk/kernels/linalg.h"
+#include "brisk/util/error.h"
 #include "cpu/linalg_kernels.h"
 
 #if BRISK_WITH_OPENBLAS

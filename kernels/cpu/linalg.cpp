@@ -19,8 +19,8 @@
 
 #include <algorithm>
 
-#include "brisk/core/error.h"
 #include "brisk/kernels/linalg.h"
+#include "brisk/util/error.h"
 #include "cpu/linalg_kernels.h"
 
 namespace brisk::kernels {

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <string>
 
-#include "brisk/core/error.h"
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/cuda_recording.h"
+#include "brisk/util/error.h"
 
 namespace brisk::cuda::detail {
 

@@ -4,9 +4,9 @@
 #ifndef BRISK_WITH_CUDA
 #include <atomic>
 
-#include "brisk/core/error.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/cuda_recording.h"
+#include "brisk/util/error.h"
 
 namespace brisk::cuda {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <optional>
 
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk::kernels {
 

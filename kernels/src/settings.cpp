@@ -3,7 +3,7 @@
 
 #include <atomic>
 
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk::kernels {
 

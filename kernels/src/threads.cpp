@@ -6,7 +6,7 @@
 #include <string_view>
 #include <thread>
 
-#include "brisk/core/env.h"
+#include "brisk/util/env.h"
 
 namespace brisk {
 

@@ -50,7 +50,7 @@ struct CkptTrainer {
   explicit CkptTrainer(AcceleratorOptions o = {.gradient_accumulation_steps = 2, .seed = 4}) : acc(std::move(o)) {
     acc.prepare(net, opt, loader, sched);
     acc.register_for_checkpointing(
-        "done", [this] { return data::json::Value(done); }, [this](const data::json::Value& v) { done = v.as_int(); });
+        "done", [this] { return json::Value(done); }, [this](const json::Value& v) { done = v.as_int(); });
   }
   // n micro-steps.
   void run(int n) {
@@ -91,7 +91,7 @@ struct Listed {
 // Rewrites manifest.json as anyone could: the entries of regular files recomputed from the files,
 // the others kept, `extra` appended, and the manifest's own checksum recomputed.
 inline void reseal(const fs::path& dir, const std::vector<Listed>& extra = {}) {
-  namespace json = data::json;
+  namespace json = brisk::json;
   json::Value m = json::parse(slurp(dir / "manifest.json"));
   json::Value files = json::Value::array();
   auto add = [&](const std::string& path, int64_t size, const std::string& sha) {
@@ -121,9 +121,8 @@ inline void reseal(const fs::path& dir, const std::vector<Listed>& extra = {}) {
 }
 
 // Parses `file` of the checkpoint, lets `edit` change it, writes it back and reseals.
-inline void edit_json(const fs::path& dir, const std::string& file,
-                      const std::function<void(data::json::Value&)>& edit) {
-  data::json::Value v = data::json::parse(slurp(dir / file));
+inline void edit_json(const fs::path& dir, const std::string& file, const std::function<void(json::Value&)>& edit) {
+  json::Value v = json::parse(slurp(dir / file));
   edit(v);
   spit(dir / file, v.dump(2) + "\n");
   reseal(dir);

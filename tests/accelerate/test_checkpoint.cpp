@@ -82,7 +82,7 @@ TEST(Checkpoint, ManifestListsEveryFileWithSizeAndSha256AndItsOwnChecksum) {
   Trainer a({});
   a.run(3);
   a.acc.save_state(dir);
-  auto m = data::json::parse(read(fs::path(dir) / "manifest.json"));
+  auto m = json::parse(read(fs::path(dir) / "manifest.json"));
   std::set<std::string> listed;
   for (const auto& f : m.at("files").as_array()) {
     const std::string name = f.at("path").as_string();
@@ -100,9 +100,9 @@ TEST(Checkpoint, ManifestListsEveryFileWithSizeAndSha256AndItsOwnChecksum) {
   EXPECT_TRUE(accelerate::is_complete_checkpoint(dir));
   // The state file carries the step and the config; the rank's own file its loader's epoch and
   // position and its random state.
-  auto st = data::json::parse(read(fs::path(dir) / "state.json"));
+  auto st = json::parse(read(fs::path(dir) / "state.json"));
   EXPECT_EQ(st.at("config").at("mixed_precision").as_string(), "no");
-  auto rs = data::json::parse(read(fs::path(dir) / "rank_0.json"));
+  auto rs = json::parse(read(fs::path(dir) / "rank_0.json"));
   EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 3);
   EXPECT_EQ(rs.at("rank").as_int(), 0);
   // Any change to a listed file, or to the manifest itself, makes the checkpoint incomplete.
@@ -201,7 +201,7 @@ TEST(SaveModel, ShardsWithAHuggingFaceIndexAndTiedWeightsOnce) {
   Accelerator acc;
   Tied m;
   acc.save_model(m, dir, "130B");  // a.weight: 120 bytes per shard at most
-  auto index = data::json::parse(read(fs::path(dir) / "model.safetensors.index.json"));
+  auto index = json::parse(read(fs::path(dir) / "model.safetensors.index.json"));
   const auto& wm = index.at("weight_map");
   int64_t total = 0;
   for (const std::string name : {"a.weight", "a.bias", "b.weight", "b.bias"}) {

@@ -3,7 +3,7 @@
 #include <brisk/accelerate/config.h>
 #include <brisk/accelerate/launch.h>
 #include <brisk/accelerate/yaml.h>
-#include <brisk/core/error.h>
+#include <brisk/util/error.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

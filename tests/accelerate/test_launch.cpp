@@ -2,7 +2,7 @@
 // launcher's environment: mpirun's options, the variables every rank gets, and the default
 // number of processes.
 #include <brisk/accelerate/launch.h>
-#include <brisk/core/error.h>
+#include <brisk/util/error.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

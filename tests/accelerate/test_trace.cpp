@@ -15,7 +15,7 @@ using namespace brisk;
 
 TEST(AcceleratorTrace, TrainingLoopRecordsTheSpansOfAStep) {
   const std::string path = brisk::testing::scratch() + "/brisk_trace_test.json";
-  dist::trace_set_path(path);
+  trace_set_path(path);
   {
     Accelerator acc({.cpu = true, .seed = 0});
     nn::Linear net(4, 2);
@@ -29,13 +29,13 @@ TEST(AcceleratorTrace, TrainingLoopRecordsTheSpansOfAStep) {
       opt.zero_grad();
     }
   }
-  const std::string file = dist::trace_flush();
-  dist::trace_set_path("");
+  const std::string file = trace_flush();
+  trace_set_path("");
   std::ifstream in(file);
   ASSERT_TRUE(in) << "no trace written at " << file;
   std::stringstream text;
   text << in.rdbuf();
-  data::json::Value doc = data::json::parse(text.str());
+  json::Value doc = json::parse(text.str());
   std::multiset<std::string> names;
   for (const auto& e : doc.at("traceEvents").as_array()) names.insert(e.at("name").as_string());
   for (const char* want : {"forward", "backward", "optimizer step"})
@@ -49,7 +49,7 @@ TEST(AcceleratorTrace, TrainingLoopRecordsTheSpansOfAStep) {
 // loader's worker on a thread of its own.
 TEST(AcceleratorTrace, ProfiledOpsAreEventsOnTheirThreads) {
   const std::string path = brisk::testing::scratch() + "/brisk_trace_ops_test.json";
-  dist::trace_set_path(path);
+  trace_set_path(path);
   profiler::reset();
   profiler::enable();
   {
@@ -66,8 +66,8 @@ TEST(AcceleratorTrace, ProfiledOpsAreEventsOnTheirThreads) {
     }
   }
   profiler::disable();
-  const std::string file = dist::trace_flush();
-  dist::trace_set_path("");
+  const std::string file = trace_flush();
+  trace_set_path("");
   const int64_t linear_calls = [] {
     for (const auto& r : profiler::key_averages())
       if (r.name == "linear") return r.calls;
@@ -78,7 +78,7 @@ TEST(AcceleratorTrace, ProfiledOpsAreEventsOnTheirThreads) {
   ASSERT_TRUE(in) << "no trace written at " << file;
   std::stringstream text;
   text << in.rdbuf();
-  data::json::Value doc = data::json::parse(text.str());
+  json::Value doc = json::parse(text.str());
   std::multiset<std::string> ops;
   std::vector<std::pair<double, double>> forwards, linears;
   std::set<int64_t> worker_tids, named_tids;
@@ -97,7 +97,7 @@ TEST(AcceleratorTrace, ProfiledOpsAreEventsOnTheirThreads) {
     if (name == "DataLoader.load_batch") {
       worker_tids.insert(e.at("tid").as_int());
     } else {
-      EXPECT_EQ(e.at("tid").as_int(), dist::kTraceComputeTid) << name << " ran on the main thread";
+      EXPECT_EQ(e.at("tid").as_int(), kTraceComputeTid) << name << " ran on the main thread";
     }
     if (name == "linear") linears.emplace_back(ts, end);
   }

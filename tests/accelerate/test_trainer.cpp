@@ -153,7 +153,7 @@ TEST(Trainer, EvaluationSaveAndLoggingFireAtThePlannedSteps) {
   ASSERT_EQ(lines.size(), 5u + 3u + 1u);
   int eval_lines = 0;
   for (const auto& l : lines) {
-    data::json::Value v = data::json::parse(l);
+    json::Value v = json::parse(l);
     if (v.contains("eval_mae")) {
       ++eval_lines;
       EXPECT_EQ(v.at("step").as_int() % 4, 0) << l;
@@ -258,7 +258,7 @@ TEST(Trainer, ResumingGivesTheUninterruptedRun) {
   // The logs read as the uninterrupted run's: steps 1..15 once each, in order.
   std::vector<int64_t> logged;
   for (const auto& l : lines_of(b_dir + "/metrics.jsonl")) {
-    data::json::Value v = data::json::parse(l);
+    json::Value v = json::parse(l);
     if (v.contains("loss")) logged.push_back(v.at("step").as_int());
   }
   std::vector<int64_t> expected;

@@ -1,7 +1,7 @@
 // The YAML reader (yaml-cpp underneath) and writer behind config files: scalar kinds, nesting,
 // order and line numbers, round trips, and errors that name the line.
 #include <brisk/accelerate/yaml.h>
-#include <brisk/core/error.h>
+#include <brisk/util/error.h>
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -3,7 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
-#include <brisk/core/error.h>
+#include <brisk/util/error.h>
 
 #include <functional>
 #include <string>

@@ -5,7 +5,7 @@
 #include <string>
 
 #include <brisk/core/dtype.h>
-#include <brisk/core/error.h>
+#include <brisk/util/error.h>
 
 using namespace brisk;
 

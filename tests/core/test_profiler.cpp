@@ -5,10 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <brisk/brisk.h>
+#include <brisk/util/json.h>
+#include <brisk/util/trace.h>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <latch>
 #include <mutex>
@@ -223,17 +228,34 @@ struct SinkEvent {
   double start, end;
   int tid;
 };
-std::mutex g_sink_m;
 std::vector<SinkEvent> g_sink_events;
-void test_sink(const char* name, double start, double end, int tid) {
-  std::lock_guard lk(g_sink_m);
-  g_sink_events.push_back({name, start, end, tid});
+// Records into a BRISK_TRACE file of this test's own until trace_ops() reads it back.
+void start_trace() {
+  trace_set_path((std::filesystem::temp_directory_path() / ("brisk_profiler_" + std::to_string(getpid()))).string());
+}
+// The "op" events of the test's scopes (names starting "test."), in the order they finished.
+std::vector<SinkEvent> trace_ops() {
+  const std::string file = trace_flush();
+  trace_set_path("");
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove(file);
+  std::vector<SinkEvent> out;
+  json::Value doc = json::parse(text.str());
+  for (const json::Value& e : doc.at("traceEvents").as_array()) {
+    if (e.at("ph").as_string() != "X" || e.at("cat").as_string() != "op" ||
+        !e.at("name").as_string().starts_with("test."))
+      continue;
+    const double ts = e.at("ts").as_double();
+    out.push_back({e.at("name").as_string(), ts, ts + e.at("dur").as_double(), static_cast<int>(e.at("tid").as_int())});
+  }
+  return out;
 }
 }  // namespace
 
-TEST_F(Profiler, FinishedScopesGoToTheTraceSink) {
-  g_sink_events.clear();
-  const profiler::TraceSink previous = profiler::set_trace_sink(test_sink);  // dist's BRISK_TRACE recorder
+TEST_F(Profiler, FinishedScopesGoToTheTrace) {
+  start_trace();
   {
     profiler::Scope outer("test.sink_outer");
     profiler::Scope inner("test.sink_inner");
@@ -241,7 +263,7 @@ TEST_F(Profiler, FinishedScopesGoToTheTraceSink) {
   std::thread([] { profiler::Scope s("test.sink_thread"); }).join();
   profiler::disable();
   { profiler::Scope off("test.sink_off"); }
-  EXPECT_EQ(profiler::set_trace_sink(previous), test_sink);
+  g_sink_events = trace_ops();
   ASSERT_EQ(g_sink_events.size(), 3u);
   EXPECT_EQ(g_sink_events[0].name, "test.sink_inner");  // in the order they finish
   EXPECT_EQ(g_sink_events[1].name, "test.sink_outer");
@@ -260,8 +282,7 @@ TEST_F(Profiler, FinishedScopesGoToTheTraceSink) {
 // A thread's trace tid goes to the next thread once it has exited, so threads that come and go
 // (a data loader's workers, every epoch) do not add a row to the trace each time.
 TEST_F(Profiler, ExitedThreadsTraceTidsAreReused) {
-  g_sink_events.clear();
-  const profiler::TraceSink previous = profiler::set_trace_sink(test_sink);
+  start_trace();
   for (int i = 0; i < 3; ++i) std::thread([] { profiler::Scope s("test.reuse"); }).join();
   std::latch both_recorded(2);  // both threads alive at once
   auto record_then_wait = [&] {
@@ -272,7 +293,7 @@ TEST_F(Profiler, ExitedThreadsTraceTidsAreReused) {
   std::thread b(record_then_wait);
   a.join();
   b.join();
-  profiler::set_trace_sink(previous);
+  g_sink_events = trace_ops();
   ASSERT_EQ(g_sink_events.size(), 5u);
   EXPECT_EQ(g_sink_events[0].tid, g_sink_events[1].tid);
   EXPECT_EQ(g_sink_events[1].tid, g_sink_events[2].tid);

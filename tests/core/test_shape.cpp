@@ -6,8 +6,8 @@
 #include <string>
 
 #include <brisk/core/checked_size.h>
-#include <brisk/core/error.h>
 #include <brisk/core/shape.h>
+#include <brisk/util/error.h>
 
 using namespace brisk;
 

@@ -4,7 +4,7 @@
 #include <brisk/accelerate/accelerator.h>
 #include <brisk/accelerate/host.h>
 #include <brisk/accelerate/launch.h>
-#include <brisk/core/error.h>
+#include <brisk/util/error.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <brisk/data/bpe.h>
-#include <brisk/data/json.h>
+#include <brisk/util/json.h>
 
 #include <algorithm>
 #include <map>
@@ -40,7 +40,7 @@ struct SmallVocab {
   std::vector<std::pair<std::string, std::string>> merges;
   bool with_eot = true;
   std::string vocab_json() const {
-    data::json::Value v = data::json::Value::object();
+    json::Value v = json::Value::object();
     for (int b = 0; b < 256; ++b) v.set(byte_char(static_cast<unsigned char>(b)), b);
     int64_t id = 256;
     for (const std::string& t : extra) v.set(mapped(t), id++);
@@ -81,15 +81,15 @@ std::vector<std::string> pieces(std::string_view text) {
 // Every string of a goldens file (hex bytes and the ids a reference implementation gave them)
 // encodes to the same ids and decodes back; returns how many strings were checked.
 size_t check_goldens(const GPT2Tokenizer& tok, const std::string& file, size_t* merged_tokens) {
-  data::json::Value goldens = data::json::parse(brisk::testing::read_file(file));
+  json::Value goldens = json::parse(brisk::testing::read_file(file));
   EXPECT_EQ(tok.vocab_size(), goldens.at("vocab_size").as_int()) << file;
   EXPECT_EQ(tok.num_merges(), goldens.at("merges").as_int()) << file;
   const auto& strings = goldens.at("strings").as_array();
-  for (const data::json::Value& g : strings) {
+  for (const json::Value& g : strings) {
     const std::string name = g.at("name").as_string();
     const std::string text = from_hex(g.at("hex").as_string());
     std::vector<int32_t> want;
-    for (const data::json::Value& id : g.at("ids").as_array()) want.push_back(static_cast<int32_t>(id.as_int()));
+    for (const json::Value& id : g.at("ids").as_array()) want.push_back(static_cast<int32_t>(id.as_int()));
     std::vector<int32_t> got = tok.encode(text);
     EXPECT_EQ(got, want) << file << ": " << name;
     EXPECT_EQ(tok.decode(got), text) << file << ": " << name;

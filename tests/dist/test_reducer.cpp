@@ -263,29 +263,29 @@ TEST(Trace, WritesChromeTraceJsonWithSpansFromTheReducerOnTheCommunicationThread
   const auto dir = std::filesystem::temp_directory_path() / ("brisk_trace_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string base = (dir / "run.json").string();
-  dist::trace_set_path(base);
-  ASSERT_TRUE(dist::trace_enabled());
-  EXPECT_EQ(dist::trace_file(), (dir / "run.rank0.json").string());
+  trace_set_path(base);
+  ASSERT_TRUE(trace_enabled());
+  EXPECT_EQ(trace_file(), (dir / "run.rank0.json").string());
   std::vector<Tensor> ps = {param({3}, 1), param({2}, 1), param({4}, 1)};
   dist::Reducer r(named(ps), group(), {.bucket_cap_mb = 0, .first_bucket_mb = 0});
   {
-    dist::TraceSpan span("forward \"quoted\"", "compute");
-    auto s2 = dist::trace_span("inner", "compute");
+    TraceSpan span("forward \"quoted\"", "compute");
+    auto s2 = trace_span("inner", "compute");
   }
   {
-    dist::TraceSpan span("backward", "compute");
+    TraceSpan span("backward", "compute");
     weighted_sum(ps).backward();
   }
-  dist::trace_instant("epoch", "train");
-  const std::string written = dist::trace_flush();
-  dist::trace_set_path("");
-  EXPECT_FALSE(dist::trace_enabled());
+  trace_instant("epoch", "train");
+  const std::string written = trace_flush();
+  trace_set_path("");
+  EXPECT_FALSE(trace_enabled());
   ASSERT_EQ(written, (dir / "run.rank0.json").string());
 
   std::ifstream f(written);
   std::stringstream ss;
   ss << f.rdbuf();
-  data::json::Value doc = data::json::parse(ss.str());
+  json::Value doc = json::parse(ss.str());
   const auto& events = doc.at("traceEvents").as_array();
   std::set<std::string> names;
   int buckets_on_comm = 0;
@@ -300,7 +300,7 @@ TEST(Trace, WritesChromeTraceJsonWithSpansFromTheReducerOnTheCommunicationThread
       EXPECT_TRUE(e.at("cat").is_string());
     }
     if (e.at("name").as_string().rfind("all_reduce bucket ", 0) == 0) {
-      EXPECT_EQ(e.at("tid").as_int(), dist::kTraceCommTid);
+      EXPECT_EQ(e.at("tid").as_int(), kTraceCommTid);
       ++buckets_on_comm;
     }
   }

@@ -3,9 +3,9 @@
 //         included), the pre-tokens must tile the text, and decode(encode(x)) must be x;
 //   odd:  a vocab.json and a merges.txt separated by a NUL byte: loading either succeeds or throws
 //         brisk::Error, and a tokenizer that loads must round-trip the bytes it was given.
-#include <brisk/core/error.h>
 #include <brisk/data/bpe.h>
-#include <brisk/data/json.h>
+#include <brisk/util/error.h>
+#include <brisk/util/json.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +28,7 @@ const GPT2Tokenizer& fixed_tokenizer() {
         {"e", "r"},       {"a", "n"},       {"n", "d"},           {"an", "d"}, {" ", "a"},   {" a", "nd"},
         {"\xc3", "\xa9"}, {"\xe4", "\xb8"}, {"\xe4\xb8", "\xad"}, {" ", " "},  {"  ", "  "}, {"\n", "\n"},
         {"'", "s"},       {"\xf0", "\x9f"}, {"\xf0\x9f", "\x98"}, {"1", "2"}};
-    brisk::data::json::Value v = brisk::data::json::Value::object();
+    brisk::json::Value v = brisk::json::Value::object();
     for (int b = 0; b < 256; ++b) v.set(byte_char(static_cast<unsigned char>(b)), b);
     int64_t id = 256;
     std::string m = "#version: 0.2\n";

@@ -31,7 +31,7 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-namespace json = brisk::data::json;
+namespace json = brisk::json;
 using namespace brisk;
 
 namespace {

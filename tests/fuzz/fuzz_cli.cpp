@@ -2,8 +2,8 @@
 // newlines into argv[1..]; a parser with flags of every type (plain, optional, switches, aliases,
 // positionals) must either accept it or report a usage error, never crash. Accepted integers
 // must print back as the text given (up to a '+' sign), so nothing is rounded or wrapped.
-#include <brisk/core/cli.h>
-#include <brisk/core/error.h>
+#include <brisk/util/cli.h>
+#include <brisk/util/error.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -3,8 +3,8 @@
 // whether the rest is gzip-compressed here first (so that most inputs reach the IDX header
 // through inflate; without it, gzip seeds exercise corrupt and trailing gzip data). Any input
 // must either load or throw brisk::Error; a loaded payload has exactly the size its dims say.
-#include <brisk/core/error.h>
 #include <brisk/data/mnist.h>
+#include <brisk/util/error.h>
 #include <zlib.h>
 
 #include <cstddef>

@@ -3,15 +3,15 @@
 // parse again to the same text. The pull reader (json::Reader, which the safetensors reader
 // uses) must accept exactly the texts that parse() accepts when duplicate keys are allowed, and
 // parse() may refuse one of those only for a duplicate key.
-#include <brisk/core/error.h>
-#include <brisk/data/json.h>
+#include <brisk/util/error.h>
+#include <brisk/util/json.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace json = brisk::data::json;
+namespace json = brisk::json;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -2,8 +2,8 @@
 // parse or throw brisk::Error. A file that parses has exactly 1024 + 2 * count bytes and its
 // tokens are uint16 values; written back (token_file_bytes) they parse to the same tokens, in the
 // same bytes when the header's unused ints are zero.
-#include <brisk/core/error.h>
 #include <brisk/data/tokens.h>
+#include <brisk/util/error.h>
 
 #include <cstddef>
 #include <cstdint>

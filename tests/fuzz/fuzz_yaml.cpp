@@ -3,7 +3,7 @@
 // brisk::Error; what parses must write back out and read again to the same document / config.
 #include <brisk/accelerate/config.h>
 #include <brisk/accelerate/yaml.h>
-#include <brisk/core/error.h>
+#include <brisk/util/error.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -2,9 +2,9 @@
 // restores the previous value; the default thread count is read from OMP_NUM_THREADS exactly.
 #include <gtest/gtest.h>
 
-#include <brisk/core/error.h>
 #include <brisk/kernels/settings.h>
 #include <brisk/kernels/threads.h>
+#include <brisk/util/error.h>
 
 #include <cstdlib>
 #include <string>

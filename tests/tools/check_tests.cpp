@@ -5,7 +5,7 @@
 //   brisk_test_check_tests --ctest CTEST --build-dir DIR    this build's tests
 //   brisk_test_check_tests FILE.json                       a saved list
 // Exits 0 when every test is fine, 1 naming each one that is not.
-#include <brisk/data/json.h>
+#include <brisk/util/json.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace json = brisk::data::json;
+namespace json = brisk::json;
 
 namespace {
 

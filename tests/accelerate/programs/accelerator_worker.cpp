@@ -337,7 +337,7 @@ int train(int64_t steps, int64_t save_at, int64_t stop_at, bool resume, const st
   acc.prepare(net, opt, loader, sched);
   int64_t done = 0;
   acc.register_for_checkpointing(
-      "done", [&] { return data::json::Value(done); }, [&](const data::json::Value& v) { done = v.as_int(); });
+      "done", [&] { return json::Value(done); }, [&](const json::Value& v) { done = v.as_int(); });
   if (resume || !load.empty()) {
     std::string path = acc.load_state(load);
     acc.print("loaded ", path, " at step ", done);

@@ -81,7 +81,7 @@ struct SaveLoopRun {
              .total_limit = 2}) {
     acc.prepare(net, opt, loader);
     acc.register_for_checkpointing(
-        "done", [this] { return data::json::Value(done); }, [this](const data::json::Value& v) { done = v.as_int(); });
+        "done", [this] { return json::Value(done); }, [this](const json::Value& v) { done = v.as_int(); });
   }
   SaveLoopRun(const SaveLoopRun&) = delete;
   SaveLoopRun& operator=(const SaveLoopRun&) = delete;

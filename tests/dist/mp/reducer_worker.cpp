@@ -230,7 +230,7 @@ std::string read_file(const std::string& path) {
 }
 
 void buckets(dist::ProcessGroup& pg) {
-  CHECK(dist::trace_enabled(), "run this scenario with BRISK_TRACE set");
+  CHECK(trace_enabled(), "run this scenario with BRISK_TRACE set");
   Deep model;
   const double cap = 0.04;  // MiB: 41,943 B; one layer is 36,864 + 384 B
   dist::Reducer reducer(model.named_parameters(), pg, {.bucket_cap_mb = cap, .first_bucket_mb = cap});
@@ -254,16 +254,16 @@ void buckets(dist::ProcessGroup& pg) {
     opt.zero_grad();
     Tensor loss;
     {
-      dist::TraceSpan span("forward", "compute");
+      TraceSpan span("forward", "compute");
       Tensor y = model.forward(x);
       loss = mul(y, y).mean();
     }
     {
-      dist::TraceSpan span("backward", "compute");
+      TraceSpan span("backward", "compute");
       loss.backward();
     }
     {
-      dist::TraceSpan span("optimizer step", "compute");
+      TraceSpan span("optimizer step", "compute");
       opt.step();
     }
     const auto& ev = reducer.last_step_events();
@@ -288,8 +288,8 @@ void buckets(dist::ProcessGroup& pg) {
 
   // The trace file: spans of every bucket on the communication thread, the first of each
   // step before that step's "reducer finalize" began.
-  const std::string file = dist::trace_flush();
-  data::json::Value doc = data::json::parse(read_file(file));
+  const std::string file = trace_flush();
+  json::Value doc = json::parse(read_file(file));
   std::vector<double> finalize_ts, bucket_ts;
   int forward = 0, backward = 0;
   std::vector<double> launch0_ts;
@@ -301,7 +301,7 @@ void buckets(dist::ProcessGroup& pg) {
     const std::string name = e.at("name").as_string();
     if (name == "reducer finalize") finalize_ts.push_back(e.at("ts").as_double());
     if (name.rfind("all_reduce bucket ", 0) == 0) {
-      CHECK(e.at("tid").as_int() == dist::kTraceCommTid, "bucket span tid");
+      CHECK(e.at("tid").as_int() == kTraceCommTid, "bucket span tid");
       CHECK(e.at("cat").as_string() == "comm", "bucket span category");
       bucket_ts.push_back(e.at("ts").as_double());
     }

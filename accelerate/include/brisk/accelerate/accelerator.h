@@ -30,15 +30,15 @@
 
 #include "brisk/amp/autocast.h"
 #include "brisk/amp/grad_scaler.h"
-#include "brisk/core/fs.h"
-#include "brisk/core/progress.h"
 #include "brisk/core/tensor.h"
 #include "brisk/data/dataloader.h"
-#include "brisk/data/json.h"
 #include "brisk/dist/process_group.h"
 #include "brisk/nn/module.h"
 #include "brisk/optim/lr_scheduler.h"
 #include "brisk/optim/optimizer.h"
+#include "brisk/util/fs.h"
+#include "brisk/util/json.h"
+#include "brisk/util/progress.h"
 
 namespace brisk::dist {
 class Reducer;
@@ -320,8 +320,8 @@ class Accelerator {
   std::string load_state(const std::string& dir = "");
   // Extra state saved and restored with the checkpoint under `name` (a step counter, a best
   // score ...): `save` is called by save_state, `load` by load_state.
-  void register_for_checkpointing(const std::string& name, std::function<data::json::Value()> save,
-                                  std::function<void(const data::json::Value&)> load);
+  void register_for_checkpointing(const std::string& name, std::function<json::Value()> save,
+                                  std::function<void(const json::Value&)> load);
   // The next iteration of `loader` starts at batch n (for resuming by hand).
   data::DataLoader& skip_first_batches(data::DataLoader& loader, int64_t n);
   // The model's weights as safetensors (main process): one model.safetensors, or shards of at
@@ -335,7 +335,7 @@ class Accelerator {
   // Main process: appends {"step": step, ...values} to <project_dir>/metrics.jsonl and a row to
   // <project_dir>/metrics.csv (a column per key seen so far), each fsynced; only a call that brings
   // a new key rewrites metrics.csv (atomically, with the wider header).
-  void log(const data::json::Value::Object& values, std::optional<int64_t> step = std::nullopt);
+  void log(const json::Value::Object& values, std::optional<int64_t> step = std::nullopt);
   // A progress bar only the main process draws (the others' bars count silently).
   [[nodiscard]] ProgressBar progress_bar(int64_t total, const std::string& description,
                                          const std::string& unit = "it") const {
@@ -368,8 +368,8 @@ class Accelerator {
   std::vector<optim::LRScheduler*> schedulers_;
   struct CustomState {
     std::string name;
-    std::function<data::json::Value()> save;
-    std::function<void(const data::json::Value&)> load;
+    std::function<json::Value()> save;
+    std::function<void(const json::Value&)> load;
   };
   std::vector<CustomState> custom_;
 
@@ -388,7 +388,7 @@ class Accelerator {
   int64_t backward_calls_ = 0;  // counted by nan_watch, for its messages
   LoaderState* active_ = nullptr;
   bool resumed_ = false;
-  std::vector<data::json::Value> log_rows_;
+  std::vector<json::Value> log_rows_;
   bool log_started_ = false;
   io::AppendFile log_jsonl_, log_csv_;    // open once logging starts; each log() appends a line
   std::vector<std::string> log_columns_;  // metrics.csv's header

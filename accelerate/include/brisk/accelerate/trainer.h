@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "brisk/accelerate/accelerator.h"
-#include "brisk/core/cli.h"
 #include "brisk/data/dataloader.h"
 #include "brisk/data/dataset.h"
 #include "brisk/nn/module.h"
 #include "brisk/optim/lr_scheduler.h"
 #include "brisk/optim/optimizer.h"
+#include "brisk/util/cli.h"
 
 namespace brisk {
 

@@ -93,13 +93,6 @@ std::string table(std::string_view sort_by = "self_cpu_time_total", int row_limi
 // Equal strings give the same pointer.
 const char* intern(std::string_view name);
 
-// Where finished scopes go besides the table: dist's BRISK_TRACE recorder installs itself here.
-// Called on the scope's thread with steady-clock microseconds (time since the clock's epoch) and
-// the thread's trace tid (0 for the process's main thread, 2, 3, ... for other threads).
-// Returns the sink it replaces.
-using TraceSink = void (*)(const char* name, double start_us, double end_us, int tid);
-TraceSink set_trace_sink(TraceSink sink);
-
 // An RAII scope: times [construction, destruction) under `name` (a string that outlives the
 // profiler: a literal, or intern()).
 class Scope {

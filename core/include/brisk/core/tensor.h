@@ -16,9 +16,9 @@
 
 #include "brisk/core/dtype.h"
 #include "brisk/core/enums.h"
-#include "brisk/core/error.h"
 #include "brisk/core/shape.h"
 #include "brisk/core/storage.h"
+#include "brisk/util/error.h"
 
 namespace brisk {
 

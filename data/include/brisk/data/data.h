@@ -5,7 +5,6 @@
 #include "brisk/data/bpe.h"
 #include "brisk/data/dataloader.h"
 #include "brisk/data/dataset.h"
-#include "brisk/data/json.h"
 #include "brisk/data/mnist.h"
 #include "brisk/data/safetensors.h"
 #include "brisk/data/sampler.h"

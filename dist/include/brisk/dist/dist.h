@@ -5,4 +5,3 @@
 #include "brisk/dist/launch_env.h"
 #include "brisk/dist/process_group.h"
 #include "brisk/dist/reducer.h"
-#include "brisk/dist/trace.h"

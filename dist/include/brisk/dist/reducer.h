@@ -83,7 +83,7 @@ class Reducer {
   // watcher thread, so this call waits (on the host) until the last pass's all-reduces are done.
   const std::vector<Event>& last_step_events() const;
   // Beyond the shared interface: when the last synced backward's finalize() began (the end of
-  // the backward computation), on the same clock as the events (dist::trace_now_us()).
+  // the backward computation), on the same clock as the events (trace_now_us()).
   double last_backward_end_us() const;
 
   struct Impl;

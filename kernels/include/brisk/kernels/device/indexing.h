@@ -7,10 +7,10 @@
 #include <array>
 #include <cstdint>
 
-#include "brisk/core/error.h"
 #include "brisk/core/macros.h"
 #include "brisk/core/shape.h"
 #include "brisk/kernels/coalesce.h"
+#include "brisk/util/error.h"
 
 namespace brisk::kernels::device {
 

@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include <brisk/core/cli.h>
+#include <brisk/util/cli.h>
 
 using brisk::cli::Parser;
 

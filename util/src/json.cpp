@@ -1,5 +1,5 @@
 // JSON value, strict recursive-descent parser (RFC 8259) and serde_json-compatible writer.
-#include "brisk/data/json.h"
+#include "brisk/util/json.h"
 
 #include <algorithm>
 #include <charconv>
@@ -7,9 +7,9 @@
 #include <limits>
 #include <new>
 
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
-namespace brisk::data::json {
+namespace brisk::json {
 
 const char* type_name(Type t) {
   switch (t) {
@@ -790,4 +790,4 @@ Value parse(std::string_view text, const ParseOptions& options) {
   return v;
 }
 
-}  // namespace brisk::data::json
+}  // namespace brisk::json

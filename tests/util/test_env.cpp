@@ -6,9 +6,9 @@
 #include <map>
 #include <string>
 
-#include "brisk/core/cli.h"
-#include "brisk/core/env.h"
-#include "brisk/core/error.h"
+#include "brisk/util/cli.h"
+#include "brisk/util/env.h"
+#include "brisk/util/error.h"
 
 #include "common/errors.h"
 

@@ -1,6 +1,6 @@
 // cli::Parser's optional targets: a flag not given leaves its std::optional empty, so a config
 // file (or any later source) can fill what the command line left open.
-#include <brisk/core/cli.h>
+#include <brisk/util/cli.h>
 #include <gtest/gtest.h>
 
 #include <optional>

@@ -1,5 +1,5 @@
 // The shared command-line parser.
-#include "brisk/core/cli.h"
+#include "brisk/util/cli.h"
 
 #include <charconv>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "brisk/core/env.h"
+#include "brisk/util/env.h"
 
 namespace brisk::cli {
 

@@ -12,7 +12,7 @@
 #include "common/sanitizers.h"
 
 using namespace brisk;
-namespace json = brisk::data::json;
+namespace json = brisk::json;
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <functional>
 #include <sstream>
 
-#include "brisk/core/error.h"
-#include "brisk/core/fs.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
 
 #include "common/errors.h"
 

@@ -1,9 +1,9 @@
 // ProgressBar drawing.
-#include "brisk/core/progress.h"
+#include "brisk/util/progress.h"
 
 #include <unistd.h>
 
-#include "brisk/core/cli.h"
+#include "brisk/util/cli.h"
 
 namespace brisk {
 

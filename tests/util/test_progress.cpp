@@ -8,7 +8,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <brisk/core/progress.h>
+#include <brisk/util/progress.h>
 
 #include <chrono>
 #include <cstdio>

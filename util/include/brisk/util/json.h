@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace brisk::data::json {
+namespace brisk::json {
 
 enum class Type { Null, Bool, Number, String, Array, Object };
 const char* type_name(Type t);
@@ -169,4 +169,4 @@ bool valid_utf8(std::string_view s, size_t* bad_at = nullptr);
 // Appends `s` as a JSON string literal (quotes and escapes as serde_json writes them).
 void write_string(std::string& out, std::string_view s);
 
-}  // namespace brisk::data::json
+}  // namespace brisk::json

@@ -1,5 +1,5 @@
 // brisk::Error: the message plus where it was raised.
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 #include <cstring>
 #include <string_view>

@@ -1,6 +1,6 @@
 // The BRISK_TRACE recorder: spans in memory behind one mutex, written as Chrome trace JSON
 // (the "JSON object format" with a traceEvents array) at exit or on trace_flush().
-#include "brisk/dist/trace.h"
+#include "brisk/util/trace.h"
 
 #include <atomic>
 #include <chrono>
@@ -11,12 +11,10 @@
 #include <set>
 #include <sstream>
 
-#include "brisk/core/error.h"
-#include "brisk/core/fs.h"
-#include "brisk/core/profiler.h"
-#include "brisk/dist/launch_env.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
 
-namespace brisk::dist {
+namespace brisk {
 
 namespace {
 
@@ -91,20 +89,16 @@ void record(Event e) {
   r.events.push_back(std::move(e));
 }
 
-// The profiler's scopes (core cannot see this recorder): one "X" event of category "op" each, on
-// the thread that ran it, while BRISK_TRACE records.
-void record_op(const char* name, double start_us, double end_us, int tid) {
-  if (!trace_enabled()) return;
-  record(Event{name, "op", 'X', start_us, end_us > start_us ? end_us - start_us : 0.0, tid});
-}
-[[maybe_unused]] const bool g_op_sink_installed = (profiler::set_trace_sink(record_op), true);
+std::atomic<TraceRankSource> g_rank_source{nullptr};
 
 int trace_rank() {
-  try {
-    return detect_launch().rank;
-  } catch (const std::exception&) {
-    return 0;
+  if (TraceRankSource source = g_rank_source.load(std::memory_order_acquire)) {
+    try {
+      return source();
+    } catch (const std::exception&) {
+    }
   }
+  return 0;
 }
 
 void write_json_string(std::ostream& os, const std::string& s) {
@@ -141,6 +135,10 @@ void trace_set_path(const std::string& path) {
   Recorder& r = recorder();
   std::lock_guard lk(r.m);
   set_path_locked(r, path);
+}
+
+void trace_set_rank_source(TraceRankSource source) {
+  g_rank_source.store(source, std::memory_order_release);
 }
 
 std::string trace_file() {
@@ -224,4 +222,4 @@ TraceSpan::~TraceSpan() {
   if (start_us_ >= 0) trace_complete(name_, category_, start_us_, trace_now_us(), tid_);
 }
 
-}  // namespace brisk::dist
+}  // namespace brisk

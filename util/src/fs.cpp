@@ -1,5 +1,5 @@
 // Durable file writes: write to a temp file in the same folder, fsync, rename, fsync the folder.
-#include "brisk/core/fs.h"
+#include "brisk/util/fs.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk::io {
 

@@ -2,9 +2,9 @@
 // process keeps its spans in memory and writes them as Chrome trace JSON, one file per rank,
 // at exit or on trace_flush(); chrome://tracing and https://ui.perfetto.dev open the files.
 //
-//   { dist::TraceSpan span("forward", "compute");  model.forward(x); }   // one "X" event
-//   dist::trace_instant("epoch", "train");
-//   dist::trace_flush();                                                   // write now
+//   { TraceSpan span("forward", "compute");  model.forward(x); }   // one "X" event
+//   trace_instant("epoch", "train");
+//   trace_flush();                                                   // write now
 //
 // File: `<path>.rank<r>.json` (a trailing ".json" on <path> is dropped first, so
 // BRISK_TRACE=run.json gives run.rank0.json, run.rank1.json ...). Events are
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace brisk::dist {
+namespace brisk {
 
 inline constexpr int kTraceComputeTid = 0;
 inline constexpr int kTraceCommTid = 1;
@@ -33,6 +33,10 @@ bool trace_enabled();
 // Overrides BRISK_TRACE: starts recording to `path` (as if BRISK_TRACE=path); "" stops
 // recording and forgets the recorded events.
 void trace_set_path(const std::string& path);
+// The process's rank, for the file name and the trace's pid: dist installs a source that reads
+// the launcher's variables (brisk launch, mpirun, srun); without one the rank is 0.
+using TraceRankSource = int (*)();
+void trace_set_rank_source(TraceRankSource source);
 // The file this process writes (empty when disabled): `<path>.rank<rank>.json`.
 std::string trace_file();
 // Microseconds on the steady clock (since boot on Linux). Everything that timestamps spans
@@ -62,7 +66,7 @@ class TraceSpan {
   int tid_;
   double start_us_ = -1;  // < 0: tracing was off at construction
 };
-// `auto s = dist::trace_span("backward", "compute");` reads as well.
+// `auto s = trace_span("backward", "compute");` reads as well.
 using trace_span = TraceSpan;
 
-}  // namespace brisk::dist
+}  // namespace brisk

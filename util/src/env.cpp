@@ -1,9 +1,9 @@
 // Exact parsing of booleans and integers, and the environment readers built on it.
-#include "brisk/core/env.h"
+#include "brisk/util/env.h"
 
 #include <cstdlib>
 
-#include "brisk/core/error.h"
+#include "brisk/util/error.h"
 
 namespace brisk {
 
