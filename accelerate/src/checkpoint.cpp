@@ -875,6 +875,46 @@ bool is_complete_checkpoint(const std::string& dir, std::string* why) {
   return true;
 }
 
+std::string merged_model_weights(const std::string& dir, size_t model) {
+  const std::string where = "merge-weights: '" + dir + "': ";
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) BRISK_THROW(where, "no such folder");
+  if (!fs::is_directory(dir, ec)) BRISK_THROW(where, "not a folder (expected a checkpoint folder from save_state)");
+  CheckpointFolder folder(dir, where + "not a complete checkpoint: ");
+  if (!folder.lists(kState)) folder.fail(kManifest, " does not list ", kState);
+  // A damaged or truncated file anywhere (a model, an optimizer shard) is reported, not skipped.
+  for (const auto& [name, entry] : folder.files()) folder.verify(name);
+  const Fields sf((fs::path(dir) / kState).string());
+  json::Value st;
+  try {
+    st = json::parse(folder.read(kState, kMaxJsonBytes));
+  } catch (const Error& e) {
+    BRISK_THROW(where, kState, " is not valid JSON: ", e.message());
+  }
+  sf.object(st, "");
+  if (sf.string(sf.member(st, "", "format"), "format") != kFormat) sf.fail("format", "not a brisk checkpoint");
+  const json::Value& models = sf.member(st, "", "models");
+  if (!models.is_array() || models.size() == 0) sf.fail("models", "expected a non-empty array");
+  if (model >= models.size())
+    BRISK_THROW(where, "the checkpoint has ", models.size(), " model(s); there is no model ", model,
+                " (--model counts from 0)");
+  const std::string key = Fields::index("models", model);
+  const std::string& file =
+      listed_name(sf, folder, sf.string(sf.member(models.at(model), key, "file"), key + ".file"), key + ".file");
+  data::SafetensorsFile weights;
+  {
+    const std::string bytes = folder.read(file);
+    try {
+      weights = data::parse_safetensors(bytes, (fs::path(dir) / file).string());
+    } catch (const Error& e) {
+      BRISK_THROW(where, e.message());
+    }
+  }
+  // Every rank holds the whole parameters under none, zero1 and zero2, so the main process's file
+  // is the whole model: written again exactly as save_model writes it.
+  return data::safetensors_bytes(weights.tensors, {{"format", "pt"}});
+}
+
 int64_t parse_size(const std::string& text) {
   std::string s;
   for (char c : text)
