@@ -162,7 +162,7 @@ int estimate_memory(int argc, char** argv) {
         } else if (stage == "zero2") {
           r.params = 4 * P, r.grads = 4 * (shard + std::min(2 * bucket, P)), r.optimizer = 4 * moments * shard;
         } else {
-          r.params = 4 * (shard + std::min(2 * d.largest_unit, P));
+          r.params = 4 * std::min(P, shard + 2 * d.largest_unit);  // never more than the whole model
           r.grads = 4 * (shard + std::min(2 * bucket, P)), r.optimizer = 4 * moments * shard;
         }
         if (d.gpt2) {

@@ -8,10 +8,12 @@
 #     optimizer state bit for bit.
 #   refuse: saved inside an accumulation window; the resume elsewhere is refused, saying why.
 #   warn:   resumed with another global batch; the loader starts the next epoch, with a warning.
+#   merge:  SAVE_NP processes under SAVE_STAGE save the tiny GPT-2's state and save_model it;
+#     `BRISK merge-weights` of the checkpoint equals save_model's file byte for byte (LOAD_* unused).
 #
-#   run_reshard.sh WORKER TEST_JOB WORK_DIR SAVE_NP SAVE_STAGE LOAD_NP LOAD_STAGE resume|refuse|warn
+#   run_reshard.sh WORKER TEST_JOB WORK_DIR SAVE_NP SAVE_STAGE LOAD_NP LOAD_STAGE resume|refuse|warn|merge [BRISK]
 set -u
-worker=$1; run_mpi=$2; work=$3; snp=$4; sstage=$5; lnp=$6; lstage=$7; mode=$8
+worker=$1; run_mpi=$2; work=$3; snp=$4; sstage=$5; lnp=$6; lstage=$7; mode=$8; brisk=${9:-}
 rm -rf "$work"; mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 job() {
@@ -32,6 +34,13 @@ case $mode in
   warn)
     job "$snp" reshard-save "$sstage" "$work" 1 5 || fail "saving on $snp process(es) under $sstage"
     job "$lnp" reshard-warn "$lstage" "$work" || fail "the loader warning"
+    ;;
+  merge)
+    job "$snp" merge-save "$sstage" "$work" || fail "training and saving on $snp process(es) under $sstage"
+    "$brisk" merge-weights "$work/ckpt" "$work/merged.safetensors" || fail "brisk merge-weights"
+    cmp "$work/model/model.safetensors" "$work/merged.safetensors" ||
+      fail "merge-weights output differs from save_model's"
+    echo "merge-weights equals save_model byte for byte ($snp process(es), $sstage)"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

@@ -31,7 +31,8 @@ endforeach()
 set(_reshard_cases
   1:zero2:1:none:resume 1:none:1:zero1:resume
   4:zero2:2:zero2:resume 2:zero2:1:none:resume 2:none:4:zero1:resume 4:zero1:2:none:resume 1:none:2:zero2:resume
-  2:zero2:1:zero2:refuse 4:none:2:zero1:refuse 2:none:1:none:warn 2:zero1:4:zero2:warn)
+  2:zero2:1:zero2:refuse 4:none:2:zero1:refuse 2:none:1:none:warn 2:zero1:4:zero2:warn
+  1:none:1:none:merge 2:zero2:2:zero2:merge 4:zero1:4:zero1:merge)
 foreach(case ${_reshard_cases})
   string(REPLACE ":" ";" parts ${case})
   list(GET parts 0 snp)
@@ -44,13 +45,13 @@ foreach(case ${_reshard_cases})
     add_test(NAME ${name}
       COMMAND ${BRISK_TEST_JOB} --timeout 200 --grep "RESHARD-OK"
         -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_reshard.sh ${_zero_worker} ${BRISK_TEST_JOB}
-        ${CMAKE_CURRENT_BINARY_DIR}/${name} ${snp} ${sstage} ${lnp} ${lstage} ${mode})
+        ${CMAKE_CURRENT_BINARY_DIR}/${name} ${snp} ${sstage} ${lnp} ${lstage} ${mode} $<TARGET_FILE:brisk_cli>)
     set_tests_properties(${name} PROPERTIES LABELS "unit;sharding" TIMEOUT 240 ENVIRONMENT "OMP_NUM_THREADS=1")
   elseif(BRISK_HAVE_MPI)
     add_test(NAME ${name}
       COMMAND ${BRISK_TEST_JOB} --timeout 400 --grep "RESHARD-OK"
         -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_reshard.sh ${_zero_worker} ${BRISK_TEST_JOB}
-        ${CMAKE_CURRENT_BINARY_DIR}/${name} ${snp} ${sstage} ${lnp} ${lstage} ${mode})
+        ${CMAKE_CURRENT_BINARY_DIR}/${name} ${snp} ${sstage} ${lnp} ${lstage} ${mode} $<TARGET_FILE:brisk_cli>)
     set_tests_properties(${name} PROPERTIES LABELS "multiprocess;sharding" RESOURCE_LOCK cpu_cores TIMEOUT 440
       ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
   endif()

@@ -434,6 +434,24 @@ void reshard_compare(const std::string& dir) {
   }
 }
 
+// merge-save STAGE DIR: the tiny GPT-2 (tied embedding and head) trained 3 steps, then
+// save_state(DIR/ckpt) and save_model(DIR/model), for `brisk merge-weights` to match byte for byte.
+void merge_save(Sharding stage, const std::string& dir) {
+  Accelerator acc({.sharding = stage, .seed = 3, .bucket_cap_mb = 0.05});
+  models::GPT2 net(models::GPT2Config::preset("tiny"));
+  optim::AdamW opt(net.param_groups({.lr = 3e-3, .weight_decay = 0.1}));
+  acc.prepare(net, opt);
+  Generator g(100 + static_cast<uint64_t>(acc.process_index()));
+  for (int i = 0; i < 3; ++i) {
+    Tensor idx = randint(0, 256, {2, 32}, {.dtype = DType::I64}, &g);
+    acc.backward(net.loss(net(idx), idx));
+    opt.step();
+    opt.zero_grad();
+  }
+  acc.save_state(dir + "/ckpt");
+  acc.save_model(net, dir + "/model");
+}
+
 // reshard-refuse STAGE DIR: DIR/ckpt was saved inside an accumulation window by another number
 // of processes: load_state refuses, saying why and what to do, and changes nothing.
 void reshard_refuse(Sharding stage, const std::string& dir) {
@@ -510,6 +528,8 @@ int main(int argc, char** argv) {
       reshard_compare(argv[3]);
     } else if (scenario == "reshard-refuse" && argc == 4) {
       reshard_refuse(stage, argv[3]);
+    } else if (scenario == "merge-save" && argc == 4) {
+      merge_save(stage, argv[3]);
     } else if (scenario == "reshard-warn" && argc == 4) {
       reshard_warn(stage, argv[3]);
     } else {
