@@ -158,12 +158,13 @@ int estimate_memory(int argc, char** argv) {
         if (stage == "none") {
           r.params = 4 * P, r.grads = 4 * P, r.optimizer = 4 * moments * P;
         } else if (stage == "zero1") {
-          r.params = 4 * P, r.grads = 4 * (P + shard), r.optimizer = 4 * moments * shard;
+          r.params = 4 * (P + shard), r.grads = 4 * (P + shard), r.optimizer = 4 * moments * shard;
         } else if (stage == "zero2") {
-          r.params = 4 * P, r.grads = 4 * (shard + std::min(2 * bucket, P)), r.optimizer = 4 * moments * shard;
+          r.params = 4 * (P + shard), r.grads = 4 * (shard + std::min(3 * bucket, P)),
+          r.optimizer = 4 * moments * shard;
         } else {
           r.params = 4 * std::min(P, shard + 2 * d.largest_unit);  // never more than the whole model
-          r.grads = 4 * (shard + std::min(2 * bucket, P)), r.optimizer = 4 * moments * shard;
+          r.grads = 4 * (shard + std::min(3 * bucket, P)), r.optimizer = 4 * moments * shard;
         }
         if (d.gpt2) {
           const int64_t B = batch_size, T = seq_len, C = d.cfg.n_embd, H = d.cfg.n_head, L = d.cfg.n_layer,
@@ -235,11 +236,11 @@ int estimate_memory(int argc, char** argv) {
     for (const auto& row : cells) line(row);
     std::printf(
         "\nParameters, gradients and optimizer state are fp32 in both dtypes (bf16 is autocast: the parameters are\n"
-        "the master weights). zero1 holds the full gradients during backward plus this rank's shard; zero2 its shard\n"
-        "plus two buckets in flight (bucket_cap_mb %g); zero3 its shard of the parameters plus two gathered units "
-        "(the\n"
-        "largest: %lld elements; one per transformer block for GPT-2). Shards are padded up to a multiple of the\n"
-        "processes.",
+        "the master weights). zero1 and zero2 hold the whole parameters plus the flat shard the optimizer steps;\n"
+        "zero1 the full gradients during backward plus the shard's; zero2 the shard's plus three buckets in flight\n"
+        "(reducing, filling, being copied in; bucket_cap_mb %g); zero3 (planned) its shard of the parameters plus two\n"
+        "gathered units (the largest: %lld elements; one per transformer block for GPT-2). Shards are padded up to a\n"
+        "multiple of the processes.",
         bucket_cap_mb, static_cast<long long>(d.largest_unit));
     if (d.gpt2)
       std::printf(
