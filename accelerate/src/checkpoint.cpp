@@ -1389,7 +1389,9 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
     for (int64_t r = 0; r < saved_world; ++r) {
       const Fields gf((fs::path(dir) / rank_file(static_cast<int>(r))).string());
       const json::Value doc = parse(rank_file(static_cast<int>(r)), gf);
-      const json::Value& g = gf.member(gf.object(doc, ""), "", "gradients");
+      if (gf.integer(gf.member(gf.object(doc, ""), "", "rank"), "rank", 0, kMaxCount) != r)
+        gf.fail("rank", "the file belongs to another rank");
+      const json::Value& g = gf.member(doc, "", "gradients");
       if (!g.is_array()) gf.fail("gradients", "expected an array");
       for (size_t i = 0; i < g.size(); ++i)
         if (!g.at(i).is_null())
