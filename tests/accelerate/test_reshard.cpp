@@ -24,8 +24,8 @@ struct ShardTrainer {
   TinyNet net;
   optim::AdamW opt;
   data::DataLoader loader{tiny_data(48), {.batch_size = 4, .shuffle = true}};
-  explicit ShardTrainer(Sharding s)
-      : acc({.sharding = s, .seed = 3, .bucket_cap_mb = 0.0001}),
+  explicit ShardTrainer(Sharding s, double bucket_cap_mb = 0.0001)
+      : acc({.sharding = s, .seed = 3, .bucket_cap_mb = bucket_cap_mb}),
         opt(std::vector<optim::ParamGroup<optim::AdamWOptions>>{
             {{net.f1.weight, net.f1.bias}, {.lr = 0.01, .weight_decay = 0.1}},
             {{net.f2.weight, net.f2.bias}, {.lr = 0.02, .weight_decay = 0.0}}}) {
@@ -97,6 +97,20 @@ TEST(Reshard, ShardedStateResumesUnshardedAndBackBitForBit) {
     EXPECT_EQ(state_of(back.opt), st);
     EXPECT_EQ(flat_params(back.net), flat_params(plain.net));
   }
+}
+
+TEST(Reshard, AnotherBucketCapIsReSliced) {
+  // Saved with buckets of ~100 bytes (several, some padded), resumed with one 25 MiB bucket.
+  const fs::path dir = sharded_checkpoint("reshard_cap", Sharding::Zero2);
+  ShardTrainer plain(Sharding::None);
+  plain.acc.load_state(dir.string());
+  ShardTrainer big(Sharding::Zero2, 25.0);
+  big.acc.load_state(dir.string());
+  const fs::path again = fresh_folder("reshard_cap_again") / "ckpt";
+  big.acc.save_state(again.string());
+  ShardTrainer back(Sharding::None);
+  back.acc.load_state(again.string());
+  EXPECT_EQ(state_of(back.opt), state_of(plain.opt));
 }
 
 TEST(Reshard, ADamagedShardLayoutIsRefusedNamingTheKey) {
