@@ -7,6 +7,8 @@
 //   resume zero1|zero2: save_state / load_state of a sharded run is bit-exact on as many processes.
 //   gpt2 zero1|zero2: the tiny GPT-2 (tied embedding and head, two AdamW groups) likewise.
 //   memory zero1|zero2: peak optimizer-state bytes per rank fall to 1/N of the unsharded figure.
+//   reshard-save / reshard-load / reshard-compare / reshard-refuse / reshard-warn / merge-save:
+//     the steps of run_reshard.sh (resuming on another number of processes or stage; merge-weights).
 #include <brisk/brisk.h>
 
 #include <algorithm>
