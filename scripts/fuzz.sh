@@ -99,7 +99,7 @@ case ${1:-} in
         failed+=("$t")
         continue
       fi
-      echo "fuzz: $t: $(grep -E '^stat::number_of_executed_units' "$scratch/log" || echo '?')"
+      echo "fuzz: $t: $(grep -E '^stat::(number_of_executed_units|slowest_unit_time_sec)' "$scratch/log" | tr '\n' ' ' || echo '?')"
       rm -rf "$scratch"
     done
     if ((${#failed[@]})); then

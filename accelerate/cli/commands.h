@@ -12,6 +12,8 @@ int config(int argc, char** argv);
 int env(int argc, char** argv);
 int test(int argc, char** argv);
 int plot(int argc, char** argv);
+int merge_weights(int argc, char** argv);
+int estimate_memory(int argc, char** argv);
 
 // The config file in force: `given_path` (which must exist), else the default path when a file is
 // there. Returns the path read, empty when none; throws brisk::Error for a bad file.

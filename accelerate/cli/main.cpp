@@ -1,4 +1,4 @@
-// `brisk`: the command-line front end (launch, config, env, test, plot).
+// `brisk`: the command-line front end (launch, config, env, test, plot, merge-weights, estimate-memory).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +22,9 @@ const Command kCommands[] = {
     {"env", brisk::cli_commands::env, "print versions, devices and the config in force, for bug reports"},
     {"test", brisk::cli_commands::test, "run a short multi-process self-check and print a pass/fail table"},
     {"plot", brisk::cli_commands::plot, "draw the loss, accuracy and throughput curves of runs to PNG and SVG"},
+    {"merge-weights", brisk::cli_commands::merge_weights, "write a checkpoint's model as one safetensors file"},
+    {"estimate-memory", brisk::cli_commands::estimate_memory,
+     "bytes per rank for a model under each sharding stage and precision"},
 };
 
 void usage(FILE* out) {
@@ -30,7 +33,7 @@ void usage(FILE* out) {
                "brisk %s: run one training program on a CPU, a GPU, many processes or many hosts.\n\n"
                "commands:\n",
                BRISK_VERSION);
-  for (const Command& c : kCommands) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
+  for (const Command& c : kCommands) std::fprintf(out, "  %-16s %s\n", c.name, c.summary);
   std::fprintf(out,
                "\nRun 'brisk <command> --help' for a command's options. Long flags are accepted as\n"
                "--num_processes and --num-processes alike.\n"

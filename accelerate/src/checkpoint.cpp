@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <new>
 #include <optional>
@@ -481,18 +482,27 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 // An optimizer's scalars: counts are integers in [0, 2^53], num_params equals the prepared
 // group's, learning rates and the like are finite and non-negative, betas in [0, 1), flags 0 or 1.
+double optimizer_scalar(const Fields& f, const std::string& k, const json::Value& x, const std::string& at);
+
 std::map<std::string, double> optimizer_scalars(const Fields& f, const json::Value& v, const std::string& key,
                                                 const optim::Optimizer& opt) {
   const std::map<std::string, double> current = opt.state_dict().scalars;
   return checked_scalars(f, v, key, current, [&](const std::string& k, const json::Value& x, const std::string& at) {
-    if (k == "steps_taken" || (k.rfind("state.", 0) == 0 && ends_with(k, ".step")))
-      return static_cast<double>(f.integer(x, at, 0, kMaxCount));
     if (ends_with(k, ".num_params")) {
       const auto want = static_cast<int64_t>(current.at(k));
       const int64_t got = f.integer(x, at, 0, kMaxCount);
       if (got != want) f.fail(at, "the checkpoint's group has ", got, " parameters, the prepared one ", want);
       return static_cast<double>(got);
     }
+    return optimizer_scalar(f, k, x, at);
+  });
+}
+
+// One scalar of an optimizer's state dict other than num_params, checked by its kind.
+double optimizer_scalar(const Fields& f, const std::string& k, const json::Value& x, const std::string& at) {
+  {
+    if (k == "steps_taken" || (k.rfind("state.", 0) == 0 && ends_with(k, ".step")))
+      return static_cast<double>(f.integer(x, at, 0, kMaxCount));
     const std::string hyper = k.substr(k.rfind('.') + 1);
     if (hyper == "beta1" || hyper == "beta2") {
       const double b = f.number(x, at, 0, 1);
@@ -507,7 +517,7 @@ std::map<std::string, double> optimizer_scalars(const Fields& f, const json::Val
     if (hyper == "lr" || hyper == "eps" || hyper == "weight_decay" || hyper == "momentum" || hyper == "dampening")
       return f.number(x, at, 0, HUGE_VAL);
     return f.number(x, at, -HUGE_VAL, HUGE_VAL);
-  });
+  }
 }
 
 // A file name read from a state file: a plain name that the manifest lists (else an error naming
@@ -545,6 +555,309 @@ data::NamedTensors checked_tensors(const Fields& f, const CheckpointFolder& fold
   return std::move(sf.tensors);
 }
 
+using accelerate::detail::ZeroLayout;
+
+// A sharded optimizer's layout as state.json records it: {"num_processes": N, "group_params":
+// [...], "buckets": [{"group": g, "padded": n, "params": [[index, numel], ...]}, ...]}.
+json::Value layout_json(const ZeroLayout& l) {
+  json::Value o = json::Value::object();
+  o.set("num_processes", l.num_processes);
+  json::Value gp = json::Value::array();
+  for (size_t n : l.group_params) gp.push_back(static_cast<int64_t>(n));
+  o.set("group_params", gp);
+  json::Value bs = json::Value::array();
+  for (const ZeroLayout::Bucket& b : l.buckets) {
+    json::Value jb = json::Value::object();
+    jb.set("group", static_cast<int64_t>(b.group));
+    jb.set("padded", b.padded);
+    json::Value ms = json::Value::array();
+    for (const ZeroLayout::Member& m : b.members) {
+      json::Value pair = json::Value::array();
+      pair.push_back(static_cast<int64_t>(m.param));
+      pair.push_back(m.numel);
+      ms.push_back(pair);
+    }
+    jb.set("params", ms);
+    bs.push_back(jb);
+  }
+  o.set("buckets", bs);
+  return o;
+}
+
+// The layout read back, checked against the parameters it must cover (`numels`, the prepared
+// optimizer's parameters in registration order, split into groups of `group_sizes`): every
+// parameter exactly once, in its own group, with its size; padding below num_processes per bucket.
+ZeroLayout parse_layout(const Fields& f, const json::Value& v, const std::string& key, int64_t saved_world,
+                        const std::vector<int64_t>& numels, const std::vector<size_t>& group_sizes) {
+  ZeroLayout l;
+  l.num_processes = static_cast<int>(f.integer(f.member(v, key, "num_processes"), key + ".num_processes", 1, 1 << 20));
+  if (l.num_processes != saved_world)
+    f.fail(key + ".num_processes", "is ", l.num_processes, " but the checkpoint was saved by ", saved_world,
+           " processes");
+  const auto& gp =
+      f.array(f.member(v, key, "group_params"), key + ".group_params", group_sizes.size(), "parameter group(s)");
+  std::vector<size_t> first(group_sizes.size() + 1, 0);
+  for (size_t g = 0; g < gp.size(); ++g) {
+    const auto n = static_cast<size_t>(f.integer(gp[g], Fields::index(key + ".group_params", g), 0, kMaxCount));
+    if (n != group_sizes[g])
+      f.fail(Fields::index(key + ".group_params", g), "the checkpoint's group has ", n,
+             " parameters, the prepared one ", group_sizes[g]);
+    l.group_params.push_back(n);
+    first[g + 1] = first[g] + n;
+  }
+  const json::Value& bs = f.member(v, key, "buckets");
+  if (!bs.is_array()) f.fail(key + ".buckets", "expected an array");
+  std::vector<char> seen(numels.size(), 0);
+  for (size_t k = 0; k < bs.size(); ++k) {
+    const std::string at = Fields::index(key + ".buckets", k);
+    ZeroLayout::Bucket b;
+    b.group = static_cast<size_t>(
+        f.integer(f.member(bs.at(k), at, "group"), at + ".group", 0, static_cast<int64_t>(group_sizes.size()) - 1));
+    b.padded = f.integer(f.member(bs.at(k), at, "padded"), at + ".padded", 0, kMaxCount);
+    const json::Value& ms = f.member(bs.at(k), at, "params");
+    if (!ms.is_array() || ms.size() == 0) f.fail(at + ".params", "expected a non-empty array");
+    int64_t numel = 0;
+    for (size_t j = 0; j < ms.size(); ++j) {
+      const std::string mat = Fields::index(at + ".params", j);
+      const json::Value& pair = ms.at(j);
+      if (!pair.is_array() || pair.size() != 2) f.fail(mat, "expected [parameter index, numel]");
+      const auto i = static_cast<size_t>(f.integer(pair.at(0), mat + "[0]", static_cast<int64_t>(first[b.group]),
+                                                   static_cast<int64_t>(first[b.group + 1]) - 1));
+      const int64_t n = f.integer(pair.at(1), mat + "[1]", 0, kMaxCount);
+      if (n != numels[i])
+        f.fail(mat + "[1]", "parameter ", i, " has ", n, " elements in the checkpoint, ", numels[i],
+               " in the prepared model");
+      if (seen[i]++) f.fail(mat, "parameter ", i, " is listed a second time");
+      numel += n;
+      b.members.push_back({i, n});
+    }
+    if (b.padded % l.num_processes != 0 || b.padded < numel || b.padded - numel >= l.num_processes)
+      f.fail(at + ".padded", "expected ", numel, " rounded up to a multiple of ", l.num_processes, ", got ", b.padded);
+    l.buckets.push_back(std::move(b));
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i]) f.fail(key + ".buckets", "parameter ", i, " is in no bucket");
+  return l;
+}
+
+// "state.<i>.<kind>" -> i (and kind); -1 when the name has another form.
+int64_t state_slot(const std::string& tname, std::string* kind) {
+  const size_t dot = tname.find('.', 6);
+  if (tname.rfind("state.", 0) != 0 || dot == std::string::npos || dot == 6 || dot - 6 > 12 ||
+      dot + 1 >= tname.size() ||
+      !std::all_of(tname.begin() + 6, tname.begin() + static_cast<std::ptrdiff_t>(dot),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  if (kind) *kind = tname.substr(dot + 1);
+  return std::stoll(tname.substr(6, dot - 6));
+}
+
+// An optimizer's state saved in another layout than this job's (another number of processes, or
+// sharded where this job is not, or the other way round): gathered parameter by parameter from
+// the saved layout (the whole state, or every rank's shard with its padding) and sliced for this
+// job's (docs/checkpoints.md). `zero` is this job's sharding engine for the optimizer, if any.
+optim::StateDict reshard_optimizer(const Fields& f, const CheckpointFolder& folder, const json::Value& entry,
+                                   const std::string& key, const optim::Optimizer& opt,
+                                   const accelerate::detail::ZeroEngine* zero, int64_t saved_world, int rank) {
+  // The prepared parameters (the model's, not a sharded optimizer's shards) and their groups.
+  std::vector<Tensor> params;
+  std::vector<size_t> group_sizes;
+  std::optional<ZeroLayout> mine;
+  if (zero) {
+    params = zero->params();
+    mine = zero->layout();
+    group_sizes = mine->group_params;
+  } else {
+    for (size_t g = 0; g < opt.num_groups(); ++g) {
+      for (const Tensor& p : opt.params(g)) params.push_back(p);
+      group_sizes.push_back(opt.params(g).size());
+    }
+  }
+  const size_t G = group_sizes.size();
+  std::vector<size_t> group_of, first(G + 1, 0);
+  for (size_t g = 0; g < G; ++g) {
+    first[g + 1] = first[g] + group_sizes[g];
+    group_of.insert(group_of.end(), group_sizes[g], g);
+  }
+  std::vector<int64_t> numels;
+  for (const Tensor& p : params) numels.push_back(p.numel());
+  const json::Value* shards = entry.find("shards");
+  const bool sharded = shards && !shards->is_null();
+  const size_t slots = sharded ? G : params.size();  // the saved state's "state.<i>" entries
+
+  // Scalars: this job's hyper-parameter keys, the saved steps, nothing else.
+  const std::string skey = key + ".scalars";
+  const json::Value& saved = f.object(f.member(entry, key, "scalars"), skey);
+  const std::map<std::string, double> current = opt.state_dict().scalars;
+  optim::StateDict sd;
+  for (const auto& [k, x] : saved.items()) {
+    const std::string at = Fields::join(skey, k);
+    std::string kind;
+    const int64_t slot = state_slot(k, &kind);
+    if (slot >= 0) {
+      if (static_cast<size_t>(slot) >= slots || kind != "step")
+        f.fail(at, "not a key of the saved state (", slots, " ", sharded ? "shard(s)" : "parameter(s)", ")");
+      continue;
+    }
+    if (k == "steps_taken") continue;
+    if (ends_with(k, ".num_params")) {
+      bool known = false;
+      for (size_t g = 0; g < G; ++g)
+        if (k == "param_groups." + std::to_string(g) + ".num_params") {
+          known = true;
+          const int64_t want = sharded ? 1 : static_cast<int64_t>(group_sizes[g]);
+          const int64_t got = f.integer(x, at, 0, kMaxCount);
+          if (got != want)
+            f.fail(at, "the checkpoint's group has ", got, " ", sharded ? "shard(s)" : "parameter(s)", ", expected ",
+                   want);
+        }
+      if (!known) f.fail(at, "the checkpoint has more parameter groups than the ", G, " prepared");
+      continue;
+    }
+    if (!current.count(k)) f.fail(at, "not a key of the prepared optimizer's state");
+    sd.scalars[k] = optimizer_scalar(f, k, x, at);
+  }
+  for (const auto& [k, v] : current)
+    if (k.rfind("param_groups.", 0) == 0 && !ends_with(k, ".num_params") && !sd.scalars.count(k))
+      f.fail(Fields::join(skey, k), "missing");
+  const json::Value* taken = saved.find("steps_taken");
+  if (!taken) f.fail(Fields::join(skey, "steps_taken"), "missing");
+  sd.scalars["steps_taken"] = optimizer_scalar(f, "steps_taken", *taken, Fields::join(skey, "steps_taken"));
+  std::vector<int64_t> slot_steps(slots);
+  for (size_t i = 0; i < slots; ++i) {
+    const std::string k = "state." + std::to_string(i) + ".step";
+    const json::Value* x = saved.find(k);
+    if (!x) f.fail(Fields::join(skey, k), "missing");
+    slot_steps[i] = f.integer(*x, Fields::join(skey, k), 0, kMaxCount);
+  }
+
+  auto read_tensors = [&](const std::string& name, const std::string& at) {
+    data::SafetensorsFile sf;
+    const std::string bytes = folder.read(name);
+    try {
+      sf = data::parse_safetensors(bytes, (folder.dir() / name).string());
+    } catch (const Error& e) {
+      f.fail(at, e.message());
+    }
+    return std::move(sf.tensors);
+  };
+  // Every parameter's state, flat, by kind; and its step.
+  std::vector<std::map<std::string, Tensor>> full(params.size());
+  std::vector<int64_t> steps(params.size());
+  if (!sharded) {
+    const std::string at = key + ".file";
+    const std::string& file = listed_name(f, folder, f.string(f.member(entry, key, "file"), at), at);
+    for (auto& [tname, t] : read_tensors(file, at)) {
+      std::string kind;
+      const int64_t i = state_slot(tname, &kind);
+      if (i < 0 || static_cast<size_t>(i) >= params.size())
+        f.fail(at, file, " has a tensor ", quoted(tname), " that is not state.<parameter index>.<name> of one of the ",
+               params.size(), " parameters");
+      const Tensor& p = params[static_cast<size_t>(i)];
+      if (t.sizes() != p.sizes() || t.dtype() != p.dtype())
+        f.fail(at, file, ": ", quoted(tname), " is ", dtype_name(t.dtype()), " ", t.sizes(), " but parameter ", i,
+               " is ", dtype_name(p.dtype()), " ", p.sizes());
+      full[static_cast<size_t>(i)][kind] = kernels::contiguous(t).view({t.numel()});
+    }
+    steps = slot_steps;
+  } else {
+    const json::Value* lj = entry.find("layout");
+    if (!lj)
+      f.fail(key + ".layout",
+             "missing: the optimizer was saved sharded without its shard layout (by an older brisk), so "
+             "its state can be resumed only on the ",
+             saved_world, " processes that saved it");
+    const ZeroLayout layout = parse_layout(f, *lj, key + ".layout", saved_world, numels, group_sizes);
+    const auto& names = f.array(*shards, key + ".shards", static_cast<size_t>(saved_world), "shard(s)");
+    // Rank r's shard tensors by (group, kind).
+    std::vector<std::map<std::pair<size_t, std::string>, Tensor>> shard(names.size());
+    for (size_t r = 0; r < names.size(); ++r) {
+      const std::string at = Fields::index(key + ".shards", r);
+      const std::string& file = listed_name(f, folder, f.string(names[r], at), at);
+      for (auto& [tname, t] : read_tensors(file, at)) {
+        std::string kind;
+        const int64_t g = state_slot(tname, &kind);
+        if (g < 0 || static_cast<size_t>(g) >= G)
+          f.fail(at, file, " has a tensor ", quoted(tname), " that is not state.<group>.<name> of one of the ", G,
+                 " groups' shards");
+        const Tensor& p0 = params[first[static_cast<size_t>(g)]];
+        const int64_t n = layout.shard_numel(static_cast<size_t>(g));
+        if (t.sizes() != std::vector<int64_t>{n} || t.dtype() != p0.dtype())
+          f.fail(at, file, ": ", quoted(tname), " is ", dtype_name(t.dtype()), " ", t.sizes(), " but the layout gives ",
+                 dtype_name(p0.dtype()), " [", n, "]");
+        shard[r][{static_cast<size_t>(g), kind}] = kernels::contiguous(t);
+      }
+      if (shard[r].size() != shard[0].size())
+        f.fail(at, file, " holds other kinds of state than ", f.string(names[0], key + ".shards[0]"));
+      for (const auto& [gk, t] : shard[0])
+        if (!shard[r].count(gk))
+          f.fail(at, file, " lacks ", quoted("state." + std::to_string(gk.first) + "." + gk.second));
+    }
+    std::vector<int64_t> shard_offset(G, 0);
+    for (const ZeroLayout::Bucket& b : layout.buckets) {
+      const int64_t block = b.padded / layout.num_processes;
+      for (const auto& [gk, t0] : shard[0]) {
+        if (gk.first != b.group) continue;
+        Tensor flat = empty({b.padded}, t0.dtype(), t0.device());
+        for (size_t r = 0; r < shard.size(); ++r)
+          kernels::copy_(flat.narrow(0, static_cast<int64_t>(r) * block, block),
+                         shard[r].at(gk).narrow(0, shard_offset[b.group], block));
+        int64_t off = 0;
+        for (const ZeroLayout::Member& m : b.members) {
+          full[m.param][gk.second] = flat.narrow(0, off, m.numel);
+          off += m.numel;
+        }
+      }
+      shard_offset[b.group] += block;
+    }
+    for (size_t i = 0; i < params.size(); ++i) steps[i] = slot_steps[group_of[i]];
+  }
+
+  // This job's state dict.
+  if (!zero) {
+    for (size_t g = 0; g < G; ++g)
+      sd.scalars["param_groups." + std::to_string(g) + ".num_params"] = static_cast<double>(group_sizes[g]);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::string sp = "state." + std::to_string(i) + ".";
+      sd.scalars[sp + "step"] = static_cast<double>(steps[i]);
+      for (const auto& [kind, t] : full[i]) sd.tensors.emplace_back(sp + kind, t.view(params[i].sizes()));
+    }
+    return sd;
+  }
+  const ZeroLayout& L = *mine;
+  for (size_t g = 0; g < G; ++g) {
+    const std::string sp = "state." + std::to_string(g) + ".";
+    sd.scalars["param_groups." + std::to_string(g) + ".num_params"] = 1;
+    // One step count per shard: its parameters', which a sharded run keeps equal.
+    int64_t step = 0;
+    std::set<std::string> kinds;
+    for (size_t i = first[g]; i < first[g + 1]; ++i) {
+      step = std::max(step, steps[i]);
+      for (const auto& [kind, t] : full[i]) kinds.insert(kind);
+    }
+    sd.scalars[sp + "step"] = static_cast<double>(step);
+    for (const std::string& kind : kinds) {
+      Tensor t = zeros({L.shard_numel(g)}, {.dtype = params[first[g]].dtype()});
+      int64_t so = 0;
+      for (const ZeroLayout::Bucket& b : L.buckets) {
+        if (b.group != g) continue;
+        const int64_t block = b.padded / L.num_processes, lo = rank * block, hi = lo + block;
+        int64_t off = 0;
+        for (const ZeroLayout::Member& m : b.members) {
+          const int64_t a = std::max(lo, off), e = std::min(hi, off + m.numel);
+          auto it = full[m.param].find(kind);
+          if (a < e && it != full[m.param].end())
+            kernels::copy_(t.narrow(0, so + a - lo, e - a), it->second.narrow(0, a - off, e - a));
+          off += m.numel;
+        }
+        so += block;
+      }
+      sd.tensors.emplace_back(sp + kind, t);
+    }
+  }
+  return sd;
+}
+
 }  // namespace
 
 namespace accelerate {
@@ -560,6 +873,46 @@ bool is_complete_checkpoint(const std::string& dir, std::string* why) {
   }
   if (why) why->clear();
   return true;
+}
+
+std::string merged_model_weights(const std::string& dir, size_t model) {
+  const std::string where = "merge-weights: '" + dir + "': ";
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) BRISK_THROW(where, "no such folder");
+  if (!fs::is_directory(dir, ec)) BRISK_THROW(where, "not a folder (expected a checkpoint folder from save_state)");
+  CheckpointFolder folder(dir, where + "not a complete checkpoint: ");
+  if (!folder.lists(kState)) folder.fail(kManifest, " does not list ", kState);
+  // A damaged or truncated file anywhere (a model, an optimizer shard) is reported, not skipped.
+  for (const auto& [name, entry] : folder.files()) folder.verify(name);
+  const Fields sf((fs::path(dir) / kState).string());
+  json::Value st;
+  try {
+    st = json::parse(folder.read(kState, kMaxJsonBytes));
+  } catch (const Error& e) {
+    BRISK_THROW(where, kState, " is not valid JSON: ", e.message());
+  }
+  sf.object(st, "");
+  if (sf.string(sf.member(st, "", "format"), "format") != kFormat) sf.fail("format", "not a brisk checkpoint");
+  const json::Value& models = sf.member(st, "", "models");
+  if (!models.is_array() || models.size() == 0) sf.fail("models", "expected a non-empty array");
+  if (model >= models.size())
+    BRISK_THROW(where, "the checkpoint has ", models.size(), " model(s); there is no model ", model,
+                " (--model counts from 0)");
+  const std::string key = Fields::index("models", model);
+  const std::string& file =
+      listed_name(sf, folder, sf.string(sf.member(models.at(model), key, "file"), key + ".file"), key + ".file");
+  data::SafetensorsFile weights;
+  {
+    const std::string bytes = folder.read(file);
+    try {
+      weights = data::parse_safetensors(bytes, (fs::path(dir) / file).string());
+    } catch (const Error& e) {
+      BRISK_THROW(where, e.message());
+    }
+  }
+  // Every rank holds the whole parameters under none, zero1 and zero2, so the main process's file
+  // is the whole model: written again exactly as save_model writes it.
+  return data::safetensors_bytes(weights.tensors, {{"format", "pt"}});
 }
 
 int64_t parse_size(const std::string& text) {
@@ -698,11 +1051,18 @@ std::string Accelerator::save_state(const std::string& dir) {
           gen.set("offset", static_cast<uint64_t>(g.offset));
           r.set("default_generator", gen);
           json::Value loaders = json::Value::array();
+          // Examples per step over all processes: a resume on another number of processes keeps
+          // the loader's position only when this is unchanged.
+          auto global_batch = [&](const LoaderState& l) -> int64_t {
+            const int64_t bs = l.loader->options().batch_size;
+            return !l.iterable && l.sharded && s_.split_batches ? bs : bs * world_size_;
+          };
           for (auto& l : loaders_) {
             json::Value o = json::Value::object();
             o.set("epoch", static_cast<uint64_t>(l->loader->epoch()));
             o.set("position", l->loader->position());
             o.set("iterable", l->iterable);
+            o.set("global_batch", global_batch(*l));
             loaders.push_back(o);
           }
           r.set("data_loaders", loaders);
@@ -758,6 +1118,7 @@ std::string Accelerator::save_state(const std::string& dir) {
             for (int r = 0; r < world_size_; ++r) shards.push_back(optimizer_shard_file(i, r));
             o.set("file", optimizer_shard_file(i, 0));
             o.set("shards", shards);
+            o.set("layout", layout_json(optimizers_[i]->zero->layout()));
           } else {
             put(optimizer_file(i), data::safetensors_bytes(sd.tensors));
             o.set("file", optimizer_file(i));
@@ -849,7 +1210,12 @@ struct Accelerator::LoadedCheckpoint {
   struct Loader {
     uint64_t epoch = 0;
     int64_t position = 0;
+    // Resumed on another number of processes with another global batch: the position does not
+    // carry over, the run continues at the next epoch.
+    bool restart = false;
   };
+  int64_t saved_world = 1;
+  bool has_generator = true;  // false: this rank had no counterpart in the saved run
   std::vector<data::NamedTensors> models;
   std::vector<std::map<std::string, Tensor>> gradients;  // per model; empty: none saved
   std::vector<optim::StateDict> optimizers;
@@ -885,9 +1251,7 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
             version == 1 ? " (version 1 kept only the main process's gradients: resume it with the brisk that wrote it)"
                          : "");
   const int64_t saved_world = sf.integer(sf.member(st, "", "num_processes"), "num_processes", 1, kMaxCount);
-  if (saved_world != world_size_)
-    sf.fail("num_processes", "the checkpoint was saved by ", saved_world, " processes but this job has ", world_size_,
-            " (each rank restores its own state)");
+  out.saved_world = saved_world;
   out.step = sf.integer(sf.member(st, "", "step"), "step", 0, kMaxCount);
   const json::Value& seed = sf.member(sf.member(st, "", "config"), "config", "seed");
   if (!seed.is_null()) out.seed = sf.uinteger(seed, "config.seed");
@@ -913,12 +1277,14 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
     // A sharded optimizer's state: this rank's shard, from the list of every rank's.
     const json::Value* shards = opts[i].find("shards");
     const bool sharded = shards && !shards->is_null();
-    if (sharded != (optimizers_[i]->zero != nullptr))
-      sf.fail(key + ".shards",
-              sharded ? "the optimizer's state was saved sharded (zero1/zero2)"
-                      : "the optimizer's state was saved whole (sharding none)",
-              " but this job uses sharding ", enum_name(s_.sharding),
-              "; resume with the sharding it was saved with (docs/sharding.md)");
+    // Saved in another layout (another number of processes or sharding): re-sharded.
+    const accelerate::detail::ZeroEngine* zero = optimizers_[i]->zero.get();
+    const json::Value* layout = opts[i].find("layout");
+    if (sharded != (zero != nullptr) || saved_world != world_size_ ||
+        (sharded && layout && layout->dump() != layout_json(zero->layout()).dump())) {
+      out.optimizers.push_back(reshard_optimizer(sf, folder, opts[i], key, opt, zero, saved_world, rank_));
+      continue;
+    }
     optim::StateDict sd;
     sd.scalars = optimizer_scalars(sf, sf.member(opts[i], key, "scalars"), key + ".scalars", opt);
     // The state tensors: state.<parameter index>.<name>, each shaped like its parameter.
@@ -1010,15 +1376,50 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
     out.custom.push_back(v);
   }
 
-  // rank_<r>.json: this rank's own state.
-  const Fields rf((fs::path(dir) / rank_file(rank_)).string());
-  out.rank = parse(rank_file(rank_), rf);
+  // rank_<r>.json: this rank's own state. On another number of processes: the main process's
+  // loader positions (every rank's are the same), this rank's random state when the saved run had
+  // a rank r, and no rank may hold unsynchronised gradients.
+  const bool same_world = saved_world == world_size_;
+  auto global_batch = [&](const LoaderState& l) -> int64_t {
+    const int64_t bs = l.loader->options().batch_size;
+    return !l.iterable && l.sharded && s_.split_batches ? bs : bs * world_size_;
+  };
+  const int own = same_world ? rank_ : 0;
+  if (!same_world)
+    for (int64_t r = 0; r < saved_world; ++r) {
+      const Fields gf((fs::path(dir) / rank_file(static_cast<int>(r))).string());
+      const json::Value doc = parse(rank_file(static_cast<int>(r)), gf);
+      if (gf.integer(gf.member(gf.object(doc, ""), "", "rank"), "rank", 0, kMaxCount) != r)
+        gf.fail("rank", "the file belongs to another rank");
+      const json::Value& g = gf.member(doc, "", "gradients");
+      if (!g.is_array()) gf.fail("gradients", "expected an array");
+      for (size_t i = 0; i < g.size(); ++i)
+        if (!g.at(i).is_null())
+          BRISK_THROW("Accelerator::load_state: '", dir, "' was saved inside a gradient accumulation window: rank ", r,
+                      " of the ", saved_world,
+                      " processes that saved it holds gradients its micro-steps accumulated "
+                      "but had not synchronised yet, and such per-rank partial gradients cannot be redistributed "
+                      "over ",
+                      world_size_, " process(es). Resume it on ", saved_world,
+                      " processes, or save where the gradients are synchronised (accelerator.sync_gradients() "
+                      "true, after optimizer.step() and zero_grad()) to resume elsewhere (docs/checkpoints.md)");
+      if (r == rank_) {
+        const json::Value& gen = gf.member(doc, "", "default_generator");
+        out.generator.seed = gf.uinteger(gf.member(gen, "default_generator", "seed"), "default_generator.seed");
+        out.generator.offset = gf.uinteger(gf.member(gen, "default_generator", "offset"), "default_generator.offset");
+      }
+    }
+  out.has_generator = rank_ < saved_world;
+  const Fields rf((fs::path(dir) / rank_file(own)).string());
+  out.rank = parse(rank_file(own), rf);
   const json::Value& rs = rf.object(out.rank, "");
-  if (rf.integer(rf.member(rs, "", "rank"), "rank", 0, kMaxCount) != rank_)
+  if (rf.integer(rf.member(rs, "", "rank"), "rank", 0, kMaxCount) != own)
     rf.fail("rank", "the file belongs to another rank");
-  const json::Value& gen = rf.member(rs, "", "default_generator");
-  out.generator.seed = rf.uinteger(rf.member(gen, "default_generator", "seed"), "default_generator.seed");
-  out.generator.offset = rf.uinteger(rf.member(gen, "default_generator", "offset"), "default_generator.offset");
+  if (same_world) {
+    const json::Value& gen = rf.member(rs, "", "default_generator");
+    out.generator.seed = rf.uinteger(rf.member(gen, "default_generator", "seed"), "default_generator.seed");
+    out.generator.offset = rf.uinteger(rf.member(gen, "default_generator", "offset"), "default_generator.offset");
+  }
   const auto& loaders = rf.array(rf.member(rs, "", "data_loaders"), "data_loaders", loaders_.size(), "data loader(s)");
   for (size_t i = 0; i < loaders.size(); ++i) {
     const std::string key = Fields::index("data_loaders", i);
@@ -1029,8 +1430,22 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
     if (iterable != l.iterable)
       rf.fail(key + ".iterable", "the checkpoint's loader ", iterable ? "reads" : "does not read",
               " an IterableDataset but the prepared one ", l.iterable ? "does" : "does not");
+    if (!same_world) {
+      // The position counts this loader's batches: the same examples only with the same global batch.
+      const json::Value* gb = loaders[i].find("global_batch");
+      const int64_t saved_gb = gb ? rf.integer(*gb, key + ".global_batch", 1, kMaxCount) : -1;
+      const int64_t pos = rf.integer(rf.member(loaders[i], key, "position"), key + ".position", 0, kMaxCount);
+      if (saved_gb != global_batch(l)) {
+        s.restart = pos > 0;
+        s.position = pos;
+        out.loaders.push_back(s);
+        continue;
+      }
+    }
     const int64_t batches = l.iterable ? kMaxCount : static_cast<int64_t>(l.loader->batch_indices(s.epoch).size());
-    s.position = rf.integer(rf.member(loaders[i], key, "position"), key + ".position", 0, batches);
+    s.position =
+        rf.integer(rf.member(loaders[i], key, "position"), key + ".position", 0, same_world ? batches : kMaxCount);
+    s.position = std::min(s.position, batches);
     out.loaders.push_back(s);
   }
   const auto& grads = rf.array(rf.member(rs, "", "gradients"), "gradients", models_.size(), "model(s)");
@@ -1089,12 +1504,18 @@ std::string Accelerator::load_state(const std::string& dir) {
   // load_state_dict re-applies the rate; the gate must not interfere.
   for (size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(ck.schedulers[i]);
   if (scaler_) scaler_->load_state_dict(*ck.scaler);
-  default_generator().set_state(ck.generator);
+  if (ck.has_generator) default_generator().set_state(ck.generator);
   // Each loader continues with the batch the saved run would have taken next.
+  std::string restarted;
   for (size_t i = 0; i < loaders_.size(); ++i) {
     LoaderState& l = *loaders_[i];
     const uint64_t epoch = ck.loaders[i].epoch;
     const int64_t position = ck.loaders[i].position;
+    if (ck.loaders[i].restart) {
+      l.loader->set_epoch(epoch + 1);
+      restarted += (restarted.empty() ? "" : ", ") + std::to_string(i);
+      continue;
+    }
     if (l.iterable) {
       // A stream cannot seek: a save in the middle of an epoch restarts that epoch.
       if (position > 0 && !l.at_end())
@@ -1113,6 +1534,12 @@ std::string Accelerator::load_state(const std::string& dir) {
       l.loader->set_start_batch(position);
     }
   }
+  if (!restarted.empty() && is_main_process())
+    std::cerr << "brisk: warning: Accelerator::load_state: the checkpoint was saved by " << ck.saved_world
+              << " process(es) with another global batch (per-process batch x processes) than this job's "
+              << world_size_ << "; data loader(s) " << restarted
+              << " cannot continue mid-epoch and start the next epoch (the rest of the saved epoch is skipped; "
+                 "docs/checkpoints.md)\n";
   for (size_t i = 0; i < custom_.size(); ++i) custom_[i].load(*ck.custom[i]);
   // The shuffling seed is part of the loaders' state.
   if (ck.seed) {

@@ -305,4 +305,31 @@ optim::Optimizer& ZeroEngine::optimizer() const {
   return impl_->opt;
 }
 
+ZeroLayout ZeroEngine::layout() const {
+  const Impl& im = *impl_;
+  ZeroLayout l;
+  l.num_processes = im.N;
+  l.group_params.assign(im.shards.size(), 0);
+  for (const auto& b : im.buckets) {
+    ZeroLayout::Bucket lb;
+    lb.group = b.group;
+    lb.padded = b.padded;
+    for (const auto& m : b.members) lb.members.push_back({m.param, m.numel});
+    l.group_params[b.group] += b.members.size();
+    l.buckets.push_back(std::move(lb));
+  }
+  return l;
+}
+
+const std::vector<Tensor>& ZeroEngine::params() const {
+  return impl_->params;
+}
+
+int64_t ZeroLayout::shard_numel(size_t group) const {
+  int64_t n = 0;
+  for (const Bucket& b : buckets)
+    if (b.group == group) n += b.padded / num_processes;
+  return std::max<int64_t>(n, 1);
+}
+
 }  // namespace brisk::accelerate::detail

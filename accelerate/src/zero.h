@@ -22,6 +22,28 @@
 
 namespace brisk::accelerate::detail {
 
+// The shard layout of one engine (what a checkpoint records so that the state can be re-sliced
+// for another number of processes): per bucket its group, its parameters (global indices in the
+// optimizer's registration order, as its unsharded state dict numbers them) with their sizes, one
+// after the other from offset 0, and its size padded to a multiple of num_processes. Rank r's
+// shard of group g is block r (padded / num_processes elements) of each of g's buckets, in order.
+struct ZeroLayout {
+  struct Member {
+    size_t param = 0;
+    int64_t numel = 0;
+  };
+  struct Bucket {
+    size_t group = 0;
+    std::vector<Member> members;
+    int64_t padded = 0;
+  };
+  int num_processes = 1;
+  std::vector<size_t> group_params;  // parameters per group
+  std::vector<Bucket> buckets;
+  // The number of elements of a group's shard (at least 1: an empty shard holds one element).
+  int64_t shard_numel(size_t group) const;
+};
+
 class ZeroEngine {
  public:
   ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup& pg, double bucket_cap_mb);
@@ -47,6 +69,9 @@ class ZeroEngine {
   int64_t numel() const;
   int64_t padded_numel() const;
   optim::Optimizer& optimizer() const;
+  // The layout, and the parameters it shards (the optimizer's own before they were replaced).
+  ZeroLayout layout() const;
+  const std::vector<Tensor>& params() const;
 
   struct Impl;
 

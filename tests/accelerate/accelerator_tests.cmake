@@ -12,6 +12,9 @@ endif()
 if(TARGET test_accelerate)
   add_dependencies(test_accelerate accelerator_worker)
   target_compile_definitions(test_accelerate PRIVATE BRISK_ACCELERATOR_WORKER="$<TARGET_FILE:accelerator_worker>")
+  # test_reshard.cpp runs `brisk estimate-memory`.
+  add_dependencies(test_accelerate brisk_cli)
+  target_compile_definitions(test_accelerate PRIVATE BRISK_CLI="$<TARGET_FILE:brisk_cli>")
 endif()
 
 set(_acc_run_mpi ${BRISK_TEST_JOB})

@@ -16,7 +16,7 @@ add_test(NAME accelerate.cli.launch_help COMMAND ${BRISK_TEST_JOB}
   --grep "--config-file.*--multi-gpu.*--mixed-precision.*-n, --num-processes.*--machine-rank.*--main-process-ip.*--gpu-ids.*--gradient-accumulation-steps.*--num-cpu-threads-per-process.*--mpirun-hostfile.*--timeout" -- ${_brisk} launch --help)
 set_tests_properties(accelerate.cli.launch_help PROPERTIES LABELS "unit")
 
-foreach(sub config env test)
+foreach(sub config env test merge-weights estimate-memory)
   add_test(NAME accelerate.cli.${sub}_help COMMAND ${BRISK_TEST_JOB} --grep "usage: brisk ${sub}" -- ${_brisk} ${sub} --help)
   set_tests_properties(accelerate.cli.${sub}_help PROPERTIES LABELS "unit")
 endforeach()
@@ -125,3 +125,10 @@ add_test(NAME accelerate.cli.accelerate_loader
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/accelerate-loader-check.sh ${_brisk})
 set_tests_properties(accelerate.cli.accelerate_loader PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 60
   ENVIRONMENT "${_cli_env}")
+
+# brisk merge-weights: a folder that is not there is an error naming it (the byte-for-byte tests
+# are run_reshard.sh's merge mode and MergeWeights.* in test_accelerate).
+add_test(NAME accelerate.cli.merge_weights_missing_folder COMMAND ${BRISK_TEST_JOB} --expect fail
+  --grep "brisk merge-weights: '${_cli_dir}/no_checkpoint': no such folder"
+  -- ${_brisk} merge-weights ${_cli_dir}/no_checkpoint ${_cli_dir}/merged.safetensors)
+set_tests_properties(accelerate.cli.merge_weights_missing_folder PROPERTIES LABELS "unit")

@@ -26,3 +26,33 @@ foreach(stage zero1 zero2)
     endif()
   endforeach()
 endforeach()
+# Resuming on another number of processes and/or sharding stage (run_reshard.sh; docs/checkpoints.md):
+# SAVE_NP:SAVE_STAGE:LOAD_NP:LOAD_STAGE:MODE. Those with more than one process need MPI.
+set(_reshard_cases
+  1:zero2:1:none:resume 1:none:1:zero1:resume
+  4:zero2:2:zero2:resume 2:zero2:1:none:resume 2:none:4:zero1:resume 4:zero1:2:none:resume 1:none:2:zero2:resume
+  2:zero2:1:zero2:refuse 4:none:2:zero1:refuse 2:none:1:none:warn 2:zero1:4:zero2:warn
+  1:none:1:none:merge 2:zero2:2:zero2:merge 4:zero1:4:zero1:merge)
+foreach(case ${_reshard_cases})
+  string(REPLACE ":" ";" parts ${case})
+  list(GET parts 0 snp)
+  list(GET parts 1 sstage)
+  list(GET parts 2 lnp)
+  list(GET parts 3 lstage)
+  list(GET parts 4 mode)
+  set(name accelerate.reshard.${mode}.np${snp}_${sstage}.to.np${lnp}_${lstage})
+  if(snp EQUAL 1 AND lnp EQUAL 1)
+    add_test(NAME ${name}
+      COMMAND ${BRISK_TEST_JOB} --timeout 200 --grep "RESHARD-OK"
+        -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_reshard.sh ${_zero_worker} ${BRISK_TEST_JOB}
+        ${CMAKE_CURRENT_BINARY_DIR}/${name} ${snp} ${sstage} ${lnp} ${lstage} ${mode} $<TARGET_FILE:brisk_cli>)
+    set_tests_properties(${name} PROPERTIES LABELS "unit;sharding" TIMEOUT 240 ENVIRONMENT "OMP_NUM_THREADS=1")
+  elseif(BRISK_HAVE_MPI)
+    add_test(NAME ${name}
+      COMMAND ${BRISK_TEST_JOB} --timeout 400 --grep "RESHARD-OK"
+        -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_reshard.sh ${_zero_worker} ${BRISK_TEST_JOB}
+        ${CMAKE_CURRENT_BINARY_DIR}/${name} ${snp} ${sstage} ${lnp} ${lstage} ${mode} $<TARGET_FILE:brisk_cli>)
+    set_tests_properties(${name} PROPERTIES LABELS "multiprocess;sharding" RESOURCE_LOCK cpu_cores TIMEOUT 440
+      ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
+  endif()
+endforeach()

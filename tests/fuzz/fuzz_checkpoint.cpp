@@ -204,6 +204,60 @@ void write_seeds(const fs::path& out) {
       0);
   variant(
       "manifest_size_huge", 0, [](json::Value& m) { m["files"].as_array()[0].set("size", json::Value(1e300)); }, 0);
+
+  // Resuming elsewhere (re-sharding; docs/checkpoints.md): saved by 2 processes outside an
+  // accumulation window (both rank files, no gradients), and saved sharded by 1 process (the
+  // optimizer's state one flat shard per group, with its layout). Both load.
+  auto edit_file = [](std::vector<std::pair<size_t, std::string>>& fs_, size_t index,
+                      const std::function<void(json::Value&)>& edit) {
+    for (auto& [i, bytes] : fs_)
+      if (i == index) {
+        json::Value v = json::parse(bytes);
+        edit(v);
+        bytes = v.dump(2) + "\n";
+      }
+  };
+  {
+    auto copy = files;
+    edit_file(copy, 1, [](json::Value& st) { st.set("num_processes", 2); });
+    edit_file(copy, 2, [](json::Value& r) { r["gradients"].as_array()[0] = json::Value(); });
+    std::string rank1;
+    for (auto& [i, bytes] : copy)
+      if (i == 2) {
+        json::Value r = json::parse(bytes);
+        r.set("rank", 1);
+        rank1 = r.dump(2) + "\n";
+      }
+    copy.emplace_back(7, rank1);
+    spit(out / "reshard_world2", encode(1, copy));
+    edit_file(copy, 2,
+              [](json::Value& r) { r["gradients"].as_array()[0] = json::Value("gradients_rank0.safetensors"); });
+    spit(out / "reshard_world2_window", encode(1, copy));
+  }
+  {
+    // Net: f1.weight 12, f1.bias 3, f2.weight 6, f2.bias 2; one bucket in reverse order.
+    auto copy = files;
+    edit_file(copy, 1, [](json::Value& st) {
+      json::Value& o = st["optimizers"].as_array()[0];
+      json::Value shards = json::Value::array();
+      shards.push_back("optimizer.safetensors");
+      o.set("shards", shards);
+      json::Value layout =
+          json::parse(R"({"num_processes": 1, "group_params": [4], "buckets": [{"group": 0, "padded": 23, )"
+                      R"("params": [[3, 2], [2, 6], [1, 3], [0, 12]]}]})");
+      o.set("layout", layout);
+      json::Value sc = json::Value::object();
+      for (const auto& [k, v] : o["scalars"].items())
+        if (k.rfind("state.", 0) != 0 || k == "state.0.step") sc.set(k, v);
+      sc.set("param_groups.0.num_params", 1);
+      o.set("scalars", sc);
+    });
+    for (auto& [i, bytes] : copy)
+      if (i == 4)
+        bytes =
+            data::safetensors_bytes({{"state.0.exp_avg", full({23}, 0.25)}, {"state.0.exp_avg_sq", full({23}, 0.5)}});
+    spit(out / "reshard_sharded", encode(1, copy));
+  }
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 //   resume zero1|zero2: save_state / load_state of a sharded run is bit-exact on as many processes.
 //   gpt2 zero1|zero2: the tiny GPT-2 (tied embedding and head, two AdamW groups) likewise.
 //   memory zero1|zero2: peak optimizer-state bytes per rank fall to 1/N of the unsharded figure.
+//   reshard-save / reshard-load / reshard-compare / reshard-refuse / reshard-warn / merge-save:
+//     the steps of run_reshard.sh (resuming on another number of processes or stage; merge-weights).
 #include <brisk/brisk.h>
 
 #include <algorithm>
@@ -15,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -316,31 +320,194 @@ void resume(Sharding stage) {
   }
   ResumeRun b(stage, N);
   b.acc.load_state(dir);
+  const std::vector<float> loaded = flat_params(b.net);
   b.run();
   const std::vector<float> p2 = flat_params(b.net), s2 = b.state();
   EXPECT_OR_DIE(p2.size() == params.size() && std::memcmp(p2.data(), params.data(), 4 * params.size()) == 0,
                 "resumed parameters differ");
   EXPECT_OR_DIE(s2.size() == state.size() && std::memcmp(s2.data(), state.data(), 4 * state.size()) == 0,
                 "resumed optimizer state differs");
-  // A sharded checkpoint does not load into an unsharded run (and says why).
-  Accelerator plain({.seed = 5});
+  // The sharded checkpoint also loads unsharded (its state re-sliced per parameter; the per-rank
+  // gradients of the accumulation window come along on as many processes).
+  ResumeRun plain(Sharding::None, N);
+  plain.acc.load_state(dir);
+  EXPECT_OR_DIE(flat_params(plain.net) == loaded, "loaded unsharded: the parameters differ");
+}
+
+// --- resuming on another number of processes (docs/checkpoints.md) ------------------------------
+// OddNet with AdamW in two groups (weights decayed, biases not), a global batch of 8 examples
+// (8 / N per process, so that the loader's position carries over) or a per-process batch of
+// `fixed_batch`, shuffled by the Accelerator's seed: 12 optimizer steps an epoch.
+struct ReshardRun {
+  Accelerator acc;
   OddNet net;
-  optim::AdamW opt(net.parameters(), {.lr = 0.01});
-  plain.prepare(net, opt);
+  optim::AdamW opt;
+  data::DataLoader loader;
+  static std::vector<optim::ParamGroup<optim::AdamWOptions>> groups(const OddNet& net) {
+    std::vector<Tensor> decay, plain;
+    for (auto& [name, p] : net.named_parameters())
+      (name.find("weight") != std::string::npos ? decay : plain).push_back(p);
+    return {{decay, {.lr = 0.01, .weight_decay = 0.1}}, {plain, {.lr = 0.01, .weight_decay = 0.0}}};
+  }
+  ReshardRun(Sharding stage, int64_t gas, int64_t fixed_batch = 0)
+      : acc({.gradient_accumulation_steps = gas, .sharding = stage, .seed = 5, .bucket_cap_mb = 0.0001}),
+        opt(groups(net)),
+        loader(tiny_data(96 * gas, 9),
+               {.batch_size = fixed_batch ? fixed_batch : 8 / acc.num_processes(), .shuffle = true}) {
+    acc.prepare(net, opt, loader);
+  }
+  void run(int64_t save_at = 0, const std::string& dir = "", const std::function<void()>& at_save = {}) {
+    int64_t done = 0;
+    for (auto& [x, y] : loader) {
+      auto sync = acc.accumulate(net);
+      acc.backward(cross_entropy(net(x), y));
+      opt.step();
+      opt.zero_grad();
+      if (++done == save_at) {
+        acc.save_state(dir);
+        if (at_save) at_save();
+      }
+    }
+  }
+};
+
+void write_floats(const std::string& path, const std::vector<float>& v) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(4 * v.size()));
+  EXPECT_OR_DIE(out.good(), "cannot write " << path);
+}
+std::vector<float> read_floats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string b = ss.str();
+  EXPECT_OR_DIE(in.good() && !b.empty() && b.size() % 4 == 0, "cannot read " << path);
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+// reshard-save STAGE DIR GAS SAVE_AT: trains an epoch, saving DIR/ckpt after SAVE_AT micro-steps;
+// rank 0 writes the parameters at the save and at the end.
+void reshard_save(Sharding stage, const std::string& dir, int64_t gas, int64_t save_at) {
+  ReshardRun a(stage, gas);
+  a.run(save_at, dir + "/ckpt", [&] {
+    if (rank_for_messages == 0) write_floats(dir + "/saved_params.bin", flat_params(a.net));
+  });
+  if (rank_for_messages == 0) write_floats(dir + "/final_params.bin", flat_params(a.net));
+}
+
+// reshard-load STAGE DIR: resumes DIR/ckpt here (any number of processes and stage): the
+// parameters right after the load are the saved ones bit for bit; the state is saved again at
+// once (DIR/again, for reshard-compare); the rest of the epoch ends where the uninterrupted run did.
+void reshard_load(Sharding stage, const std::string& dir) {
+  ReshardRun b(stage, 1);
+  b.acc.load_state(dir + "/ckpt");
+  const std::vector<float> saved = read_floats(dir + "/saved_params.bin"), now = flat_params(b.net);
+  EXPECT_OR_DIE(now.size() == saved.size() && std::memcmp(now.data(), saved.data(), 4 * saved.size()) == 0,
+                "the parameters right after load_state differ from the saved ones");
+  b.acc.save_state(dir + "/again");
+  b.run();
+  const std::vector<float> ref = read_floats(dir + "/final_params.bin"), got = flat_params(b.net);
+  EXPECT_OR_DIE(got.size() == ref.size(), "sizes");
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_OR_DIE(std::fabs(got[i] - ref[i]) <= 1e-7 + 1e-5 * std::fabs(ref[i]),
+                  "param " << i << " after the resumed epoch: " << got[i] << " vs the uninterrupted run's " << ref[i]);
+}
+
+// reshard-compare none DIR (one process): DIR/ckpt and DIR/again (saved right after reshard-load
+// resumed it elsewhere) hold the same optimizer state, parameter by parameter, bit for bit.
+void reshard_compare(const std::string& dir) {
+  ReshardRun a(Sharding::None, 1), b(Sharding::None, 1);
+  a.acc.load_state(dir + "/ckpt");
+  b.acc.load_state(dir + "/again");
+  const optim::StateDict sa = a.opt.state_dict(), sb = b.opt.state_dict();
+  EXPECT_OR_DIE(sa.scalars == sb.scalars, "optimizer scalars differ");
+  EXPECT_OR_DIE(sa.tensors.size() == sb.tensors.size() && !sa.tensors.empty(),
+                "optimizer tensors: " << sa.tensors.size() << " vs " << sb.tensors.size());
+  for (size_t i = 0; i < sa.tensors.size(); ++i) {
+    EXPECT_OR_DIE(sa.tensors[i].first == sb.tensors[i].first, sa.tensors[i].first << " vs " << sb.tensors[i].first);
+    const auto x = sa.tensors[i].second.to_vector<float>(), y = sb.tensors[i].second.to_vector<float>();
+    EXPECT_OR_DIE(x.size() == y.size() && std::memcmp(x.data(), y.data(), 4 * x.size()) == 0,
+                  sa.tensors[i].first << " differs after resuming elsewhere");
+    double norm = 0;
+    for (float v : x) norm += std::fabs(v);
+    EXPECT_OR_DIE(norm > 0, sa.tensors[i].first << " is all zeros");
+  }
+}
+
+// merge-save STAGE DIR: the tiny GPT-2 (tied embedding and head) trained 3 steps, then
+// save_state(DIR/ckpt) and save_model(DIR/model), for `brisk merge-weights` to match byte for byte.
+void merge_save(Sharding stage, const std::string& dir) {
+  Accelerator acc({.sharding = stage, .seed = 3, .bucket_cap_mb = 0.05});
+  models::GPT2 net(models::GPT2Config::preset("tiny"));
+  optim::AdamW opt(net.param_groups({.lr = 3e-3, .weight_decay = 0.1}));
+  acc.prepare(net, opt);
+  Generator g(100 + static_cast<uint64_t>(acc.process_index()));
+  for (int i = 0; i < 3; ++i) {
+    Tensor idx = randint(0, 256, {2, 32}, {.dtype = DType::I64}, &g);
+    acc.backward(net.loss(net(idx), idx));
+    opt.step();
+    opt.zero_grad();
+  }
+  acc.save_state(dir + "/ckpt");
+  acc.save_model(net, dir + "/model");
+}
+
+// reshard-refuse STAGE DIR: DIR/ckpt was saved inside an accumulation window by another number
+// of processes: load_state refuses, saying why and what to do, and changes nothing.
+void reshard_refuse(Sharding stage, const std::string& dir) {
+  ReshardRun b(stage, 2);
+  const std::vector<float> before = flat_params(b.net);
   std::string e;
   try {
-    plain.load_state(dir);
+    b.acc.load_state(dir + "/ckpt");
   } catch (const Error& err) {
     e = err.what();
   }
-  EXPECT_OR_DIE(e.find("saved sharded") != std::string::npos, "loading a sharded checkpoint unsharded: " << e);
+  EXPECT_OR_DIE(e.find("inside a gradient accumulation window") != std::string::npos &&
+                    e.find("cannot be redistributed") != std::string::npos &&
+                    e.find("Resume it on") != std::string::npos,
+                "expected the accumulation-window refusal, got: " << e);
+  EXPECT_OR_DIE(flat_params(b.net) == before, "a refused load_state changed the parameters");
+}
+
+// reshard-warn STAGE DIR: a per-process batch of 4 on another number of processes is another
+// global batch: the loader starts the next epoch, with one warning on stderr.
+void reshard_warn(Sharding stage, const std::string& dir) {
+  ReshardRun b(stage, 1, 4);
+  std::stringstream err;
+  std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+  try {
+    b.acc.load_state(dir + "/ckpt");
+  } catch (...) {
+    std::cerr.rdbuf(old);
+    throw;
+  }
+  std::cerr.rdbuf(old);
+  std::cerr << err.str();
+  const std::string w = err.str();
+  if (rank_for_messages == 0) {
+    EXPECT_OR_DIE(w.find("warning") != std::string::npos && w.find("global batch") != std::string::npos &&
+                      w.find("next epoch") != std::string::npos,
+                  "expected the loader warning on stderr, got: '" << w << "'");
+    EXPECT_OR_DIE(w.find("warning") == w.rfind("warning"), "more than one warning: " << w);
+  } else {
+    EXPECT_OR_DIE(w.empty(), "only the main process warns, got: " << w);
+  }
+  EXPECT_OR_DIE(b.loader.epoch() == 1 && b.loader.position() == 0, "the loader should start epoch 1, is at epoch "
+                                                                       << b.loader.epoch() << " position "
+                                                                       << b.loader.position());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: zero_worker equivalence|memory zero1|zero2\n");
+  if (argc < 3) {
+    std::fprintf(stderr,
+                 "usage: zero_worker equivalence|gpt2|memory|resume zero1|zero2\n"
+                 "       zero_worker reshard-save STAGE DIR GAS SAVE_AT | reshard-load|reshard-refuse|reshard-warn "
+                 "STAGE DIR | reshard-compare none DIR\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -355,6 +522,18 @@ int main(int argc, char** argv) {
       resume(stage);
     } else if (scenario == "memory") {
       memory(stage);
+    } else if (scenario == "reshard-save" && argc == 6) {
+      reshard_save(stage, argv[3], std::atoll(argv[4]), std::atoll(argv[5]));
+    } else if (scenario == "reshard-load" && argc == 4) {
+      reshard_load(stage, argv[3]);
+    } else if (scenario == "reshard-compare" && argc == 4) {
+      reshard_compare(argv[3]);
+    } else if (scenario == "reshard-refuse" && argc == 4) {
+      reshard_refuse(stage, argv[3]);
+    } else if (scenario == "merge-save" && argc == 4) {
+      merge_save(stage, argv[3]);
+    } else if (scenario == "reshard-warn" && argc == 4) {
+      reshard_warn(stage, argv[3]);
     } else {
       std::fprintf(stderr, "zero_worker: unknown scenario '%s'\n", scenario.c_str());
       return 2;

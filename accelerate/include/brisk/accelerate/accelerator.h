@@ -143,6 +143,12 @@ int64_t parse_size(const std::string& text);
 // files all exist with the listed sizes and SHA-256. On false, *why says what is wrong.
 bool is_complete_checkpoint(const std::string& dir, std::string* why = nullptr);
 
+// `brisk merge-weights`: the weights of prepared model `model` (0: the first) of the checkpoint in
+// `dir` (saved by any number of processes, sharded or not) as one safetensors file, byte for byte
+// what save_model writes for that model (tied weights once, {"format": "pt"}). Every file the
+// manifest lists is checked first (size and SHA-256); throws brisk::Error naming what is wrong.
+std::string merged_model_weights(const std::string& dir, size_t model = 0);
+
 }  // namespace accelerate
 
 class Accelerator {
