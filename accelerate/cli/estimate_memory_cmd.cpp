@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "brisk/core/cli.h"
-#include "brisk/core/error.h"
-#include "brisk/data/json.h"
+#include "brisk/util/cli.h"
+#include "brisk/util/error.h"
+#include "brisk/util/json.h"
 #include "brisk/data/safetensors.h"
 #include "brisk/models/gpt2.h"
 #include "commands.h"
@@ -17,7 +17,7 @@ namespace brisk::cli_commands {
 
 namespace {
 
-namespace json = data::json;
+namespace json = brisk::json;
 
 // What the estimate needs of a model: its parameter count, its largest tensor, the units zero3
 // gathers (one per transformer block, plus the embeddings), and for GPT-2 the activation shape.

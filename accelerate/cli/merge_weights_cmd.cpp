@@ -5,9 +5,9 @@
 #include <string>
 
 #include "brisk/accelerate/accelerator.h"
-#include "brisk/core/cli.h"
-#include "brisk/core/error.h"
-#include "brisk/core/fs.h"
+#include "brisk/util/cli.h"
+#include "brisk/util/error.h"
+#include "brisk/util/fs.h"
 #include "commands.h"
 
 namespace brisk::cli_commands {

@@ -12,7 +12,7 @@
 
 using namespace brisk;
 using namespace brisk::testing;
-namespace json = brisk::data::json;
+namespace json = brisk::json;
 
 namespace {
 
