@@ -100,7 +100,7 @@ TEST(AcceleratorOptions, BadMixedPrecisionNamesTheValueAndWhereItCameFrom) {
 }
 
 // Sharding (docs/sharding.md): the program's enum wins over BRISK_SHARDING; a bad word names the
-// variable and the valid ones; zero3 is refused until it exists.
+// variable and the valid ones; zero3 resolves with its wrap policy.
 TEST(AcceleratorOptions, ShardingFromProgramOrEnvironment) {
   EXPECT_EQ(resolve_accelerator_options({}, fake_env({})).sharding, Sharding::None);
   const AcceleratorSettings env = resolve_accelerator_options({}, fake_env({{"BRISK_SHARDING", "zero2"}}));
@@ -113,9 +113,11 @@ TEST(AcceleratorOptions, ShardingFromProgramOrEnvironment) {
   EXPECT_NE(e.find("BRISK_SHARDING"), std::string::npos) << e;
   EXPECT_NE(e.find("'zero4'"), std::string::npos) << e;
   EXPECT_NE(e.find("none, zero1, zero2, zero3"), std::string::npos) << e;
-  e = error_of([] { resolve_accelerator_options({.sharding = Sharding::Zero3}, fake_env({})); });
-  EXPECT_NE(e.find("zero3"), std::string::npos) << e;
-  EXPECT_NE(e.find("not implemented"), std::string::npos) << e;
+  const AcceleratorSettings z3 =
+      resolve_accelerator_options({.sharding = Sharding::Zero3, .zero3_wrap = {"h0", "h1"}}, fake_env({}));
+  EXPECT_EQ(z3.sharding, Sharding::Zero3);
+  EXPECT_EQ(z3.zero3_wrap, (std::vector<std::string>{"h0", "h1"}));
+  EXPECT_EQ(resolve_accelerator_options({}, fake_env({{"BRISK_SHARDING", "zero3"}})).sharding, Sharding::Zero3);
 }
 
 // Under sharding the optimizers' engines average the gradients (docs/sharding.md): a trainable

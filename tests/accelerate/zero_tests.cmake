@@ -1,4 +1,4 @@
-# Sharded data parallelism, ZeRO stages 1 and 2 (included from accelerator_tests.cmake; docs/sharding.md):
+# Sharded data parallelism, ZeRO stages 1, 2 and 3 (included from accelerator_tests.cmake; docs/sharding.md):
 # zero_worker trains against plain data parallelism and measures optimizer-state memory, in a world of
 # one and under mpirun with 2 and 4 processes (label `sharding`; the multi-process runs hold the
 # cpu_cores lock). brisk_test_job fails a run when any rank fails or it outlives --timeout.
@@ -8,7 +8,7 @@ if(TARGET brisk_dist_mpi)
   add_dependencies(zero_worker brisk_dist_mpi)
 endif()
 set(_zero_worker $<TARGET_FILE:zero_worker>)
-foreach(stage zero1 zero2)
+foreach(stage zero1 zero2 zero3)
   foreach(scenario equivalence gpt2 memory resume)
     add_test(NAME accelerate.zero.${scenario}.${stage}.np1
       COMMAND ${BRISK_TEST_JOB} --timeout 100 --grep "PASS ${scenario} ${stage} rank 0 of 1"

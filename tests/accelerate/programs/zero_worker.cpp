@@ -39,6 +39,12 @@ struct OddNet : nn::Module {
   Tensor forward(const Tensor& x) override { return f3(tanh(f2(relu(f1(x))))); }
 };
 
+// Every parameter's values (zero3: gathered for the read; collective, every rank calls it).
+std::vector<float> full_flat(Accelerator& acc, const nn::Module& net) {
+  auto full = acc.full_parameters(net);
+  return flat_params(net);
+}
+
 std::unique_ptr<optim::Optimizer> make_opt(const nn::Module& net, bool adam) {
   if (adam)
     return std::make_unique<optim::AdamW>(net.parameters(), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
@@ -74,7 +80,7 @@ std::vector<float> train(Sharding sharding, bool adam, int64_t gas, bool clip, M
     taken += acc.sync_gradients();
   }
   EXPECT_OR_DIE(taken == steps, "optimizer steps: " << taken);
-  std::vector<float> p = flat_params(net);
+  std::vector<float> p = full_flat(acc, net);
   EXPECT_OR_DIE(same_on_every_rank(acc, p), "parameters differ across ranks under " << enum_name(sharding));
   return p;
 }
@@ -132,7 +138,7 @@ std::vector<float> train_gpt2(Sharding sharding) {
     opt.zero_grad();
   }
   EXPECT_OR_DIE(opt.steps_taken() == 10, "steps " << opt.steps_taken());
-  std::vector<float> p = flat_params(net);
+  std::vector<float> p = full_flat(acc, net);
   EXPECT_OR_DIE(same_on_every_rank(acc, p), "GPT-2 parameters differ across ranks under " << enum_name(sharding));
   acc.save_model(net, "zero_gpt2_" + std::string(enum_name(sharding)) + "_np" + std::to_string(acc.num_processes()));
   acc.wait_for_everyone();
@@ -307,7 +313,7 @@ void resume(Sharding stage) {
   {
     ResumeRun a(stage, N);
     a.run(7, dir);  // inside an accumulation window: each rank's accumulated gradients go along
-    params = flat_params(a.net);
+    params = full_flat(a.acc, a.net);
     state = a.state();
   }
   if (rank_for_messages == 0) {
@@ -320,9 +326,9 @@ void resume(Sharding stage) {
   }
   ResumeRun b(stage, N);
   b.acc.load_state(dir);
-  const std::vector<float> loaded = flat_params(b.net);
+  const std::vector<float> loaded = full_flat(b.acc, b.net);
   b.run();
-  const std::vector<float> p2 = flat_params(b.net), s2 = b.state();
+  const std::vector<float> p2 = full_flat(b.acc, b.net), s2 = b.state();
   EXPECT_OR_DIE(p2.size() == params.size() && std::memcmp(p2.data(), params.data(), 4 * params.size()) == 0,
                 "resumed parameters differ");
   EXPECT_OR_DIE(s2.size() == state.size() && std::memcmp(s2.data(), state.data(), 4 * state.size()) == 0,
@@ -331,7 +337,7 @@ void resume(Sharding stage) {
   // gradients of the accumulation window come along on as many processes).
   ResumeRun plain(Sharding::None, N);
   plain.acc.load_state(dir);
-  EXPECT_OR_DIE(flat_params(plain.net) == loaded, "loaded unsharded: the parameters differ");
+  EXPECT_OR_DIE(full_flat(plain.acc, plain.net) == loaded, "loaded unsharded: the parameters differ");
 }
 
 // --- resuming on another number of processes (docs/checkpoints.md) ------------------------------
@@ -392,9 +398,11 @@ std::vector<float> read_floats(const std::string& path) {
 void reshard_save(Sharding stage, const std::string& dir, int64_t gas, int64_t save_at) {
   ReshardRun a(stage, gas);
   a.run(save_at, dir + "/ckpt", [&] {
-    if (rank_for_messages == 0) write_floats(dir + "/saved_params.bin", flat_params(a.net));
+    const std::vector<float> p = full_flat(a.acc, a.net);
+    if (rank_for_messages == 0) write_floats(dir + "/saved_params.bin", p);
   });
-  if (rank_for_messages == 0) write_floats(dir + "/final_params.bin", flat_params(a.net));
+  const std::vector<float> p = full_flat(a.acc, a.net);
+  if (rank_for_messages == 0) write_floats(dir + "/final_params.bin", p);
 }
 
 // reshard-load STAGE DIR: resumes DIR/ckpt here (any number of processes and stage): the
@@ -403,12 +411,12 @@ void reshard_save(Sharding stage, const std::string& dir, int64_t gas, int64_t s
 void reshard_load(Sharding stage, const std::string& dir) {
   ReshardRun b(stage, 1);
   b.acc.load_state(dir + "/ckpt");
-  const std::vector<float> saved = read_floats(dir + "/saved_params.bin"), now = flat_params(b.net);
+  const std::vector<float> saved = read_floats(dir + "/saved_params.bin"), now = full_flat(b.acc, b.net);
   EXPECT_OR_DIE(now.size() == saved.size() && std::memcmp(now.data(), saved.data(), 4 * saved.size()) == 0,
                 "the parameters right after load_state differ from the saved ones");
   b.acc.save_state(dir + "/again");
   b.run();
-  const std::vector<float> ref = read_floats(dir + "/final_params.bin"), got = flat_params(b.net);
+  const std::vector<float> ref = read_floats(dir + "/final_params.bin"), got = full_flat(b.acc, b.net);
   EXPECT_OR_DIE(got.size() == ref.size(), "sizes");
   for (size_t i = 0; i < ref.size(); ++i)
     EXPECT_OR_DIE(std::fabs(got[i] - ref[i]) <= 1e-7 + 1e-5 * std::fabs(ref[i]),
@@ -458,7 +466,7 @@ void merge_save(Sharding stage, const std::string& dir) {
 // of processes: load_state refuses, saying why and what to do, and changes nothing.
 void reshard_refuse(Sharding stage, const std::string& dir) {
   ReshardRun b(stage, 2);
-  const std::vector<float> before = flat_params(b.net);
+  const std::vector<float> before = full_flat(b.acc, b.net);
   std::string e;
   try {
     b.acc.load_state(dir + "/ckpt");
@@ -469,7 +477,7 @@ void reshard_refuse(Sharding stage, const std::string& dir) {
                     e.find("cannot be redistributed") != std::string::npos &&
                     e.find("Resume it on") != std::string::npos,
                 "expected the accumulation-window refusal, got: " << e);
-  EXPECT_OR_DIE(flat_params(b.net) == before, "a refused load_state changed the parameters");
+  EXPECT_OR_DIE(full_flat(b.acc, b.net) == before, "a refused load_state changed the parameters");
 }
 
 // reshard-warn STAGE DIR: a per-process batch of 4 on another number of processes is another
