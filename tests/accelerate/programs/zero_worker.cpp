@@ -240,7 +240,51 @@ Peaks peaks(Sharding sharding, int64_t* padded) {
   return out;
 }
 
+// zero3: the peak Parameters bytes of 3 steps of Deep (one forward per step) after prepare, and the
+// largest unit's gathered bytes.
+int64_t param_peak(Sharding sharding, int64_t* largest_unit) {
+  const int64_t before = memory_stats().current[static_cast<int>(MemoryCategory::Parameters)];
+  int64_t peak = 0;
+  {
+    Accelerator acc({.sharding = sharding, .seed = 1});
+    Deep net;
+    optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+    acc.prepare(net, opt);
+    reset_peak_memory_stats();
+    Generator g(7 + static_cast<uint64_t>(acc.process_index()));
+    for (int step = 0; step < 3; ++step) {
+      Tensor x = randn({8, 256}, {}, &g);
+      acc.backward(mean(square(net(x))));
+      opt.step();
+      opt.zero_grad();
+    }
+    peak = memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)] - before;
+    *largest_unit = 4 * (256 * 256 + 256);  // one layer, padded to N at most 3 elements more
+  }
+  return peak;
+}
+
+void param_memory(Sharding stage) {
+  int64_t unit = 0;
+  const int64_t sharded = param_peak(stage, &unit), full = param_peak(Sharding::None, &unit);
+  const int64_t N = dist::world().size();
+  const double pad = 4.0 * 16 * static_cast<double>(N);  // per unit (16) at most N - 1 elements
+  const double bound = 1.1 * static_cast<double>(full) / static_cast<double>(N) + pad + static_cast<double>(unit) +
+                       1024.0 * 1024.0;
+  // What the schedule holds at most: the shard, the unit computing and the one whose backward just
+  // ended (released when its last gradient lands, right after the next unit was gathered).
+  const double tight = static_cast<double>(full) / static_cast<double>(N) + pad + 2.0 * (unit + 4 * 4);
+  std::printf("memory %s rank %d of %lld: parameters peak %lld (unsharded %lld, bound %.0f, schedule %.0f)\n",
+              enum_name(stage).data(), rank_for_messages, static_cast<long long>(N), static_cast<long long>(sharded),
+              static_cast<long long>(full), bound, tight);
+  EXPECT_OR_DIE(full >= 4 * 16 * 256 * 255, "unsharded parameters " << full);
+  EXPECT_OR_DIE(static_cast<double>(sharded) <= bound, "zero3 parameter peak " << sharded << " > " << bound);
+  EXPECT_OR_DIE(static_cast<double>(sharded) <= tight, "zero3 parameter peak " << sharded << " > " << tight);
+  EXPECT_OR_DIE(sharded >= full / N, "zero3 parameter peak " << sharded << " below 1/N of " << full);
+}
+
 void memory(Sharding stage) {
+  if (stage == Sharding::Zero3) param_memory(stage);
   int64_t numel = 0;
   const Peaks sharded = peaks(stage, &numel);
   const Peaks full = peaks(Sharding::None, &numel);
@@ -262,7 +306,7 @@ void memory(Sharding stage) {
   // and the gradient being copied in (each at most one layer, 256 KiB + its bias; measured: about
   // 3 of them), with one more layer and 64 KiB of slack; at 2 processes and more that is below the
   // full gradients (4 * numel bytes).
-  if (stage == Sharding::Zero2 && N > 1) {
+  if ((stage == Sharding::Zero2 || stage == Sharding::Zero3) && N > 1) {
     const double grad_bound = 4.0 * static_cast<double>(numel) / static_cast<double>(N) + 4 * 264.0 * 1024 + 64 * 1024;
     EXPECT_OR_DIE(grad_bound < 4.0 * static_cast<double>(numel), "the bound proves nothing: " << grad_bound);
     EXPECT_OR_DIE(static_cast<double>(sharded.grads) <= grad_bound, "zero2 gradient peak "
