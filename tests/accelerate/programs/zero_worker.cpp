@@ -269,8 +269,8 @@ void param_memory(Sharding stage) {
   const int64_t sharded = param_peak(stage, &unit), full = param_peak(Sharding::None, &unit);
   const int64_t N = dist::world().size();
   const double pad = 4.0 * 16 * static_cast<double>(N);  // per unit (16) at most N - 1 elements
-  const double bound = 1.1 * static_cast<double>(full) / static_cast<double>(N) + pad + static_cast<double>(unit) +
-                       1024.0 * 1024.0;
+  const double bound =
+      1.1 * static_cast<double>(full) / static_cast<double>(N) + pad + static_cast<double>(unit) + 1024.0 * 1024.0;
   // What the schedule holds at most: the shard, the unit computing and the one whose backward just
   // ended (released when its last gradient lands, right after the next unit was gathered).
   const double tight = static_cast<double>(full) / static_cast<double>(N) + pad + 2.0 * (unit + 4 * 4);
