@@ -247,9 +247,11 @@ TEST(EstimateMemory, TinyGpt2MatchesHandComputedFigures) {
   EXPECT_EQ(at(rows, "zero2/fp32", "optimizer"), 8 * 30144);
   // zero1 / zero2 hold the whole parameters and the flat shard the optimizer steps.
   EXPECT_EQ(at(rows, "zero2/fp32", "parameters"), 4 * (120576 + 30144));
-  // zero3: the shard and two gathered units (the largest: a block, 12*64^2 + 13*64 = 49984), at
-  // most the whole model.
-  EXPECT_EQ(at(rows, "zero3/fp32", "parameters"), 4 * std::min<int64_t>(120576, 30144 + 2 * 49984));
+  // zero3: the shard, the root unit of the embeddings (256*64 + 64*64 = 20480) and one block
+  // (12*64^2 + 13*64 = 49984), as zero_worker's gpt2 zero3 measures, at most the whole model; the
+  // gradients: the shard and three units in flight (the largest, a block).
+  EXPECT_EQ(at(rows, "zero3/fp32", "parameters"), 4 * std::min<int64_t>(120576, 30144 + 20480 + 49984));
+  EXPECT_EQ(at(rows, "zero3/fp32", "gradients"), 4 * std::min<int64_t>(120576, 30144 + 3 * 49984));
   // Activations: L (15 B T C + 2 H B T^2) + B T C + 2 B T V elements
   // = 2 (491520 + 131072) + 32768 + 262144 = 1540096; x4 fp32, x2 bf16; the same under every stage.
   EXPECT_EQ(at(rows, "none/fp32", "activations"), 4 * 1540096);

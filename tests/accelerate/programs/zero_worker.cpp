@@ -123,10 +123,12 @@ constexpr double kBucketMb = 0.25;
 // groups, decayed and not): 10 optimizer steps with accumulation over 2 micro-steps and clipping,
 // sharded against plain data parallelism (AdamW: rtol 1e-5).
 std::vector<float> train_gpt2(Sharding sharding) {
+  const int64_t before = memory_stats().current[static_cast<int>(MemoryCategory::Parameters)];
   Accelerator acc({.gradient_accumulation_steps = 2, .sharding = sharding, .seed = 3, .bucket_cap_mb = 0.05});
   models::GPT2 net(models::GPT2Config::preset("tiny"));
   optim::AdamW opt(net.param_groups({.lr = 3e-3, .weight_decay = 0.1}));
   acc.prepare(net, opt);
+  reset_peak_memory_stats();
   Generator g(100 + static_cast<uint64_t>(acc.process_index()));
   for (int micro = 0; micro < 20; ++micro) {
     auto sync = acc.accumulate(net);
@@ -138,6 +140,18 @@ std::vector<float> train_gpt2(Sharding sharding) {
     opt.zero_grad();
   }
   EXPECT_OR_DIE(opt.steps_taken() == 10, "steps " << opt.steps_taken());
+  const int64_t peak = memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)] - before;
+  if (sharding == Sharding::Zero3) {
+    // The shard (two groups, each unit's buckets padded), the root unit (wte + wpe: 256*64 +
+    // 64*64), gathered for the model's whole forward and backward, and one block (12*64^2 + 13*64)
+    // at a time: 4 (P/N + 20480 + 49984) bytes plus padding (at most N - 1 elements per bucket).
+    const int64_t N = acc.num_processes(), P = 120576;
+    const int64_t expected = 4 * ((P + N - 1) / N + 20480 + 49984), pad = 4 * 2 * 5 * N * 2;
+    std::printf("gpt2 zero3 rank %d of %lld: parameters peak %lld (unsharded %lld, schedule %lld)\n", rank_for_messages,
+                static_cast<long long>(N), static_cast<long long>(peak), static_cast<long long>(4 * P),
+                static_cast<long long>(expected));
+    EXPECT_OR_DIE(peak <= expected + pad, "GPT-2 zero3 parameter peak " << peak);
+  }
   std::vector<float> p = full_flat(acc, net);
   EXPECT_OR_DIE(same_on_every_rank(acc, p), "GPT-2 parameters differ across ranks under " << enum_name(sharding));
   acc.save_model(net, "zero_gpt2_" + std::string(enum_name(sharding)) + "_np" + std::to_string(acc.num_processes()));
