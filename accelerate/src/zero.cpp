@@ -57,8 +57,12 @@ struct ZeroEngine::Impl {
     nn::Module* module = nullptr;
     std::vector<size_t> buckets;
     size_t params = 0, pending = 0;
-    bool gathered = false;
+    bool gathered = false;  // its bytes are allocated and its all-gather issued (maybe still in flight)
+    bool root = false;
+    std::vector<dist::WorkPtr> inflight;  // a prefetch not yet waited for
     int64_t bytes = 0;
+    // The unit expected next in forward / in backward (prefetched while this one computes), or -1.
+    int64_t next_forward = -1, next_backward = -1;
   };
   std::vector<Unit> units;
   std::vector<size_t> unit_of;  // per parameter
@@ -145,22 +149,38 @@ struct ZeroEngine::Impl {
 
   std::vector<char> ready3;  // zero3: the parameter's gradient is final in this pass
 
-  void gather(Unit& u) {
+  // Allocates the unit's buffers and issues their all-gathers without waiting (a prefetch).
+  void issue(Unit& u) {
     if (u.gathered) return;
     NoGradGuard no_grad;
-    auto span = dist::trace_span("all-gather " + u.name, "comm");
-    std::vector<dist::WorkPtr> works;
     for (size_t k : u.buckets) {
       Bucket& b = buckets[k];
       b.full.storage()->allocate_again();
-      works.push_back(pg.all_gather_async(b.full, shards[b.group].detach().narrow(0, b.shard_offset, b.block)));
+      u.inflight.push_back(pg.all_gather_async(b.full, shards[b.group].detach().narrow(0, b.shard_offset, b.block)));
     }
-    for (auto& w : works) w->wait();
     u.gathered = true;
+  }
+
+  void wait(Unit& u) {
+    if (u.inflight.empty()) return;
+    auto span = dist::trace_span("wait all-gather " + u.name, "comm");
+    for (auto& w : u.inflight) w->wait();
+    u.inflight.clear();
+  }
+
+  // The unit's parameters ready to use; the unit after it (in `forward` or backward order)
+  // prefetched so that its all-gather overlaps this unit's compute.
+  void gather(Unit& u, bool forward) {
+    issue(u);
+    wait(u);
+    const int64_t next = forward ? u.next_forward : u.next_backward;
+    if (next >= 0) issue(units[static_cast<size_t>(next)]);
   }
 
   void release(Unit& u) {
     if (!u.gathered) return;
+    for (auto& w : u.inflight) wait_quietly(w);
+    u.inflight.clear();
     for (size_t k : u.buckets) buckets[k].full.storage()->release();
     u.gathered = false;
   }
@@ -279,6 +299,18 @@ void ZeroEngine::Impl::build_units(nn::Module& model, const std::vector<std::str
     kept.push_back(std::move(units[u]));
   }
   units = std::move(kept);
+  // Prefetch order: units[] is in backward order with the root last; the forward runs the root
+  // (enclosing the others), then the children from the last of units[] to the first.
+  for (size_t u = 0; u < units.size(); ++u) {
+    units[u].root = units[u].module == &model;
+    if (units[u].root) {
+      if (u > 0) units[u].next_forward = static_cast<int64_t>(u) - 1;
+      if (u > 0) units[u].next_backward = 0;
+      continue;
+    }
+    if (u > 0) units[u].next_forward = static_cast<int64_t>(u) - 1;
+    if (u + 1 < units.size() && units[u + 1].module != &model) units[u].next_backward = static_cast<int64_t>(u) + 1;
+  }
   for (auto& b : buckets) b.unit = renum[b.unit];
   for (size_t i = 0; i < params.size(); ++i) unit_of[i] = renum[unit_of[i]];
   group_shard_len = shard_len;
@@ -350,13 +382,13 @@ ZeroEngine::ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup
     for (size_t u = 0; u < im.units.size(); ++u) {
       nn::Module& m = *im.units[u].module;
       m.register_forward_pre_hook([self, u](nn::Module&, const Tensor&) {
-        if (auto s = self.lock()) s->gather(s->units[u]);
+        if (auto s = self.lock()) s->gather(s->units[u], true);
       });
       m.register_forward_hook([self, u](nn::Module&, const Tensor&, const Tensor&) {
         if (auto s = self.lock()) s->release(s->units[u]);
       });
       m.register_backward_hook([self, u](nn::Module&, const Tensor&) {
-        if (auto s = self.lock()) s->gather(s->units[u]);
+        if (auto s = self.lock()) s->gather(s->units[u], false);
       });
     }
     for (size_t i = 0; i < im.params.size(); ++i)
@@ -428,6 +460,8 @@ ZeroEngine::ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup
 ZeroEngine::~ZeroEngine() {
   impl_->armed = false;
   impl_->drain();
+  for (auto& u : impl_->units)
+    for (auto& w : u.inflight) wait_quietly(w);
 }
 
 void ZeroEngine::begin_backward(bool sync) {
@@ -492,7 +526,10 @@ void ZeroEngine::end_backward() {
 
 void ZeroEngine::before_step() {
   Impl& im = *impl_;
-  if (im.stage == Sharding::Zero3) return;  // the shards are the parameters
+  if (im.stage == Sharding::Zero3) {  // the shards are the parameters; no all-gather may read them
+    for (auto& u : im.units) im.wait(u);
+    return;
+  }
   NoGradGuard no_grad;
   for (const auto& b : im.buckets) {
     const int64_t lo = im.r * b.block, hi = lo + b.block;
@@ -528,7 +565,10 @@ void ZeroEngine::after_step() {
 void ZeroEngine::gather_all() {
   Impl& im = *impl_;
   if (im.stage != Sharding::Zero3) return;
-  for (auto& u : im.units) im.gather(u);
+  for (auto& u : im.units) {
+    im.issue(u);
+    im.wait(u);
+  }
 }
 
 void ZeroEngine::scatter_and_release_all() {

@@ -143,10 +143,11 @@ std::vector<float> train_gpt2(Sharding sharding) {
   const int64_t peak = memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)] - before;
   if (sharding == Sharding::Zero3) {
     // The shard (two groups, each unit's buckets padded), the root unit (wte + wpe: 256*64 +
-    // 64*64), gathered for the model's whole forward and backward, and one block (12*64^2 + 13*64)
-    // at a time: 4 (P/N + 20480 + 49984) bytes plus padding (at most N - 1 elements per bucket).
+    // 64*64), gathered for the model's whole forward and backward, and two blocks (12*64^2 +
+    // 13*64): the one computing and the next, prefetched: 4 (P/N + 20480 + 2 * 49984) bytes plus
+    // padding (at most N - 1 elements per bucket).
     const int64_t N = acc.num_processes(), P = 120576;
-    const int64_t expected = 4 * ((P + N - 1) / N + 20480 + 49984), pad = 4 * 2 * 5 * N * 2;
+    const int64_t expected = 4 * ((P + N - 1) / N + 20480 + 2 * 49984), pad = 4 * 2 * 5 * N * 2;
     std::printf("gpt2 zero3 rank %d of %lld: parameters peak %lld (unsharded %lld, schedule %lld)\n", rank_for_messages,
                 static_cast<long long>(N), static_cast<long long>(peak), static_cast<long long>(4 * P),
                 static_cast<long long>(expected));
