@@ -46,9 +46,9 @@ ModelDesc describe(const std::string& model) {
     d.largest_name = "wte.weight (tied with lm_head.weight)";
     // zero3 units (the default wrap policy): each block, the final LayerNorm, and the root unit of
     // the embeddings (token, tied head, position), gathered for the model's whole forward and
-    // backward, while one block at a time is.
+    // backward, while two blocks at a time are (the one computing and the one prefetched).
     d.largest_unit = std::max({V * C + T * C, 12 * C * C + 13 * C, 2 * C});
-    d.gathered = V * C + T * C + 12 * C * C + 13 * C;
+    d.gathered = V * C + T * C + 2 * (12 * C * C + 13 * C);
     (void)L;
     d.name = "GPT-2 " + model;
     return d;
@@ -72,7 +72,7 @@ ModelDesc describe(const std::string& model) {
   }
   BRISK_CHECK(d.params > 0, "'", model, "' holds no floating-point tensors");
   d.largest_unit = d.largest_tensor;  // without a module structure: one unit per tensor
-  d.gathered = 2 * d.largest_tensor;  // the unit computing and the one whose backward just ended
+  d.gathered = 2 * d.largest_tensor;  // the unit computing and the one prefetched
   return d;
 }
 
@@ -246,7 +246,7 @@ int estimate_memory(int argc, char** argv) {
         "the master weights). zero1 and zero2 hold the whole parameters plus the flat shard the optimizer steps;\n"
         "zero1 the full gradients during backward plus the shard's; zero2 the shard's plus three buckets in flight\n"
         "(reducing, filling, being copied in; bucket_cap_mb %g); zero3 its shard of the parameters plus the units\n"
-        "gathered at once (%lld elements; for GPT-2 the root unit of the embeddings and one transformer block; the\n"
+        "gathered at once (%lld elements; for GPT-2 the root unit of the embeddings and two transformer blocks; the\n"
         "largest unit: %lld elements), and its units' gradients in flight. Shards are padded up to a multiple of\n"
         "the processes.",
         bucket_cap_mb, static_cast<long long>(d.gathered), static_cast<long long>(d.largest_unit));

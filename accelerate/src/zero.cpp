@@ -63,6 +63,7 @@ struct ZeroEngine::Impl {
     int64_t bytes = 0;
     // The unit expected next in forward / in backward (prefetched while this one computes), or -1.
     int64_t next_forward = -1, next_backward = -1;
+    double issued_us = 0, used_us = 0;  // BRISK_TRACE: when its all-gather was issued / it was gathered for use
   };
   std::vector<Unit> units;
   std::vector<size_t> unit_of;  // per parameter
@@ -159,13 +160,26 @@ struct ZeroEngine::Impl {
       u.inflight.push_back(pg.all_gather_async(b.full, shards[b.group].detach().narrow(0, b.shard_offset, b.block)));
     }
     u.gathered = true;
+    if (dist::trace_enabled()) {
+      u.issued_us = dist::trace_now_us();
+      dist::trace_instant("issue all-gather " + u.name, "comm", dist::kTraceComputeTid, u.issued_us);
+    }
   }
 
   void wait(Unit& u) {
     if (u.inflight.empty()) return;
-    auto span = dist::trace_span("wait all-gather " + u.name, "comm");
+    const bool trace = dist::trace_enabled();
+    const double t0 = trace ? dist::trace_now_us() : 0;
+    bool done_before = true;
+    for (auto& w : u.inflight) done_before = done_before && w->is_completed();
     for (auto& w : u.inflight) w->wait();
     u.inflight.clear();
+    if (!trace) return;
+    // On the communication lane: from the issue to when it was known to be done (already done
+    // when needed: its end is at most t0, drawn so).
+    const double t1 = dist::trace_now_us();
+    dist::trace_complete("all-gather " + u.name, "comm", u.issued_us, done_before ? t0 : t1, dist::kTraceCommTid);
+    if (!done_before) dist::trace_complete("wait all-gather " + u.name, "comm", t0, t1, dist::kTraceComputeTid);
   }
 
   // The unit's parameters ready to use; the unit after it (in `forward` or backward order)
@@ -173,12 +187,17 @@ struct ZeroEngine::Impl {
   void gather(Unit& u, bool forward) {
     issue(u);
     wait(u);
+    if (dist::trace_enabled()) u.used_us = dist::trace_now_us();
     const int64_t next = forward ? u.next_forward : u.next_backward;
     if (next >= 0) issue(units[static_cast<size_t>(next)]);
   }
 
   void release(Unit& u) {
     if (!u.gathered) return;
+    if (dist::trace_enabled() && u.inflight.empty() && u.used_us > 0) {
+      dist::trace_complete(u.name + " gathered", "compute", u.used_us, dist::trace_now_us(), 2);
+      u.used_us = 0;
+    }
     for (auto& w : u.inflight) wait_quietly(w);
     u.inflight.clear();
     for (size_t k : u.buckets) buckets[k].full.storage()->release();
