@@ -133,6 +133,57 @@ TEST(AcceleratorSharding, TrainableParameterOutsideEveryOptimizerIsAnError) {
   EXPECT_NE(e.find("zero2"), std::string::npos) << e;
 }
 
+// zero3 needs the module tree of the optimizer's model: an optimizer prepared before its model is
+// refused, saying so; a wrap policy naming a module the model lacks, or nesting units, too.
+TEST(AcceleratorSharding, Zero3NeedsTheModelFirstAndAValidWrapPolicy) {
+  {
+    Accelerator acc({.sharding = Sharding::Zero3});
+    TinyNet net;
+    optim::SGD opt(net.parameters(), {.lr = 0.1});
+    const std::string e = error_of([&] { acc.prepare(opt, net); });
+    EXPECT_NE(e.find("prepare the model before"), std::string::npos) << e;
+  }
+  {
+    Accelerator acc({.sharding = Sharding::Zero3, .zero3_wrap = {"f9"}});
+    TinyNet net;
+    optim::SGD opt(net.parameters(), {.lr = 0.1});
+    const std::string e = error_of([&] { acc.prepare(net, opt); });
+    EXPECT_NE(e.find("zero3_wrap names the module 'f9'"), std::string::npos) << e;
+  }
+}
+
+// zero3 in a world of one under each wrap policy (default: f1 and f2; one unit; every module)
+// trains to plain data parallelism's parameters; between uses the parameters hold no bytes and
+// full_parameters() gathers them for reading.
+TEST(AcceleratorSharding, Zero3WrapPoliciesTrainAsUnsharded) {
+  auto run = [](Sharding s, std::vector<std::string> wrap) {
+    Accelerator acc({.sharding = s, .zero3_wrap = wrap, .seed = 4});
+    TinyNet net;
+    optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+    acc.prepare(net, opt);
+    Generator g(3);
+    for (int i = 0; i < 10; ++i) {
+      Tensor x = randn({8, 4}, {}, &g);
+      acc.backward(net(x).square().mean());
+      opt.step();
+      opt.zero_grad();
+    }
+    if (s == Sharding::Zero3) {
+      EXPECT_FALSE(net.f1.weight.storage()->is_allocated());
+    }
+    auto full = acc.full_parameters(net);
+    EXPECT_TRUE(net.f1.weight.storage()->is_allocated());
+    return flat_params(net);
+  };
+  const std::vector<float> ref = run(Sharding::None, {});
+  for (const std::vector<std::string>& wrap :
+       {std::vector<std::string>{}, std::vector<std::string>{"f2"}, std::vector<std::string>{"*"}}) {
+    const std::vector<float> got = run(Sharding::Zero3, wrap);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-7 + 1e-6 * std::fabs(ref[i])) << i;
+  }
+}
+
 TEST(AcceleratorOptions, OtherBadValuesAreClearErrors) {
   EXPECT_NE(error_of([] {
               resolve_accelerator_options({.gradient_accumulation_steps = 0}, fake_env({}));

@@ -122,10 +122,12 @@ constexpr double kBucketMb = 0.25;
 // The tiny GPT-2 (its embedding and output head are one tied parameter; AdamW with GPT-2's two
 // groups, decayed and not): 10 optimizer steps with accumulation over 2 micro-steps and clipping,
 // sharded against plain data parallelism (AdamW: rtol 1e-5).
-std::vector<float> train_gpt2(Sharding sharding) {
+std::vector<float> train_gpt2(Sharding sharding, bool activation_checkpointing = false) {
   const int64_t before = memory_stats().current[static_cast<int>(MemoryCategory::Parameters)];
   Accelerator acc({.gradient_accumulation_steps = 2, .sharding = sharding, .seed = 3, .bucket_cap_mb = 0.05});
-  models::GPT2 net(models::GPT2Config::preset("tiny"));
+  models::GPT2Config cfg = models::GPT2Config::preset("tiny");
+  cfg.activation_checkpointing = activation_checkpointing;
+  models::GPT2 net(cfg);
   optim::AdamW opt(net.param_groups({.lr = 3e-3, .weight_decay = 0.1}));
   acc.prepare(net, opt);
   reset_peak_memory_stats();
@@ -141,7 +143,7 @@ std::vector<float> train_gpt2(Sharding sharding) {
   }
   EXPECT_OR_DIE(opt.steps_taken() == 10, "steps " << opt.steps_taken());
   const int64_t peak = memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)] - before;
-  if (sharding == Sharding::Zero3) {
+  if (sharding == Sharding::Zero3 && !activation_checkpointing) {
     // The shard (two groups, each unit's buckets padded), the root unit (wte + wpe: 256*64 +
     // 64*64), gathered for the model's whole forward and backward, and two blocks (12*64^2 +
     // 13*64): the one computing and the next, prefetched: 4 (P/N + 20480 + 2 * 49984) bytes plus
@@ -155,7 +157,8 @@ std::vector<float> train_gpt2(Sharding sharding) {
   }
   std::vector<float> p = full_flat(acc, net);
   EXPECT_OR_DIE(same_on_every_rank(acc, p), "GPT-2 parameters differ across ranks under " << enum_name(sharding));
-  acc.save_model(net, "zero_gpt2_" + std::string(enum_name(sharding)) + "_np" + std::to_string(acc.num_processes()));
+  acc.save_model(net, "zero_gpt2_" + std::string(enum_name(sharding)) + (activation_checkpointing ? "_ckpt" : "") +
+                          "_np" + std::to_string(acc.num_processes()));
   acc.wait_for_everyone();
   return p;
 }
@@ -184,7 +187,13 @@ std::vector<bool> key_bias_mask(const nn::Module& net, int64_t n_embd) {
 }
 
 void gpt2(Sharding stage) {
-  const std::vector<float> ref = train_gpt2(Sharding::None), got = train_gpt2(stage);
+  const std::vector<float> ref = train_gpt2(Sharding::None);
+  // zero3 with activation checkpointing: each block's forward runs again inside backward (the
+  // unit gathered again by its pre-hook, released by its forward hook, gathered once more by the
+  // backward hook of the recomputed output): the same parameters as without.
+  const std::vector<float> got = train_gpt2(stage);
+  if (stage == Sharding::Zero3)
+    EXPECT_OR_DIE(train_gpt2(stage, true) == got, "zero3 with activation checkpointing differs from zero3 without");
   EXPECT_OR_DIE(ref.size() == got.size(), "sizes");
   const models::GPT2Config cfg = models::GPT2Config::preset("tiny");
   const std::vector<bool> key_bias = key_bias_mask(models::GPT2(cfg), cfg.n_embd);
