@@ -910,8 +910,9 @@ std::string merged_model_weights(const std::string& dir, size_t model) {
       BRISK_THROW(where, e.message());
     }
   }
-  // Every rank holds the whole parameters under none, zero1 and zero2, so the main process's file
-  // is the whole model: written again exactly as save_model writes it.
+  // Every rank holds the whole parameters under none, zero1 and zero2, and save_state gathers them
+  // under zero3, so the main process's file is the whole model: written again exactly as
+  // save_model writes it.
   return data::safetensors_bytes(weights.tensors, {{"format", "pt"}});
 }
 
