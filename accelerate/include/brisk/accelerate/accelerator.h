@@ -337,7 +337,7 @@ class Accelerator {
   data::DataLoader& skip_first_batches(data::DataLoader& loader, int64_t n);
   // The model's weights as safetensors (main process): one model.safetensors, or shards of at
   // most max_shard_size plus model.safetensors.index.json (Hugging Face's layout); tied weights
-  // are written once.
+  // are written once. Under zero3 every rank must call it (the parameters are gathered first).
   void save_model(const nn::Module& model, const std::string& dir, const std::string& max_shard_size = "10GB");
   // zero3 (docs/sharding.md): between uses every rank holds only its shard of the parameters,
   // whose tensors have no bytes. Inside this guard's lifetime the model's full parameters are
