@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   p.add("steps_per_epoch", "stop each epoch after this many steps (0: the whole training set)", &a.steps_per_epoch);
   p.add("mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)", &a.mixed_precision);
   p.add("sharding",
-        "none, zero1 or zero2: ZeRO stage, docs/sharding.md (default: brisk launch's --sharding, else none)",
+        "none, zero1, zero2 or zero3: ZeRO stage, docs/sharding.md (default: brisk launch's --sharding, else none)",
         &a.sharding);
   p.add("resume", "continue from the newest checkpoint under <out>/checkpoints", &a.resume);
   p.add("profile",

@@ -27,6 +27,7 @@ struct ModelDesc {
   int64_t largest_tensor = 0;
   std::string largest_name;
   int64_t largest_unit = 0;  // elements of the largest zero3 unit
+  int64_t gathered = 0;      // elements zero3 holds gathered at once at most
   bool gpt2 = false;
   models::GPT2Config cfg;
 };
@@ -43,8 +44,11 @@ ModelDesc describe(const std::string& model) {
     d.params = d.cfg.num_parameters();
     d.largest_tensor = V * C;
     d.largest_name = "wte.weight (tied with lm_head.weight)";
-    // zero3 units: the embeddings (token, tied head, position), each block, the final LayerNorm.
+    // zero3 units (the default wrap policy): each block, the final LayerNorm, and the root unit of
+    // the embeddings (token, tied head, position), gathered for the model's whole forward and
+    // backward, while two blocks at a time are (the one computing and the one prefetched).
     d.largest_unit = std::max({V * C + T * C, 12 * C * C + 13 * C, 2 * C});
+    d.gathered = V * C + T * C + 2 * (12 * C * C + 13 * C);
     (void)L;
     d.name = "GPT-2 " + model;
     return d;
@@ -68,6 +72,7 @@ ModelDesc describe(const std::string& model) {
   }
   BRISK_CHECK(d.params > 0, "'", model, "' holds no floating-point tensors");
   d.largest_unit = d.largest_tensor;  // without a module structure: one unit per tensor
+  d.gathered = 2 * d.largest_tensor;  // the unit computing and the one prefetched
   return d;
 }
 
@@ -163,8 +168,10 @@ int estimate_memory(int argc, char** argv) {
           r.params = 4 * (P + shard), r.grads = 4 * (shard + std::min(3 * bucket, P)),
           r.optimizer = 4 * moments * shard;
         } else {
-          r.params = 4 * std::min(P, shard + 2 * d.largest_unit);  // never more than the whole model
-          r.grads = 4 * (shard + std::min(3 * bucket, P)), r.optimizer = 4 * moments * shard;
+          r.params = 4 * std::min(P, shard + d.gathered);  // never more than the whole model
+          // A unit's gradients as computed, and as copied in for the reduce-scatter (zero3's buckets
+          // are its units, whatever bucket_cap_mb).
+          r.grads = 4 * std::min(P, shard + 3 * d.largest_unit), r.optimizer = 4 * moments * shard;
         }
         if (d.gpt2) {
           const int64_t B = batch_size, T = seq_len, C = d.cfg.n_embd, H = d.cfg.n_head, L = d.cfg.n_layer,
@@ -238,10 +245,11 @@ int estimate_memory(int argc, char** argv) {
         "\nParameters, gradients and optimizer state are fp32 in both dtypes (bf16 is autocast: the parameters are\n"
         "the master weights). zero1 and zero2 hold the whole parameters plus the flat shard the optimizer steps;\n"
         "zero1 the full gradients during backward plus the shard's; zero2 the shard's plus three buckets in flight\n"
-        "(reducing, filling, being copied in; bucket_cap_mb %g); zero3 (planned) its shard of the parameters plus two\n"
-        "gathered units (the largest: %lld elements; one per transformer block for GPT-2). Shards are padded up to a\n"
-        "multiple of the processes.",
-        bucket_cap_mb, static_cast<long long>(d.largest_unit));
+        "(reducing, filling, being copied in; bucket_cap_mb %g); zero3 its shard of the parameters plus the units\n"
+        "gathered at once (%lld elements; for GPT-2 the root unit of the embeddings and two transformer blocks; the\n"
+        "largest unit: %lld elements), and its units' gradients in flight. Shards are padded up to a multiple of\n"
+        "the processes.",
+        bucket_cap_mb, static_cast<long long>(d.gathered), static_cast<long long>(d.largest_unit));
     if (d.gpt2)
       std::printf(
           " Activations (not sharded): layers x (15 B T C + 2 heads B T^2) elements (Korthikanti et al. 2022\n"

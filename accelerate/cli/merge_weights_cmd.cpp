@@ -18,7 +18,7 @@ int merge_weights(int argc, char** argv) {
   cli::Parser p(
       me,
       "Writes the model weights of a checkpoint folder (what Accelerator::save_state wrote, on any\n"
-      "number of processes, with sharding none, zero1 or zero2) as one safetensors file: byte for byte\n"
+      "number of processes, with sharding none, zero1, zero2 or zero3) as one safetensors file: byte for byte\n"
       "what Accelerator::save_model writes for the same model (tied weights once, metadata\n"
       "{\"format\": \"pt\"}), ready for inference or for Hugging Face tools. Every file of the checkpoint is\n"
       "checked against its manifest first.\n\n"

@@ -105,8 +105,7 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
   s.gradient_accumulation_steps = pick<int64_t>(o.gradient_accumulation_steps, env::kGradientAccumulationSteps,
                                                 parse_int, 1, "gradient_accumulation_steps", getenv, src);
   s.sharding = pick<Sharding>(o.sharding, env::kSharding, parse_sharding, Sharding::None, "sharding", getenv, src);
-  BRISK_CHECK(s.sharding != Sharding::Zero3, "Accelerator: sharding", from(s, "sharding"),
-              " zero3 (sharded parameters) is not implemented yet; use zero1 or zero2 (docs/sharding.md)");
+  s.zero3_wrap = o.zero3_wrap;
   s.cpu = pick<bool>(o.cpu, env::kCpu, parse_bool, false, "cpu", getenv, src);
   s.device_placement = pick<bool>(o.device_placement, nullptr, parse_bool, true, "device_placement", getenv, src);
   s.split_batches = pick<bool>(o.split_batches, nullptr, parse_bool, false, "split_batches", getenv, src);
@@ -346,7 +345,15 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
   if (s_.sharding != Sharding::None) {
     // The optimizer now steps this rank's shard: its slice of the parameters is copied in before
     // the update and the updated shards are all-gathered into the parameters after it.
-    st->zero = std::make_shared<accelerate::detail::ZeroEngine>(s_.sharding, optimizer, *pg_, s_.bucket_cap_mb);
+    // zero3 also shards the parameters of the prepared model they belong to (its units).
+    nn::Module* model = nullptr;
+    const std::vector<Tensor> all = optimizer.all_params();
+    if (s_.sharding == Sharding::Zero3 && !all.empty())
+      for (auto& m : models_)
+        for (const Tensor& p : m->model->parameters())
+          if (p.is_same(all.front())) model = m->model;
+    st->zero = std::make_shared<accelerate::detail::ZeroEngine>(s_.sharding, optimizer, *pg_, s_.bucket_cap_mb, model,
+                                                                s_.zero3_wrap);
     std::shared_ptr<accelerate::detail::ZeroEngine> zero = st->zero;
     const bool trace = trace_enabled();
     optimizer.set_step_wrapper([zero, trace](const std::function<void()>& update) {
@@ -365,6 +372,21 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
     });
   }
   optimizers_.push_back(std::move(st));
+}
+
+Accelerator::FullParameters Accelerator::full_parameters(const nn::Module& model) {
+  std::vector<std::shared_ptr<accelerate::detail::ZeroEngine>> engines;
+  const std::vector<Tensor> params = model.parameters();
+  for (auto& o : optimizers_) {
+    if (!o->zero || !o->zero->shards_parameters()) continue;
+    bool mine = false;
+    for (const Tensor& p : params) mine = mine || o->zero->owns(p);
+    if (mine) engines.push_back(o->zero);
+  }
+  for (auto& e : engines) e->gather_all();
+  return FullParameters([engines] {
+    for (auto& e : engines) e->scatter_and_release_all();
+  });
 }
 
 void Accelerator::prepare_one(optim::LRScheduler& scheduler) {

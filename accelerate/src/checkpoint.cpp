@@ -910,8 +910,9 @@ std::string merged_model_weights(const std::string& dir, size_t model) {
       BRISK_THROW(where, e.message());
     }
   }
-  // Every rank holds the whole parameters under none, zero1 and zero2, so the main process's file
-  // is the whole model: written again exactly as save_model writes it.
+  // Every rank holds the whole parameters under none, zero1 and zero2, and save_state gathers them
+  // under zero3, so the main process's file is the whole model: written again exactly as
+  // save_model writes it.
   return data::safetensors_bytes(weights.tensors, {{"format", "pt"}});
 }
 
@@ -989,6 +990,9 @@ void on_every_rank(dist::ProcessGroup* pg, int world_size, const char* op, const
 
 std::string Accelerator::save_state(const std::string& dir) {
   auto span = trace_span("save_state", "checkpoint");
+  // zero3: the full parameters for the model files, gathered on every rank for the save.
+  std::vector<FullParameters> gathered;
+  for (auto& m : models_) gathered.push_back(full_parameters(*m->model));
   fs::path final_dir;
   if (dir.empty()) {
     BRISK_CHECK(s_.automatic_checkpoint_naming,
@@ -1462,6 +1466,9 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
 
 std::string Accelerator::load_state(const std::string& dir) {
   auto span = trace_span("load_state", "checkpoint");
+  // zero3: the parameters are loaded whole, then written back into this rank's shards.
+  std::vector<FullParameters> gathered;
+  for (auto& m : models_) gathered.push_back(full_parameters(*m->model));
   fs::path path;
   if (dir.empty()) {
     // The newest complete checkpoint, as the main process sees it.
@@ -1553,6 +1560,7 @@ std::string Accelerator::load_state(const std::string& dir) {
 
 void Accelerator::save_model(const nn::Module& model, const std::string& dir, const std::string& max_shard_size) {
   const int64_t limit = accelerate::parse_size(max_shard_size);
+  FullParameters gathered = full_parameters(model);  // zero3: gathered on every rank (call it on every rank)
   if (!is_main_process()) return;
   const fs::path out = dir;
   fs::create_directories(out);

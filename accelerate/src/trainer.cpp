@@ -340,7 +340,10 @@ Metrics Trainer::train() {
   if (args_.load_best_model_at_end && state_.best_metric) {
     acc_->wait_for_everyone();
     const std::string path = (fs::path(args_.output_dir) / "best_model" / "model.safetensors").string();
-    model_.load_state_dict(data::load_safetensors(path).tensors);
+    {
+      auto full = acc_->full_parameters(model_);  // zero3: loaded whole, then back into the shards
+      model_.load_state_dict(data::load_safetensors(path).tensors);
+    }
     acc_->print("Trainer: loaded the best model (", args_.best_metric_key(), " ", *state_.best_metric, " at step ",
                 state_.best_step, ") from ", path);
   }

@@ -11,13 +11,23 @@
 // during backward; zero1: every bucket after backward), and the model's full gradients are dropped.
 // The optimizer steps the shard (the rank's slice of the current parameters is copied in first),
 // then the shards are all-gathered back into the model's parameters, which every rank holds whole.
+//
+// zero3 (the model given): the buckets are the model's units (the wrap policy: by default each
+// direct child module holding parameters, nn::Embedding children excepted, plus a root unit of the
+// rest), one bucket per unit and optimizer group. Each bucket's parameters become views of one
+// flat padded buffer whose bytes are released between uses: the shard is the only persistent copy.
+// A unit's forward pre-hook all-gathers its buffers, its forward hook releases them, its backward
+// hook (the gradient of its output known) gathers them again, and once every parameter of the unit
+// has its final gradient they are released (the reduce-scatter of the gradients as zero2's).
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "brisk/core/enums.h"
 #include "brisk/core/tensor.h"
 #include "brisk/dist/process_group.h"
+#include "brisk/nn/module.h"
 #include "brisk/optim/optimizer.h"
 
 namespace brisk::accelerate::detail {
@@ -46,7 +56,11 @@ struct ZeroLayout {
 
 class ZeroEngine {
  public:
-  ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup& pg, double bucket_cap_mb);
+  // zero3 needs `model` (the module the optimizer's parameters belong to) and takes `wrap`: the
+  // names (as named_modules gives them) of the unit modules, {"*"} for every module that holds
+  // parameters itself, empty for the default policy.
+  ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup& pg, double bucket_cap_mb,
+             nn::Module* model = nullptr, const std::vector<std::string>& wrap = {});
   ~ZeroEngine();
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
@@ -60,6 +74,16 @@ class ZeroEngine {
   // updated shards all-gathered back into the parameters.
   void before_step();
   void after_step();
+
+  // zero3: every unit's parameters gathered (collective: every rank calls it) / written back into
+  // the shards (this rank's slice of the current parameters) and released. No-ops for zero1/2.
+  void gather_all();
+  void scatter_and_release_all();
+  bool shards_parameters() const;
+  // zero3: the units, as "name: N parameters, M elements" lines (for docs and tests).
+  std::vector<std::string> describe_units() const;
+  // zero3: the largest unit's gathered bytes.
+  int64_t largest_unit_bytes() const;
 
   // Whether `p` is one of the parameters this engine shards.
   bool owns(const Tensor& p) const;

@@ -10,10 +10,13 @@
 #   warn:   resumed with another global batch; the loader starts the next epoch, with a warning.
 #   merge:  SAVE_NP processes under SAVE_STAGE save the tiny GPT-2's state and save_model it;
 #     `BRISK merge-weights` of the checkpoint equals save_model's file byte for byte (LOAD_* unused).
+#   fashion: `BRISK launch -n SAVE_NP FASHION_MNIST --sharding SAVE_STAGE` (5 steps, its checkpoint
+#     and save_model); merge-weights of the checkpoint equals the saved model byte for byte.
 #
-#   run_reshard.sh WORKER TEST_JOB WORK_DIR SAVE_NP SAVE_STAGE LOAD_NP LOAD_STAGE resume|refuse|warn|merge [BRISK]
+#   run_reshard.sh WORKER TEST_JOB WORK_DIR SAVE_NP SAVE_STAGE LOAD_NP LOAD_STAGE resume|refuse|warn|merge|fashion
+#     [BRISK] [FASHION_MNIST]
 set -u
-worker=$1; run_mpi=$2; work=$3; snp=$4; sstage=$5; lnp=$6; lstage=$7; mode=$8; brisk=${9:-}
+worker=$1; run_mpi=$2; work=$3; snp=$4; sstage=$5; lnp=$6; lstage=$7; mode=$8; brisk=${9:-}; fashion=${10:-}
 rm -rf "$work"; mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 job() {
@@ -41,6 +44,16 @@ case $mode in
     cmp "$work/model/model.safetensors" "$work/merged.safetensors" ||
       fail "merge-weights output differs from save_model's"
     echo "merge-weights equals save_model byte for byte ($snp process(es), $sstage)"
+    ;;
+  fashion)
+    OMP_NUM_THREADS=1 "$brisk" launch -n "$snp" --sharding "$sstage" "$fashion" --epochs 1 --steps-per-epoch 5 \
+      --threads 1 --out "$work/fm" || fail "brisk launch -n $snp fashion_mnist --sharding $sstage"
+    grep -q "\"sharding\": \"$sstage\"" "$work/fm/checkpoints/checkpoint_0/state.json" ||
+      fail "the checkpoint does not record sharding $sstage"
+    "$brisk" merge-weights "$work/fm/checkpoints/checkpoint_0" "$work/merged.safetensors" || fail "brisk merge-weights"
+    cmp "$work/fm/model.safetensors" "$work/merged.safetensors" ||
+      fail "merge-weights output differs from fashion_mnist's save_model"
+    echo "merge-weights equals fashion_mnist's save_model byte for byte ($snp process(es), $sstage)"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

@@ -100,7 +100,7 @@ TEST(AcceleratorOptions, BadMixedPrecisionNamesTheValueAndWhereItCameFrom) {
 }
 
 // Sharding (docs/sharding.md): the program's enum wins over BRISK_SHARDING; a bad word names the
-// variable and the valid ones; zero3 is refused until it exists.
+// variable and the valid ones; zero3 resolves with its wrap policy.
 TEST(AcceleratorOptions, ShardingFromProgramOrEnvironment) {
   EXPECT_EQ(resolve_accelerator_options({}, fake_env({})).sharding, Sharding::None);
   const AcceleratorSettings env = resolve_accelerator_options({}, fake_env({{"BRISK_SHARDING", "zero2"}}));
@@ -113,9 +113,11 @@ TEST(AcceleratorOptions, ShardingFromProgramOrEnvironment) {
   EXPECT_NE(e.find("BRISK_SHARDING"), std::string::npos) << e;
   EXPECT_NE(e.find("'zero4'"), std::string::npos) << e;
   EXPECT_NE(e.find("none, zero1, zero2, zero3"), std::string::npos) << e;
-  e = error_of([] { resolve_accelerator_options({.sharding = Sharding::Zero3}, fake_env({})); });
-  EXPECT_NE(e.find("zero3"), std::string::npos) << e;
-  EXPECT_NE(e.find("not implemented"), std::string::npos) << e;
+  const AcceleratorSettings z3 =
+      resolve_accelerator_options({.sharding = Sharding::Zero3, .zero3_wrap = {"h0", "h1"}}, fake_env({}));
+  EXPECT_EQ(z3.sharding, Sharding::Zero3);
+  EXPECT_EQ(z3.zero3_wrap, (std::vector<std::string>{"h0", "h1"}));
+  EXPECT_EQ(resolve_accelerator_options({}, fake_env({{"BRISK_SHARDING", "zero3"}})).sharding, Sharding::Zero3);
 }
 
 // Under sharding the optimizers' engines average the gradients (docs/sharding.md): a trainable
@@ -129,6 +131,57 @@ TEST(AcceleratorSharding, TrainableParameterOutsideEveryOptimizerIsAnError) {
   std::string e = error_of([&] { acc.backward(net(x).sum()); });
   EXPECT_NE(e.find("belongs to no prepared optimizer"), std::string::npos) << e;
   EXPECT_NE(e.find("zero2"), std::string::npos) << e;
+}
+
+// zero3 needs the module tree of the optimizer's model: an optimizer prepared before its model is
+// refused, saying so; a wrap policy naming a module the model lacks, or nesting units, too.
+TEST(AcceleratorSharding, Zero3NeedsTheModelFirstAndAValidWrapPolicy) {
+  {
+    Accelerator acc({.sharding = Sharding::Zero3});
+    TinyNet net;
+    optim::SGD opt(net.parameters(), {.lr = 0.1});
+    const std::string e = error_of([&] { acc.prepare(opt, net); });
+    EXPECT_NE(e.find("prepare the model before"), std::string::npos) << e;
+  }
+  {
+    Accelerator acc({.sharding = Sharding::Zero3, .zero3_wrap = {"f9"}});
+    TinyNet net;
+    optim::SGD opt(net.parameters(), {.lr = 0.1});
+    const std::string e = error_of([&] { acc.prepare(net, opt); });
+    EXPECT_NE(e.find("zero3_wrap names the module 'f9'"), std::string::npos) << e;
+  }
+}
+
+// zero3 in a world of one under each wrap policy (default: f1 and f2; one unit; every module)
+// trains to plain data parallelism's parameters; between uses the parameters hold no bytes and
+// full_parameters() gathers them for reading.
+TEST(AcceleratorSharding, Zero3WrapPoliciesTrainAsUnsharded) {
+  auto run = [](Sharding s, std::vector<std::string> wrap) {
+    Accelerator acc({.sharding = s, .zero3_wrap = wrap, .seed = 4});
+    TinyNet net;
+    optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+    acc.prepare(net, opt);
+    Generator g(3);
+    for (int i = 0; i < 10; ++i) {
+      Tensor x = randn({8, 4}, {}, &g);
+      acc.backward(net(x).square().mean());
+      opt.step();
+      opt.zero_grad();
+    }
+    if (s == Sharding::Zero3) {
+      EXPECT_FALSE(net.f1.weight.storage()->is_allocated());
+    }
+    auto full = acc.full_parameters(net);
+    EXPECT_TRUE(net.f1.weight.storage()->is_allocated());
+    return flat_params(net);
+  };
+  const std::vector<float> ref = run(Sharding::None, {});
+  for (const std::vector<std::string>& wrap :
+       {std::vector<std::string>{}, std::vector<std::string>{"f2"}, std::vector<std::string>{"*"}}) {
+    const std::vector<float> got = run(Sharding::Zero3, wrap);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-7 + 1e-6 * std::fabs(ref[i])) << i;
+  }
 }
 
 TEST(AcceleratorOptions, OtherBadValuesAreClearErrors) {

@@ -247,9 +247,19 @@ TEST(EstimateMemory, TinyGpt2MatchesHandComputedFigures) {
   EXPECT_EQ(at(rows, "zero2/fp32", "optimizer"), 8 * 30144);
   // zero1 / zero2 hold the whole parameters and the flat shard the optimizer steps.
   EXPECT_EQ(at(rows, "zero2/fp32", "parameters"), 4 * (120576 + 30144));
-  // zero3: the shard and two gathered units (the largest: a block, 12*64^2 + 13*64 = 49984), at
-  // most the whole model.
-  EXPECT_EQ(at(rows, "zero3/fp32", "parameters"), 4 * std::min<int64_t>(120576, 30144 + 2 * 49984));
+  // zero3: the shard, the root unit of the embeddings (256*64 + 64*64 = 20480) and two blocks
+  // (12*64^2 + 13*64 = 49984 each: one computing, one prefetched), as zero_worker's gpt2 zero3
+  // measures, at most the whole model (here the whole model: the tiny model has few units); the
+  // gradients: the shard and three units in flight (the largest, a block).
+  EXPECT_EQ(at(rows, "zero3/fp32", "parameters"), 4 * std::min<int64_t>(120576, 30144 + 20480 + 2 * 49984));
+  EXPECT_EQ(at(rows, "zero3/fp32", "parameters"), 4 * 120576);
+  const auto wide = estimate("small --num_processes 4 --batch_size 8", nullptr);
+  const models::GPT2Config sc = models::GPT2Config::preset("small");
+  const int64_t sp = sc.num_parameters(), C = sc.n_embd;
+  EXPECT_EQ(
+      at(wide, "zero3/fp32", "parameters"),
+      4 * std::min<int64_t>(sp, (sp + 3) / 4 + sc.vocab_size * C + sc.block_size * C + 2 * (12 * C * C + 13 * C)));
+  EXPECT_EQ(at(rows, "zero3/fp32", "gradients"), 4 * std::min<int64_t>(120576, 30144 + 3 * 49984));
   // Activations: L (15 B T C + 2 H B T^2) + B T C + 2 B T V elements
   // = 2 (491520 + 131072) + 32768 + 262144 = 1540096; x4 fp32, x2 bf16; the same under every stage.
   EXPECT_EQ(at(rows, "none/fp32", "activations"), 4 * 1540096);

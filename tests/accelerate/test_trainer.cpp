@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -208,6 +209,37 @@ TEST(Trainer, BestModelAtEndAndEarlyStopping) {
   EXPECT_EQ(*trainer.state().best_metric, 3);
   ASSERT_EQ(weights_at_eval.size(), 5u);
   EXPECT_NE(weights_at_eval[1], weights_at_eval[4]);
+  EXPECT_EQ(flat_params(net), weights_at_eval[1]) << "the best evaluation's weights are loaded at the end";
+}
+
+// Under zero3 (BRISK_SHARDING, as `brisk launch --sharding zero3` sets it) the parameters hold no
+// bytes between uses: the best model is still saved and loaded back at the end (through the
+// gathered parameters).
+TEST(Trainer, BestModelAtEndUnderZero3) {
+  ::setenv("BRISK_SHARDING", "zero3", 1);
+  auto ds = regression_data(16);
+  TrainingArguments a = base_args(fresh_dir("best_zero3"));
+  a.num_train_epochs = 4;
+  a.eval_strategy = "epoch";
+  a.load_best_model_at_end = true;
+  a.metric_for_best_model = "score";
+  const std::vector<double> scores = {1, 3, 2, 2.5};
+  size_t calls = 0;
+  manual_seed(a.seed);
+  Regressor net;
+  Trainer trainer(net, a, ds, regression_data(8, 3), mse, [&](const EvalPrediction&) -> Metrics {
+    return {{"score", scores.at(calls++)}};
+  });
+  std::vector<std::vector<float>> weights_at_eval;
+  trainer.add_callback({.on_evaluate = [&](const TrainerState&, const Metrics&) {
+    auto full = trainer.accelerator().full_parameters(net);
+    weights_at_eval.push_back(flat_params(net));
+  }});
+  trainer.train();
+  ::unsetenv("BRISK_SHARDING");
+  ASSERT_EQ(weights_at_eval.size(), 4u);
+  EXPECT_NE(weights_at_eval[1], weights_at_eval[3]);
+  auto full = trainer.accelerator().full_parameters(net);
   EXPECT_EQ(flat_params(net), weights_at_eval[1]) << "the best evaluation's weights are loaded at the end";
 }
 

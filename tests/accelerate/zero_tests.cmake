@@ -1,4 +1,4 @@
-# Sharded data parallelism, ZeRO stages 1 and 2 (included from accelerator_tests.cmake; docs/sharding.md):
+# Sharded data parallelism, ZeRO stages 1, 2 and 3 (included from accelerator_tests.cmake; docs/sharding.md):
 # zero_worker trains against plain data parallelism and measures optimizer-state memory, in a world of
 # one and under mpirun with 2 and 4 processes (label `sharding`; the multi-process runs hold the
 # cpu_cores lock). brisk_test_job fails a run when any rank fails or it outlives --timeout.
@@ -8,7 +8,7 @@ if(TARGET brisk_dist_mpi)
   add_dependencies(zero_worker brisk_dist_mpi)
 endif()
 set(_zero_worker $<TARGET_FILE:zero_worker>)
-foreach(stage zero1 zero2)
+foreach(stage zero1 zero2 zero3)
   foreach(scenario equivalence gpt2 memory resume)
     add_test(NAME accelerate.zero.${scenario}.${stage}.np1
       COMMAND ${BRISK_TEST_JOB} --timeout 100 --grep "PASS ${scenario} ${stage} rank 0 of 1"
@@ -32,7 +32,9 @@ set(_reshard_cases
   1:zero2:1:none:resume 1:none:1:zero1:resume
   4:zero2:2:zero2:resume 2:zero2:1:none:resume 2:none:4:zero1:resume 4:zero1:2:none:resume 1:none:2:zero2:resume
   2:zero2:1:zero2:refuse 4:none:2:zero1:refuse 2:none:1:none:warn 2:zero1:4:zero2:warn
-  1:none:1:none:merge 2:zero2:2:zero2:merge 4:zero1:4:zero1:merge)
+  1:none:1:none:merge 2:zero2:2:zero2:merge 4:zero1:4:zero1:merge
+  2:zero3:1:none:resume 1:none:2:zero3:resume 4:zero3:2:zero3:resume 2:zero3:4:zero2:resume 2:zero3:1:zero3:refuse
+  2:zero3:2:zero3:merge 4:zero3:4:zero3:merge)
 foreach(case ${_reshard_cases})
   string(REPLACE ":" ";" parts ${case})
   list(GET parts 0 snp)
@@ -56,3 +58,15 @@ foreach(case ${_reshard_cases})
       ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
   endif()
 endforeach()
+# merge-weights on the checkpoint of `brisk launch -n 2 fashion_mnist --sharding zero3` equals the
+# run's save_model file byte for byte (run_reshard.sh's fashion mode).
+if(BRISK_HAVE_MPI AND BRISK_BUILD_EXAMPLES)
+  set(name accelerate.reshard.merge.fashion_mnist_np2_zero3)
+  add_test(NAME ${name}
+    COMMAND ${BRISK_TEST_JOB} --timeout 250 --grep "RESHARD-OK"
+      -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_reshard.sh ${_zero_worker} ${BRISK_TEST_JOB}
+      ${CMAKE_CURRENT_BINARY_DIR}/${name} 2 zero3 2 zero3 fashion $<TARGET_FILE:brisk_cli>
+      $<TARGET_FILE:fashion_mnist>)
+  set_tests_properties(${name} PROPERTIES LABELS "multiprocess;sharding" RESOURCE_LOCK cpu_cores TIMEOUT 300
+    ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC};OMP_NUM_THREADS=1;XDG_CONFIG_HOME=${CMAKE_CURRENT_BINARY_DIR}/${name}_xdg")
+endif()

@@ -39,6 +39,12 @@ struct OddNet : nn::Module {
   Tensor forward(const Tensor& x) override { return f3(tanh(f2(relu(f1(x))))); }
 };
 
+// Every parameter's values (zero3: gathered for the read; collective, every rank calls it).
+std::vector<float> full_flat(Accelerator& acc, const nn::Module& net) {
+  auto full = acc.full_parameters(net);
+  return flat_params(net);
+}
+
 std::unique_ptr<optim::Optimizer> make_opt(const nn::Module& net, bool adam) {
   if (adam)
     return std::make_unique<optim::AdamW>(net.parameters(), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
@@ -74,7 +80,7 @@ std::vector<float> train(Sharding sharding, bool adam, int64_t gas, bool clip, M
     taken += acc.sync_gradients();
   }
   EXPECT_OR_DIE(taken == steps, "optimizer steps: " << taken);
-  std::vector<float> p = flat_params(net);
+  std::vector<float> p = full_flat(acc, net);
   EXPECT_OR_DIE(same_on_every_rank(acc, p), "parameters differ across ranks under " << enum_name(sharding));
   return p;
 }
@@ -116,11 +122,15 @@ constexpr double kBucketMb = 0.25;
 // The tiny GPT-2 (its embedding and output head are one tied parameter; AdamW with GPT-2's two
 // groups, decayed and not): 10 optimizer steps with accumulation over 2 micro-steps and clipping,
 // sharded against plain data parallelism (AdamW: rtol 1e-5).
-std::vector<float> train_gpt2(Sharding sharding) {
+std::vector<float> train_gpt2(Sharding sharding, bool activation_checkpointing = false) {
+  const int64_t before = memory_stats().current[static_cast<int>(MemoryCategory::Parameters)];
   Accelerator acc({.gradient_accumulation_steps = 2, .sharding = sharding, .seed = 3, .bucket_cap_mb = 0.05});
-  models::GPT2 net(models::GPT2Config::preset("tiny"));
+  models::GPT2Config cfg = models::GPT2Config::preset("tiny");
+  cfg.activation_checkpointing = activation_checkpointing;
+  models::GPT2 net(cfg);
   optim::AdamW opt(net.param_groups({.lr = 3e-3, .weight_decay = 0.1}));
   acc.prepare(net, opt);
+  reset_peak_memory_stats();
   Generator g(100 + static_cast<uint64_t>(acc.process_index()));
   for (int micro = 0; micro < 20; ++micro) {
     auto sync = acc.accumulate(net);
@@ -132,9 +142,23 @@ std::vector<float> train_gpt2(Sharding sharding) {
     opt.zero_grad();
   }
   EXPECT_OR_DIE(opt.steps_taken() == 10, "steps " << opt.steps_taken());
-  std::vector<float> p = flat_params(net);
+  const int64_t peak = memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)] - before;
+  if (sharding == Sharding::Zero3 && !activation_checkpointing) {
+    // The shard (two groups, each unit's buckets padded), the root unit (wte + wpe: 256*64 +
+    // 64*64), gathered for the model's whole forward and backward, and two blocks (12*64^2 +
+    // 13*64): the one computing and the next, prefetched: 4 (P/N + 20480 + 2 * 49984) bytes plus
+    // padding (at most N - 1 elements per bucket).
+    const int64_t N = acc.num_processes(), P = 120576;
+    const int64_t expected = 4 * ((P + N - 1) / N + 20480 + 2 * 49984), pad = 4 * 2 * 5 * N * 2;
+    std::printf("gpt2 zero3 rank %d of %lld: parameters peak %lld (unsharded %lld, schedule %lld)\n", rank_for_messages,
+                static_cast<long long>(N), static_cast<long long>(peak), static_cast<long long>(4 * P),
+                static_cast<long long>(expected));
+    EXPECT_OR_DIE(peak <= expected + pad, "GPT-2 zero3 parameter peak " << peak);
+  }
+  std::vector<float> p = full_flat(acc, net);
   EXPECT_OR_DIE(same_on_every_rank(acc, p), "GPT-2 parameters differ across ranks under " << enum_name(sharding));
-  acc.save_model(net, "zero_gpt2_" + std::string(enum_name(sharding)) + "_np" + std::to_string(acc.num_processes()));
+  acc.save_model(net, "zero_gpt2_" + std::string(enum_name(sharding)) + (activation_checkpointing ? "_ckpt" : "") +
+                          "_np" + std::to_string(acc.num_processes()));
   acc.wait_for_everyone();
   return p;
 }
@@ -163,7 +187,13 @@ std::vector<bool> key_bias_mask(const nn::Module& net, int64_t n_embd) {
 }
 
 void gpt2(Sharding stage) {
-  const std::vector<float> ref = train_gpt2(Sharding::None), got = train_gpt2(stage);
+  const std::vector<float> ref = train_gpt2(Sharding::None);
+  // zero3 with activation checkpointing: each block's forward runs again inside backward (the
+  // unit gathered again by its pre-hook, released by its forward hook, gathered once more by the
+  // backward hook of the recomputed output): the same parameters as without.
+  const std::vector<float> got = train_gpt2(stage);
+  if (stage == Sharding::Zero3)
+    EXPECT_OR_DIE(train_gpt2(stage, true) == got, "zero3 with activation checkpointing differs from zero3 without");
   EXPECT_OR_DIE(ref.size() == got.size(), "sizes");
   const models::GPT2Config cfg = models::GPT2Config::preset("tiny");
   const std::vector<bool> key_bias = key_bias_mask(models::GPT2(cfg), cfg.n_embd);
@@ -234,7 +264,51 @@ Peaks peaks(Sharding sharding, int64_t* padded) {
   return out;
 }
 
+// zero3: the peak Parameters bytes of 3 steps of Deep (one forward per step) after prepare, and the
+// largest unit's gathered bytes.
+int64_t param_peak(Sharding sharding, int64_t* largest_unit) {
+  const int64_t before = memory_stats().current[static_cast<int>(MemoryCategory::Parameters)];
+  int64_t peak = 0;
+  {
+    Accelerator acc({.sharding = sharding, .seed = 1});
+    Deep net;
+    optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+    acc.prepare(net, opt);
+    reset_peak_memory_stats();
+    Generator g(7 + static_cast<uint64_t>(acc.process_index()));
+    for (int step = 0; step < 3; ++step) {
+      Tensor x = randn({8, 256}, {}, &g);
+      acc.backward(mean(square(net(x))));
+      opt.step();
+      opt.zero_grad();
+    }
+    peak = memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)] - before;
+    *largest_unit = 4 * (256 * 256 + 256);  // one layer, padded to N at most 3 elements more
+  }
+  return peak;
+}
+
+void param_memory(Sharding stage) {
+  int64_t unit = 0;
+  const int64_t sharded = param_peak(stage, &unit), full = param_peak(Sharding::None, &unit);
+  const int64_t N = dist::world().size();
+  const double pad = 4.0 * 16 * static_cast<double>(N);  // per unit (16) at most N - 1 elements
+  const double bound =
+      1.1 * static_cast<double>(full) / static_cast<double>(N) + pad + static_cast<double>(unit) + 1024.0 * 1024.0;
+  // What the schedule holds at most: the shard, the unit computing and the one whose backward just
+  // ended (released when its last gradient lands, right after the next unit was gathered).
+  const double tight = static_cast<double>(full) / static_cast<double>(N) + pad + 2.0 * (unit + 4 * 4);
+  std::printf("memory %s rank %d of %lld: parameters peak %lld (unsharded %lld, bound %.0f, schedule %.0f)\n",
+              enum_name(stage).data(), rank_for_messages, static_cast<long long>(N), static_cast<long long>(sharded),
+              static_cast<long long>(full), bound, tight);
+  EXPECT_OR_DIE(full >= 4 * 16 * 256 * 255, "unsharded parameters " << full);
+  EXPECT_OR_DIE(static_cast<double>(sharded) <= bound, "zero3 parameter peak " << sharded << " > " << bound);
+  EXPECT_OR_DIE(static_cast<double>(sharded) <= tight, "zero3 parameter peak " << sharded << " > " << tight);
+  EXPECT_OR_DIE(sharded >= full / N, "zero3 parameter peak " << sharded << " below 1/N of " << full);
+}
+
 void memory(Sharding stage) {
+  if (stage == Sharding::Zero3) param_memory(stage);
   int64_t numel = 0;
   const Peaks sharded = peaks(stage, &numel);
   const Peaks full = peaks(Sharding::None, &numel);
@@ -256,7 +330,7 @@ void memory(Sharding stage) {
   // and the gradient being copied in (each at most one layer, 256 KiB + its bias; measured: about
   // 3 of them), with one more layer and 64 KiB of slack; at 2 processes and more that is below the
   // full gradients (4 * numel bytes).
-  if (stage == Sharding::Zero2 && N > 1) {
+  if ((stage == Sharding::Zero2 || stage == Sharding::Zero3) && N > 1) {
     const double grad_bound = 4.0 * static_cast<double>(numel) / static_cast<double>(N) + 4 * 264.0 * 1024 + 64 * 1024;
     EXPECT_OR_DIE(grad_bound < 4.0 * static_cast<double>(numel), "the bound proves nothing: " << grad_bound);
     EXPECT_OR_DIE(static_cast<double>(sharded.grads) <= grad_bound, "zero2 gradient peak "
@@ -307,7 +381,7 @@ void resume(Sharding stage) {
   {
     ResumeRun a(stage, N);
     a.run(7, dir);  // inside an accumulation window: each rank's accumulated gradients go along
-    params = flat_params(a.net);
+    params = full_flat(a.acc, a.net);
     state = a.state();
   }
   if (rank_for_messages == 0) {
@@ -320,9 +394,9 @@ void resume(Sharding stage) {
   }
   ResumeRun b(stage, N);
   b.acc.load_state(dir);
-  const std::vector<float> loaded = flat_params(b.net);
+  const std::vector<float> loaded = full_flat(b.acc, b.net);
   b.run();
-  const std::vector<float> p2 = flat_params(b.net), s2 = b.state();
+  const std::vector<float> p2 = full_flat(b.acc, b.net), s2 = b.state();
   EXPECT_OR_DIE(p2.size() == params.size() && std::memcmp(p2.data(), params.data(), 4 * params.size()) == 0,
                 "resumed parameters differ");
   EXPECT_OR_DIE(s2.size() == state.size() && std::memcmp(s2.data(), state.data(), 4 * state.size()) == 0,
@@ -331,7 +405,7 @@ void resume(Sharding stage) {
   // gradients of the accumulation window come along on as many processes).
   ResumeRun plain(Sharding::None, N);
   plain.acc.load_state(dir);
-  EXPECT_OR_DIE(flat_params(plain.net) == loaded, "loaded unsharded: the parameters differ");
+  EXPECT_OR_DIE(full_flat(plain.acc, plain.net) == loaded, "loaded unsharded: the parameters differ");
 }
 
 // --- resuming on another number of processes (docs/checkpoints.md) ------------------------------
@@ -392,9 +466,11 @@ std::vector<float> read_floats(const std::string& path) {
 void reshard_save(Sharding stage, const std::string& dir, int64_t gas, int64_t save_at) {
   ReshardRun a(stage, gas);
   a.run(save_at, dir + "/ckpt", [&] {
-    if (rank_for_messages == 0) write_floats(dir + "/saved_params.bin", flat_params(a.net));
+    const std::vector<float> p = full_flat(a.acc, a.net);
+    if (rank_for_messages == 0) write_floats(dir + "/saved_params.bin", p);
   });
-  if (rank_for_messages == 0) write_floats(dir + "/final_params.bin", flat_params(a.net));
+  const std::vector<float> p = full_flat(a.acc, a.net);
+  if (rank_for_messages == 0) write_floats(dir + "/final_params.bin", p);
 }
 
 // reshard-load STAGE DIR: resumes DIR/ckpt here (any number of processes and stage): the
@@ -403,12 +479,12 @@ void reshard_save(Sharding stage, const std::string& dir, int64_t gas, int64_t s
 void reshard_load(Sharding stage, const std::string& dir) {
   ReshardRun b(stage, 1);
   b.acc.load_state(dir + "/ckpt");
-  const std::vector<float> saved = read_floats(dir + "/saved_params.bin"), now = flat_params(b.net);
+  const std::vector<float> saved = read_floats(dir + "/saved_params.bin"), now = full_flat(b.acc, b.net);
   EXPECT_OR_DIE(now.size() == saved.size() && std::memcmp(now.data(), saved.data(), 4 * saved.size()) == 0,
                 "the parameters right after load_state differ from the saved ones");
   b.acc.save_state(dir + "/again");
   b.run();
-  const std::vector<float> ref = read_floats(dir + "/final_params.bin"), got = flat_params(b.net);
+  const std::vector<float> ref = read_floats(dir + "/final_params.bin"), got = full_flat(b.acc, b.net);
   EXPECT_OR_DIE(got.size() == ref.size(), "sizes");
   for (size_t i = 0; i < ref.size(); ++i)
     EXPECT_OR_DIE(std::fabs(got[i] - ref[i]) <= 1e-7 + 1e-5 * std::fabs(ref[i]),
@@ -458,7 +534,7 @@ void merge_save(Sharding stage, const std::string& dir) {
 // of processes: load_state refuses, saying why and what to do, and changes nothing.
 void reshard_refuse(Sharding stage, const std::string& dir) {
   ReshardRun b(stage, 2);
-  const std::vector<float> before = flat_params(b.net);
+  const std::vector<float> before = full_flat(b.acc, b.net);
   std::string e;
   try {
     b.acc.load_state(dir + "/ckpt");
@@ -469,7 +545,7 @@ void reshard_refuse(Sharding stage, const std::string& dir) {
                     e.find("cannot be redistributed") != std::string::npos &&
                     e.find("Resume it on") != std::string::npos,
                 "expected the accumulation-window refusal, got: " << e);
-  EXPECT_OR_DIE(flat_params(b.net) == before, "a refused load_state changed the parameters");
+  EXPECT_OR_DIE(full_flat(b.acc, b.net) == before, "a refused load_state changed the parameters");
 }
 
 // reshard-warn STAGE DIR: a per-process batch of 4 on another number of processes is another

@@ -52,8 +52,12 @@ struct AcceleratorOptions {
   std::optional<MixedPrecision> mixed_precision = std::nullopt;       // No | FP16 | BF16         (No)
   std::optional<int64_t> gradient_accumulation_steps = std::nullopt;  // >= 1                     (1)
   // Sharded data parallelism (docs/sharding.md): None | Zero1 (optimizer state) | Zero2 (and
-  // gradients) | Zero3 (and parameters; not implemented yet).                             (None)
+  // gradients) | Zero3 (and parameters, gathered per unit around its forward and backward). (None)
   std::optional<Sharding> sharding = std::nullopt;
+  // zero3's wrap policy: the names of the unit modules (as named_modules gives them, e.g. {"h0",
+  // "h1"}), {"*"} for every module holding parameters itself. Empty: each direct child of the
+  // model that holds parameters (nn::Embedding excepted: tied to heads), the rest one root unit. ({})
+  std::vector<std::string> zero3_wrap = {};
   std::optional<bool> cpu = std::nullopt;                          // train on the CPU even with a GPU (false)
   std::optional<bool> device_placement = std::nullopt;             // move models to device()  (true)
   std::optional<bool> split_batches = std::nullopt;                // cut each global batch in N (false)
@@ -86,6 +90,7 @@ struct AcceleratorSettings {
   MixedPrecision mixed_precision = MixedPrecision::No;
   int64_t gradient_accumulation_steps = 1;
   Sharding sharding = Sharding::None;
+  std::vector<std::string> zero3_wrap;
   bool cpu = false;
   bool device_placement = true;
   bool split_batches = false;
@@ -332,8 +337,27 @@ class Accelerator {
   data::DataLoader& skip_first_batches(data::DataLoader& loader, int64_t n);
   // The model's weights as safetensors (main process): one model.safetensors, or shards of at
   // most max_shard_size plus model.safetensors.index.json (Hugging Face's layout); tied weights
-  // are written once.
+  // are written once. Under zero3 every rank must call it (the parameters are gathered first).
   void save_model(const nn::Module& model, const std::string& dir, const std::string& max_shard_size = "10GB");
+  // zero3 (docs/sharding.md): between uses every rank holds only its shard of the parameters,
+  // whose tensors have no bytes. Inside this guard's lifetime the model's full parameters are
+  // gathered on every rank (to read, evaluate or change by hand: changes are written back into
+  // the shards when it ends). Collective: every rank makes it. A no-op for the other stages.
+  class [[nodiscard]] FullParameters {
+   public:
+    explicit FullParameters(std::function<void()> done) : done_(std::move(done)) {}
+    FullParameters(FullParameters&& o) noexcept : done_(std::exchange(o.done_, nullptr)) {}
+    FullParameters(const FullParameters&) = delete;
+    FullParameters& operator=(const FullParameters&) = delete;
+    FullParameters& operator=(FullParameters&&) = delete;
+    ~FullParameters() {
+      if (done_) done_();
+    }
+
+   private:
+    std::function<void()> done_;
+  };
+  FullParameters full_parameters(const nn::Module& model);
   // Main process only: a safetensors file of `state` (accelerator.save(model.state_dict(), path)).
   void save(const nn::NamedTensors& state, const std::string& path);
 
