@@ -1,5 +1,5 @@
-// Internal: what the Accelerator keeps per prepared object (shared by accelerator.cpp,
-// checkpoint.cpp and tracking.cpp).
+// Internal: what the Accelerator keeps per prepared object (shared by its source files:
+// accelerator.cpp, prepare.cpp, step.cpp, collectives.cpp, checkpoint.cpp, tracking.cpp).
 #pragma once
 #include <memory>
 
