@@ -14,6 +14,7 @@
 #include "brisk/core/error.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/linalg.h"
+#include "brisk/kernels/settings.h"
 #include "brisk/version.h"
 #include "commands.h"
 
@@ -65,6 +66,18 @@ std::string run_and_build(const std::string& run_time, const std::string& build)
   if (run_time.empty())
     return build.empty() ? std::string("not found") : "cannot be loaded (build headers " + build + ")";
   return build.empty() || build == run_time ? run_time : run_time + " (build headers " + build + ")";
+}
+
+// The instruction set the hot CPU kernels run with, and the choice there was (docs/cpu-isa.md).
+std::string cpu_kernels_isa() {
+  std::string have;
+  for (const std::string& s : kernels::cpu_isas_available()) have += (have.empty() ? "" : ", ") + s;
+  if (have == "native") return "native (built with -march=native for the build machine's CPU)";
+  try {
+    return kernels::cpu_isa() + " (portable build; copies this CPU runs: " + have + "; BRISK_CPU_ISA chooses)";
+  } catch (const Error& e) {
+    return std::string("none: ") + e.what();
+  }
 }
 
 // The GPUs and the CUDA stack, each version as the loaded library reports it.
@@ -124,7 +137,8 @@ int env(int argc, char** argv) {
     << " threads (OMP_NUM_THREADS=" << (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset")
     << ")\n"
     << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n"
-    << "- CPU GEMM: " << kernels::cpu_gemm_description() << "\n";
+    << "- CPU GEMM: " << kernels::cpu_gemm_description() << "\n"
+    << "- CPU kernels: " << cpu_kernels_isa() << "\n";
   gpu_section(o);
   std::string mpirun = find_mpirun();
   o << "- MPI: "

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "brisk/core/tensor.h"
+#include "cpu/isa.h"
 
 namespace brisk::kernels::cpu {
 
@@ -29,6 +30,9 @@ struct PoolGeom {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
+// Declared once per instruction set; cpu::<name> calls the active one (cpu/isa.h).
+// clang-format off
+BRISK_CPU_KERNELS(
 // x: (planes, H, W) -> values, indices (i64): (planes, OH, OW); any float dtype.
 void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& indices);
 // gx (planes, H, W) = scatter-add of gy by indices.
@@ -38,5 +42,14 @@ void avg_pool2d_backward(const PoolGeom& g, bool count_include_pad, const Tensor
 // Only planes, h, w, oh, ow of g are used.
 void adaptive_avg_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& y);
 void adaptive_avg_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& gx);
+)
+// clang-format on
+
+BRISK_CPU_DISPATCH_FN(max_pool2d);
+BRISK_CPU_DISPATCH_FN(max_pool2d_backward);
+BRISK_CPU_DISPATCH_FN(avg_pool2d);
+BRISK_CPU_DISPATCH_FN(avg_pool2d_backward);
+BRISK_CPU_DISPATCH_FN(adaptive_avg_pool2d);
+BRISK_CPU_DISPATCH_FN(adaptive_avg_pool2d_backward);
 
 }  // namespace brisk::kernels::cpu
