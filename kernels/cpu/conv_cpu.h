@@ -17,13 +17,6 @@ struct ConvGeom {
   int64_t groups;
 };
 
-// x: (N, C_in, H, W), w: (C_out, C_in/G, kH, kW), b: (C_out) or undefined, y: (N, C_out, OH, OW);
-// all contiguous, same dtype (f32 or f64).
-void conv2d(const ConvGeom& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
-// gy: (N, C_out, OH, OW); gx / gw / gb: outputs shaped like x / w / b, each skipped if undefined.
-void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx,
-                     const Tensor& gw, const Tensor& gb);
-
 // Sizes of one pooling call over planes = N * C planes of (h, w) -> (oh, ow).
 struct PoolGeom {
   int64_t planes, h, w, oh, ow;
@@ -33,6 +26,12 @@ struct PoolGeom {
 // Declared once per instruction set; cpu::<name> calls the active one (cpu/isa.h).
 // clang-format off
 BRISK_CPU_KERNELS(
+// x: (N, C_in, H, W), w: (C_out, C_in/G, kH, kW), b: (C_out) or undefined, y: (N, C_out, OH, OW);
+// all contiguous, same dtype (f32 or f64).
+void conv2d(const ConvGeom& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+// gy: (N, C_out, OH, OW); gx / gw / gb: outputs shaped like x / w / b, each skipped if undefined.
+void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx,
+                     const Tensor& gw, const Tensor& gb);
 // x: (planes, H, W) -> values, indices (i64): (planes, OH, OW); any float dtype.
 void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& indices);
 // gx (planes, H, W) = scatter-add of gy by indices.
@@ -45,6 +44,8 @@ void adaptive_avg_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Ten
 )
 // clang-format on
 
+BRISK_CPU_DISPATCH_FN(conv2d);
+BRISK_CPU_DISPATCH_FN(conv2d_backward);
 BRISK_CPU_DISPATCH_FN(max_pool2d);
 BRISK_CPU_DISPATCH_FN(max_pool2d_backward);
 BRISK_CPU_DISPATCH_FN(avg_pool2d);

@@ -9,6 +9,7 @@
 #include <brisk/brisk.h>
 #include <brisk/core/error.h>
 #include <brisk/kernels/conv.h>
+#include <brisk/kernels/elementwise.h>
 #include <brisk/kernels/nn.h>
 #include <brisk/kernels/optim.h>
 #include <brisk/kernels/reduce.h>
@@ -64,6 +65,7 @@ void expect_copies_agree(const std::string& what, const std::function<std::vecto
   for (size_t k = 1; k < isas.size(); ++k) {
     kernels::set_cpu_isa(isas[k]);
     const std::vector<Tensor> got = f();
+    int64_t inexact = 0, total = 0;  // elements whose bits differ from the baseline copy's: shown, not judged
     ASSERT_EQ(got.size(), want.size()) << what;
     for (size_t i = 0; i < got.size(); ++i) {
       const std::vector<double> g = got[i].contiguous().to(DType::F64).to_vector<double>();
@@ -72,6 +74,8 @@ void expect_copies_agree(const std::string& what, const std::function<std::vecto
       double worst = 0;
       for (size_t j = 0; j < g.size(); ++j) {
         const double w = want[i][j], d = std::abs(g[j] - w);
+        inexact += !(g[j] == w || (std::isnan(w) && std::isnan(g[j])));
+        ++total;
         const bool ok = std::isnan(w) ? std::isnan(g[j]) : d <= atol + rtol * std::abs(w);
         if (!ok) {
           ++bad;
@@ -82,6 +86,8 @@ void expect_copies_agree(const std::string& what, const std::function<std::vecto
                         << isas[k] << " copy differ from the " << isas.front() << " copy (largest difference " << worst
                         << ")";
     }
+    std::printf("%s: the %s copy differs from the %s copy in the last bits of %lld of %lld elements\n", what.c_str(),
+                isas[k].c_str(), isas.front().c_str(), static_cast<long long>(inexact), static_cast<long long>(total));
   }
 }
 
