@@ -26,6 +26,11 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 # What find_package(brisk) needs beyond the libraries (cmake/briskConfig.cmake.in's
 # find_dependency calls): the development files of zlib and OpenSSL; OpenMP comes with g++.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "zlib1g-dev, libssl-dev")
+# dpkg-shlibdeps says `libopenblas0` (any of Debian's OpenBLAS builds), but brisk links the pthread
+# build by its path (kernels/cpu/blas.cpp says why), so that one it needs.
+if(BRISK_WITH_OPENBLAS)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenblas0-pthread")
+endif()
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "g++ (>= 12), cmake (>= 3.25)")
 if(BRISK_NATIVE)
   message(STATUS "brisk: BRISK_NATIVE=ON: a package built from this tree runs only on CPUs like this one "

@@ -13,7 +13,10 @@
 #   6. dpkg -r brisk (also when a step failed).
 # Needs root and dpkg; otherwise exits 77 (CTest: skipped). Refuses to run when a brisk package
 # is installed already (it would replace it). docs/installing.md.
-# Usage: scripts/package-test.sh [-j JOBS]   (default 2 jobs; TMPDIR picks the temporary folder)
+# BRISK_PACKAGE_KEEP=DIR keeps a copy of the .deb there.
+# Usage: scripts/package-test.sh [-j JOBS]   (default 2 jobs; TMPDIR picks the temporary folders:
+# the build goes to $TMPDIR/brisk-package-build.XXXXXX, so TMPDIR=<source dir> lets ccache reuse
+# the objects of a portable build tree configured there, e.g. build-port/)
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=2
@@ -22,18 +25,19 @@ if [[ $(id -u) != 0 ]] || ! command -v dpkg > /dev/null || ! command -v cpack > 
   echo "package-test: needs root, dpkg and cpack (skipped)"
   exit 77
 fi
-if dpkg -s brisk > /dev/null 2>&1; then
+if [[ $(dpkg-query -W -f '${Status}' brisk 2> /dev/null) == *" installed" ]]; then
   echo "package-test: a brisk package is installed already ($(dpkg-query -W -f '${Version}' brisk)); remove it first (dpkg -r brisk)" >&2
   exit 1
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/brisk-package.XXXXXX")
+build=$(mktemp -d "${TMPDIR:-/tmp}/brisk-package-build.XXXXXX")
 installed=0
 cleanup() {
   if ((installed)); then
-    echo "== dpkg -r brisk"
-    dpkg -r brisk > /dev/null || echo "package-test: dpkg -r brisk failed" >&2
+    echo "== dpkg -r brisk (--purge: no state left behind)"
+    dpkg --purge brisk > /dev/null || echo "package-test: dpkg --purge brisk failed" >&2
   fi
-  rm -rf "$work"
+  rm -rf "$work" "$build"
 }
 trap cleanup EXIT
 step() { echo "== $*"; }
@@ -42,19 +46,24 @@ fail() {
   exit 1
 }
 
-step "configure and build a portable Release build in $work/build"
-cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBRISK_CUDA=OFF -DBRISK_NATIVE=OFF \
+step "configure and build a portable Release build in $build"
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRISK_CUDA=OFF -DBRISK_NATIVE=OFF \
   -DBRISK_BUILD_TESTS=OFF -DBRISK_BUILD_BENCH=OFF -DBRISK_BUILD_EXAMPLES=OFF > "$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; fail "configure"; }
-cmake --build "$work/build" -j "$jobs" > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; fail "build"; }
+cmake --build "$build" -j "$jobs" > "$work/build.log" 2>&1 || { tail -50 "$work/build.log"; fail "build"; }
 step "cpack -G DEB"
-(cd "$work/build" && cpack -G DEB > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; fail "cpack"; }
-deb=$(ls "$work"/build/brisk_*.deb)
+(cd "$build" && cpack -G DEB > "$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; fail "cpack"; }
+deb=$(ls "$build"/brisk_*.deb)
 cp "$deb" "$work/"
 deb=$work/$(basename "$deb")
-dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
+dpkg-deb -f "$deb"
+depends=$(dpkg-deb -f "$deb" Depends)
+for lib in libopenblas0-pthread zlib1g libgomp1 libstdc++6; do
+  [[ $depends == *"$lib"* ]] || fail "Depends lacks $lib (dpkg-shlibdeps over the linked libraries): $depends"
+done
+[[ -z ${BRISK_PACKAGE_KEEP:-} ]] || { cp "$deb" "$BRISK_PACKAGE_KEEP/" && echo "kept in $BRISK_PACKAGE_KEEP"; }
 step "remove the build tree"
-rm -rf "$work/build"
+rm -rf "$build"
 
 step "dpkg -i $(basename "$deb")"
 installed=1
@@ -70,8 +79,8 @@ echo "$env_out" | head -20
 grep -q '^- CPU kernels: .*portable build' <<< "$env_out" || fail "brisk env does not report a portable build's CPU kernels"
 BRISK_CPU_ISA=baseline brisk env | grep -q '^- CPU kernels: baseline' || fail "BRISK_CPU_ISA=baseline not honoured"
 step "no installed file refers to the removed build tree"
-if dpkg -L brisk | while read -r f; do [[ -f $f ]] && grep -l -F "$work/build" "$f"; done | grep .; then
-  fail "installed files above refer to $work/build"
+if dpkg -L brisk | while read -r f; do [[ -f $f ]] && grep -l -F "$build" "$f"; done | grep .; then
+  fail "installed files above refer to $build"
 fi
 step "only the AVX2 / AVX-512 copies of the kernels use AVX registers"
 bash "$src/scripts/check-portable.sh" $(dpkg -L brisk | grep -E '/libbrisk_[a-z_]+\.so$') || fail "check-portable"
