@@ -6,8 +6,9 @@
 # medians and the ratio portable / native, with the load average before and after.
 # Usage: bench/compare_portable.sh NATIVE_BUILD PORTABLE_BUILD [steps] [rounds] [thread counts...]
 set -euo pipefail
-native=$1/examples/fashion_mnist
-portable=$2/examples/fashion_mnist
+native_dir=$1 portable_dir=$2
+native=$native_dir/examples/fashion_mnist
+portable=$portable_dir/examples/fashion_mnist
 steps=${3:-300}
 rounds=${4:-3}
 shift $(($# < 4 ? $# : 4))
@@ -16,7 +17,7 @@ thread_counts=("$@")
 for p in "$native" "$portable"; do [[ -x $p ]] || { echo "compare_portable: $p not built" >&2; exit 1; }; done
 median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# portable build's CPU kernels: $(BRISK_CPU_ISA=${BRISK_CPU_ISA:-auto} "$2/bin/brisk" env 2> /dev/null | sed -n 's/^- CPU kernels: //p')"
+echo "# portable build's CPU kernels: $(BRISK_CPU_ISA=${BRISK_CPU_ISA:-auto} "$portable_dir/bin/brisk" env 2> /dev/null | sed -n 's/^- CPU kernels: //p')"
 for threads in "${thread_counts[@]}"; do
   export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
   n=() p=()

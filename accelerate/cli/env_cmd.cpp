@@ -72,12 +72,14 @@ std::string run_and_build(const std::string& run_time, const std::string& build)
 std::string cpu_kernels_isa() {
   std::string have;
   for (const std::string& s : kernels::cpu_isas_available()) have += (have.empty() ? "" : ", ") + s;
-  if (have == "native") return "native (built with -march=native for the build machine's CPU)";
+  std::string isa;
   try {
-    return kernels::cpu_isa() + " (portable build; copies this CPU runs: " + have + "; BRISK_CPU_ISA chooses)";
+    isa = kernels::cpu_isa();
   } catch (const Error& e) {
     return std::string("none: ") + e.what();
   }
+  if (isa == "native") return "native (built with -march=native for the build machine's CPU)";
+  return isa + " (portable build; copies this CPU runs: " + have + "; BRISK_CPU_ISA chooses)";
 }
 
 // The GPUs and the CUDA stack, each version as the loaded library reports it.

@@ -16,6 +16,10 @@
 #ifndef BRISK_CPU_ISA
 #define BRISK_CPU_ISA baseline
 #endif
+// 1 in a portable build with the AVX2 / AVX-512 copies (kernels/CMakeLists.txt).
+#ifndef BRISK_CPU_DISPATCH
+#define BRISK_CPU_DISPATCH 0
+#endif
 
 namespace brisk::kernels::cpu {
 

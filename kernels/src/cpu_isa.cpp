@@ -68,7 +68,7 @@ Isa parse(const std::string& name, const char* where) {
   for (int i = 0; i < 3; ++i)
     BRISK_CHECK(name != kNames[i], where, "=", name, ": ",
                 BRISK_CPU_DISPATCH ? "this CPU does not run the " : "this build of brisk has no ", name,
-                " copy of the CPU kernels", BRISK_CPU_DISPATCH ? "" : " (it is not a portable build: BRISK_NATIVE=OFF)",
+                " copy of the CPU kernels", BRISK_CPU_DISPATCH ? "" : " (a portable build, BRISK_NATIVE=OFF, has them)",
                 "; available here: ", available_list());
   BRISK_THROW(where, "=", name,
               ": unknown instruction set; valid values: baseline, avx2, avx512 (available here: ", available_list(),
