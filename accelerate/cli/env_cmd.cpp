@@ -154,7 +154,7 @@ int env(int argc, char** argv) {
   for (const auto& [k, v] : current_environment())
     if (k.rfind("BRISK_", 0) == 0 || k == "CUDA_VISIBLE_DEVICES" || k == "OMP_NUM_THREADS" ||
         k.rfind("OMPI_COMM_WORLD", 0) == 0)
-      vars += "  - " + k + "=" + v + "\n";
+      vars.append("  - ").append(k).append("=").append(v).append("\n");
   o << "- Environment:" << (vars.empty() ? " no BRISK_*, CUDA_VISIBLE_DEVICES or OMP_NUM_THREADS set\n" : "\n" + vars);
 
   std::string path = config_file.empty() ? default_config_hint() : config_file;
