@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs clang-tidy (clang 14, the checks in .clang-tidy, every finding an error) on brisk's C++ files.
+# Runs clang-tidy (clang 14, the checks in .clang-tidy, every finding an error) on brisk's C++ files;
+# installs clang-tidy-14 (apt-get, as root) when no clang-tidy is found.
 # Usage: scripts/clang-tidy.sh [BASE]   the .cpp files changed since BASE (default: main; git diff BASE...)
 #        scripts/clang-tidy.sh --all    every .cpp file of the libraries, the CLI, tests and examples
 #        scripts/clang-tidy.sh FILE...  these files
@@ -9,6 +10,12 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 tidy=${CLANG_TIDY:-$(command -v clang-tidy-14 || command -v clang-tidy || true)}
+if [[ -z $tidy ]] && [[ $(id -u) == 0 ]] && command -v apt-get > /dev/null; then
+  echo "clang-tidy: installing clang-tidy-14 (Debian package)"
+  { apt-get install -y --no-install-recommends clang-tidy-14 > /dev/null 2>&1 ||
+    { apt-get update > /dev/null 2>&1 && apt-get install -y --no-install-recommends clang-tidy-14 > /dev/null; }; } &&
+    tidy=$(command -v clang-tidy-14 || true)
+fi
 if [[ -z $tidy ]]; then
   echo "clang-tidy: clang-tidy not found (Debian/Ubuntu: apt-get install clang-tidy-14)" >&2
   exit 1

@@ -12,6 +12,7 @@
 #include "brisk/accelerate/launch.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/linalg.h"
+#include "brisk/kernels/settings.h"
 #include "brisk/util/cli.h"
 #include "brisk/util/error.h"
 #include "brisk/version.h"
@@ -65,6 +66,20 @@ std::string run_and_build(const std::string& run_time, const std::string& build)
   if (run_time.empty())
     return build.empty() ? std::string("not found") : "cannot be loaded (build headers " + build + ")";
   return build.empty() || build == run_time ? run_time : run_time + " (build headers " + build + ")";
+}
+
+// The instruction set the hot CPU kernels run with, and the choice there was (docs/cpu-isa.md).
+std::string cpu_kernels_isa() {
+  std::string have;
+  for (const std::string& s : kernels::cpu_isas_available()) have += (have.empty() ? "" : ", ") + s;
+  std::string isa;
+  try {
+    isa = kernels::cpu_isa();
+  } catch (const Error& e) {
+    return std::string("none: ") + e.what();
+  }
+  if (isa == "native") return "native (built with -march=native for the build machine's CPU)";
+  return isa + " (portable build; copies this CPU runs: " + have + "; BRISK_CPU_ISA chooses)";
 }
 
 // The GPUs and the CUDA stack, each version as the loaded library reports it.
@@ -124,7 +139,8 @@ int env(int argc, char** argv) {
     << " threads (OMP_NUM_THREADS=" << (std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "unset")
     << ")\n"
     << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n"
-    << "- CPU GEMM: " << kernels::cpu_gemm_description() << "\n";
+    << "- CPU GEMM: " << kernels::cpu_gemm_description() << "\n"
+    << "- CPU kernels: " << cpu_kernels_isa() << "\n";
   gpu_section(o);
   std::string mpirun = find_mpirun();
   o << "- MPI: "
@@ -138,7 +154,7 @@ int env(int argc, char** argv) {
   for (const auto& [k, v] : current_environment())
     if (k.rfind("BRISK_", 0) == 0 || k == "CUDA_VISIBLE_DEVICES" || k == "OMP_NUM_THREADS" ||
         k.rfind("OMPI_COMM_WORLD", 0) == 0)
-      vars += "  - " + k + "=" + v + "\n";
+      vars.append("  - ").append(k).append("=").append(v).append("\n");
   o << "- Environment:" << (vars.empty() ? " no BRISK_*, CUDA_VISIBLE_DEVICES or OMP_NUM_THREADS set\n" : "\n" + vars);
 
   std::string path = config_file.empty() ? default_config_hint() : config_file;

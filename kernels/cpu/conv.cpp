@@ -11,7 +11,7 @@
 #include "cpu/conv_cpu.h"
 #include "cpu/linalg_kernels.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 namespace {
 
 // c (m x n) = or += op(a) * op(b), all row-major with leading dims; op transposes when ta / tb.
@@ -367,4 +367,4 @@ void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const
   }
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "brisk/core/tensor.h"
+#include "cpu/isa.h"
 
 namespace brisk::kernels::cpu {
 
@@ -16,19 +17,21 @@ struct ConvGeom {
   int64_t groups;
 };
 
-// x: (N, C_in, H, W), w: (C_out, C_in/G, kH, kW), b: (C_out) or undefined, y: (N, C_out, OH, OW);
-// all contiguous, same dtype (f32 or f64).
-void conv2d(const ConvGeom& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
-// gy: (N, C_out, OH, OW); gx / gw / gb: outputs shaped like x / w / b, each skipped if undefined.
-void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx,
-                     const Tensor& gw, const Tensor& gb);
-
 // Sizes of one pooling call over planes = N * C planes of (h, w) -> (oh, ow).
 struct PoolGeom {
   int64_t planes, h, w, oh, ow;
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
+// Declared once per instruction set; cpu::<name> calls the active one (cpu/isa.h).
+// clang-format off
+BRISK_CPU_KERNELS(
+// x: (N, C_in, H, W), w: (C_out, C_in/G, kH, kW), b: (C_out) or undefined, y: (N, C_out, OH, OW);
+// all contiguous, same dtype (f32 or f64).
+void conv2d(const ConvGeom& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+// gy: (N, C_out, OH, OW); gx / gw / gb: outputs shaped like x / w / b, each skipped if undefined.
+void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx,
+                     const Tensor& gw, const Tensor& gb);
 // x: (planes, H, W) -> values, indices (i64): (planes, OH, OW); any float dtype.
 void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& indices);
 // gx (planes, H, W) = scatter-add of gy by indices.
@@ -38,5 +41,16 @@ void avg_pool2d_backward(const PoolGeom& g, bool count_include_pad, const Tensor
 // Only planes, h, w, oh, ow of g are used.
 void adaptive_avg_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& y);
 void adaptive_avg_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& gx);
+)
+// clang-format on
+
+BRISK_CPU_DISPATCH_FN(conv2d);
+BRISK_CPU_DISPATCH_FN(conv2d_backward);
+BRISK_CPU_DISPATCH_FN(max_pool2d);
+BRISK_CPU_DISPATCH_FN(max_pool2d_backward);
+BRISK_CPU_DISPATCH_FN(avg_pool2d);
+BRISK_CPU_DISPATCH_FN(avg_pool2d_backward);
+BRISK_CPU_DISPATCH_FN(adaptive_avg_pool2d);
+BRISK_CPU_DISPATCH_FN(adaptive_avg_pool2d_backward);
 
 }  // namespace brisk::kernels::cpu

@@ -9,7 +9,7 @@
 #include "cpu/fast_math.h"
 #include "cpu/loops.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 
 namespace {
 
@@ -396,4 +396,4 @@ void mul_scalar_(const Tensor& dst, double s) {
   });
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

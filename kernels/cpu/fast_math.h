@@ -8,7 +8,9 @@
 #include <limits>
 #include <type_traits>
 
-namespace brisk::kernels::cpu {
+#include "cpu/isa.h"
+
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 
 // exp(x) for x in [-87.33654, 88] (no range checks): 2^k * p(r) with |r| <= ln2/2 and Cephes'
 // degree-6 polynomial, within 2 ulp of std::exp.
@@ -79,4 +81,4 @@ template <class A>
     return std::exp(x);
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

@@ -2,13 +2,15 @@
 // accumulation type (f32 for f16/bf16), passed to `f`, and stored back. Each row loop is
 // flattened (everything it calls is inlined into it): otherwise GCC may keep a larger `f` (GELU's
 // tanh form) as a call per element, and the loop neither vectorises nor runs at speed.
+// One copy per instruction set (cpu/isa.h).
 #pragma once
 #include <cmath>
 
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/strided.h"
+#include "cpu/isa.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 
 template <class Tout, class Tin, class F>
 void map1(const Tensor& x, const Tensor& out, F f) {
@@ -80,4 +82,4 @@ void map3(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& out, 
       });
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

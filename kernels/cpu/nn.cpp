@@ -12,7 +12,7 @@
 #include "brisk/kernels/dispatch.h"
 #include "cpu/nn_kernels.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 
 namespace {
 
@@ -429,4 +429,4 @@ void nll_loss_backward(const Tensor& targets, int64_t C, int64_t S, int64_t igno
   });
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

@@ -4,9 +4,13 @@
 #include <cstdint>
 
 #include "brisk/core/tensor.h"
+#include "cpu/isa.h"
 
 namespace brisk::kernels::cpu {
 
+// Declared once per instruction set; cpu::<name> calls the active one (cpu/isa.h).
+// clang-format off
+BRISK_CPU_KERNELS(
 // idx: (n) i64; weight: (V, D); out: (n, D).
 void embedding(const Tensor& idx, const Tensor& weight, const Tensor& out);
 // grad: (n, D); idx: (n) i64; out: (V, D) of grad's dtype, fully written.
@@ -50,5 +54,20 @@ void nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t C, int64_t
 // out: (N, C, S) zeros except -scale at each non-ignored target.
 void nll_loss_backward(const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index, const double* scale,
                        int64_t n_scale, const Tensor& out);
+)
+// clang-format on
+
+BRISK_CPU_DISPATCH_FN(embedding);
+BRISK_CPU_DISPATCH_FN(embedding_backward);
+BRISK_CPU_DISPATCH_FN(layer_norm);
+BRISK_CPU_DISPATCH_FN(layer_norm_backward);
+BRISK_CPU_DISPATCH_FN(batch_norm);
+BRISK_CPU_DISPATCH_FN(batch_norm_backward);
+BRISK_CPU_DISPATCH_FN(dropout);
+BRISK_CPU_DISPATCH_FN(dropout_backward);
+BRISK_CPU_DISPATCH_FN(cross_entropy);
+BRISK_CPU_DISPATCH_FN(cross_entropy_backward);
+BRISK_CPU_DISPATCH_FN(nll_loss);
+BRISK_CPU_DISPATCH_FN(nll_loss_backward);
 
 }  // namespace brisk::kernels::cpu

@@ -8,7 +8,7 @@
 #include "brisk/kernels/dispatch.h"
 #include "cpu/optim_cpu.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 
 namespace {
 
@@ -156,4 +156,4 @@ bool unscale_and_check(const std::vector<Tensor>& grads, double inv_scale) {
   return found;
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

@@ -5,9 +5,13 @@
 #include <vector>
 
 #include "brisk/kernels/optim.h"
+#include "cpu/isa.h"
 
 namespace brisk::kernels::cpu {
 
+// Declared once per instruction set; cpu::<name> calls the active one (cpu/isa.h).
+// clang-format off
+BRISK_CPU_KERNELS(
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_bufs, const SgdHyper& h);
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
@@ -18,5 +22,14 @@ double max_abs(const std::vector<Tensor>& tensors);
 void clip_grads_with_norm(const std::vector<Tensor>& tensors, double max_norm, double norm);
 // Returns whether any scaled element is inf or NaN.
 bool unscale_and_check(const std::vector<Tensor>& grads, double inv_scale);
+)
+// clang-format on
+
+BRISK_CPU_DISPATCH_FN(sgd_step);
+BRISK_CPU_DISPATCH_FN(adam_step);
+BRISK_CPU_DISPATCH_FN(sum_of_squares);
+BRISK_CPU_DISPATCH_FN(max_abs);
+BRISK_CPU_DISPATCH_FN(clip_grads_with_norm);
+BRISK_CPU_DISPATCH_FN(unscale_and_check);
 
 }  // namespace brisk::kernels::cpu

@@ -9,7 +9,7 @@
 #include "brisk/kernels/dispatch.h"
 #include "cpu/conv_cpu.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 namespace {
 
 // Planes per parallel loop are worth splitting only when there is enough work.
@@ -309,4 +309,4 @@ void adaptive_avg_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Ten
   });
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

@@ -15,7 +15,7 @@
 #include "cpu/reduce_common.h"
 #include "cpu/reduce_kernels.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 
 namespace {
 
@@ -447,4 +447,4 @@ void logsumexp(const Tensor& x, const std::vector<bool>& reduced, const Tensor& 
   });
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

@@ -11,8 +11,9 @@
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/dispatch.h"
 #include "cpu/fast_math.h"
+#include "cpu/isa.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 
 // Sum accumulator: f64 for f32/f64 (cheap and far more accurate), f32 for f16/bf16, i64 for
 // integers and bool.
@@ -41,4 +42,4 @@ inline S sum_lanes(const T* p, int64_t n) {
   return s;
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

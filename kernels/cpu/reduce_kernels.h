@@ -6,9 +6,13 @@
 #include <vector>
 
 #include "brisk/core/tensor.h"
+#include "cpu/isa.h"
 
 namespace brisk::kernels::cpu {
 
+// Declared once per instruction set; cpu::<name> calls the active one (cpu/isa.h).
+// clang-format off
+BRISK_CPU_KERNELS(
 // Reductions of x (any strides) over the dims flagged in `reduced` (x.dim() flags). Outputs are
 // contiguous and hold the kept dims in C order (keepdim does not change the layout).
 // out: x's dtype for floats, i64 for integers and bool.
@@ -40,5 +44,21 @@ void topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted, co
 // grad (float), indices (i64): the same shape; out: the input's shape, grad's dtype, fully
 // written (zeros, then grad added at the indices). Throws when an index is out of range.
 void take_along_dim_backward(const Tensor& grad, const Tensor& indices, int64_t dim, const Tensor& out);
+)
+// clang-format on
+
+BRISK_CPU_DISPATCH_FN(sum);
+BRISK_CPU_DISPATCH_FN(mean);
+BRISK_CPU_DISPATCH_FN(prod);
+BRISK_CPU_DISPATCH_FN(amax);
+BRISK_CPU_DISPATCH_FN(amin);
+BRISK_CPU_DISPATCH_FN(arg_extreme);
+BRISK_CPU_DISPATCH_FN(var);
+BRISK_CPU_DISPATCH_FN(logsumexp);
+BRISK_CPU_DISPATCH_FN(softmax);
+BRISK_CPU_DISPATCH_FN(softmax_backward);
+BRISK_CPU_DISPATCH_FN(cumsum);
+BRISK_CPU_DISPATCH_FN(topk);
+BRISK_CPU_DISPATCH_FN(take_along_dim_backward);
 
 }  // namespace brisk::kernels::cpu

@@ -16,7 +16,7 @@
 #include "cpu/reduce_common.h"
 #include "cpu/reduce_kernels.h"
 
-namespace brisk::kernels::cpu {
+namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 
 namespace {
 
@@ -324,4 +324,4 @@ void take_along_dim_backward(const Tensor& grad, const Tensor& indices, int64_t 
   });
 }
 
-}  // namespace brisk::kernels::cpu
+}  // namespace brisk::kernels::cpu::BRISK_CPU_ISA

@@ -27,7 +27,7 @@ void set_device(int device);
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
-  ~DeviceGuard();
+  ~DeviceGuard();  // NOLINT(performance-trivially-destructible): not trivial with CUDA
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
@@ -86,7 +86,7 @@ Stream stream_from_handle(void* handle, int device);
 class StreamGuard {
  public:
   explicit StreamGuard(const Stream& s);
-  ~StreamGuard();
+  ~StreamGuard();  // NOLINT(performance-trivially-destructible): not trivial with CUDA
   StreamGuard(const StreamGuard&) = delete;
   StreamGuard& operator=(const StreamGuard&) = delete;
 
@@ -99,7 +99,7 @@ class StreamGuard {
 class Event {
  public:
   explicit Event(bool enable_timing = false);
-  ~Event();
+  ~Event();  // NOLINT(performance-trivially-destructible): not trivial with CUDA
   Event(Event&& o) noexcept;
   Event& operator=(Event&& o) noexcept;
   Event(const Event&) = delete;

@@ -48,7 +48,7 @@ class Session {
  public:
   // Throws brisk::Error in a CPU-only build, or when another session is alive.
   explicit Session(int devices = 1);
-  ~Session();
+  ~Session();  // NOLINT(performance-trivially-destructible): not trivial with CUDA
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

@@ -2,6 +2,7 @@
 // torch.use_deterministic_algorithms).
 #pragma once
 #include <string>
+#include <vector>
 
 namespace brisk::kernels {
 
@@ -33,5 +34,20 @@ class DeterministicGuard {
  private:
   bool prev_;
 };
+
+// The instruction set the hot CPU kernels (elementwise, activations, softmax, reductions,
+// optimizer updates, im2col, pooling, normalisation) run with. A portable build (BRISK_NATIVE=OFF)
+// carries a copy for the x86-64 baseline, one for AVX2 + FMA and one for AVX-512, and picks the
+// best this CPU runs when the process starts; BRISK_CPU_ISA=baseline|avx2|avx512 forces one
+// (an error when this CPU or build lacks it). A native build (-march=native) has one copy: "native".
+// GEMMs go to OpenBLAS or Eigen, which choose their own. docs/cpu-isa.md says more.
+std::string cpu_isa();
+// The instruction sets this build carries and this CPU runs, baseline first ({"native"} in a
+// native build).
+std::vector<std::string> cpu_isas_available();
+// Switches the hot CPU kernels to `isa` (one of cpu_isas_available()) for the whole process;
+// throws brisk::Error naming the valid values otherwise. Not meant to change while kernels run:
+// for tests and benchmarks that compare the copies.
+void set_cpu_isa(const std::string& isa);
 
 }  // namespace brisk::kernels
