@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "brisk/data/safetensors.h"
+#include "brisk/models/gpt2.h"
 #include "brisk/util/cli.h"
 #include "brisk/util/error.h"
 #include "brisk/util/json.h"
-#include "brisk/data/safetensors.h"
-#include "brisk/models/gpt2.h"
 #include "commands.h"
 
 namespace brisk::cli_commands {

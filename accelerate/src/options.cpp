@@ -176,5 +176,4 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
   return s;
 }
 
-
 }  // namespace brisk

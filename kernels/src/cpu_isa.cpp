@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "brisk/util/error.h"
 #include "brisk/kernels/settings.h"
+#include "brisk/util/error.h"
 #include "cpu/isa.h"
 
 namespace brisk::kernels {

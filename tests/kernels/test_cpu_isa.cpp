@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <brisk/brisk.h>
-#include <brisk/util/error.h>
 #include <brisk/kernels/conv.h>
 #include <brisk/kernels/elementwise.h>
 #include <brisk/kernels/nn.h>
 #include <brisk/kernels/optim.h>
 #include <brisk/kernels/reduce.h>
 #include <brisk/kernels/settings.h>
+#include <brisk/util/error.h>
 
 #include <algorithm>
 #include <cmath>
