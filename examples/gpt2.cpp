@@ -388,6 +388,13 @@ int main(int argc, char** argv) {
                 " tokens, mixed precision ", enum_name(acc.mixed_precision()), ", ", get_num_threads(),
                 " thread(s) per process");
       acc.print("train tokens/s: ", static_cast<int64_t>(static_cast<double>(a.bench * a.batch_size * T * N) / s));
+      // Peak bytes of the main process by category (activations are counted as "other" here).
+      const MemoryStats m = memory_stats();
+      const auto peak = [&](MemoryCategory c) { return m.peak[static_cast<int>(c)]; };
+      acc.print("peak bytes (main process): parameters ", peak(MemoryCategory::Parameters), ", gradients ",
+                peak(MemoryCategory::Gradients), ", optimizer state ", peak(MemoryCategory::OptimizerState),
+                ", activations and other ", peak(MemoryCategory::Activations) + peak(MemoryCategory::Other),
+                ", total ", m.total_peak);
       return 0;
     }
 

@@ -219,6 +219,7 @@ int estimate_memory(int argc, char** argv) {
     const std::vector<std::string> head = {"stage",     "dtype",       "parameters", "gradients",
                                            "optimizer", "activations", "total"};
     std::vector<std::vector<std::string>> cells;
+    cells.reserve(rows.size());
     for (const Row& r : rows)
       cells.push_back({r.stage, r.dtype, human(r.params), human(r.grads), human(r.optimizer), human(r.activations),
                        human(r.total())});
@@ -238,7 +239,8 @@ int estimate_memory(int argc, char** argv) {
     };
     line(head);
     std::vector<std::string> rule;
-    for (size_t w : width) rule.push_back(std::string(w, '-'));
+    rule.reserve(width.size());
+    for (size_t w : width) rule.emplace_back(w, '-');
     line(rule);
     for (const auto& row : cells) line(row);
     std::printf(

@@ -35,7 +35,6 @@
 namespace brisk {
 
 namespace fs = std::filesystem;
-namespace json = brisk::json;
 
 namespace {
 
@@ -680,6 +679,7 @@ optim::StateDict reshard_optimizer(const Fields& f, const CheckpointFolder& fold
     group_of.insert(group_of.end(), group_sizes[g], g);
   }
   std::vector<int64_t> numels;
+  numels.reserve(params.size());
   for (const Tensor& p : params) numels.push_back(p.numel());
   const json::Value* shards = entry.find("shards");
   const bool sharded = shards && !shards->is_null();

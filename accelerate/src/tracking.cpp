@@ -11,7 +11,6 @@
 namespace brisk {
 
 namespace fs = std::filesystem;
-namespace json = brisk::json;
 
 namespace {
 
