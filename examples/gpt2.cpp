@@ -393,8 +393,8 @@ int main(int argc, char** argv) {
       const auto peak = [&](MemoryCategory c) { return m.peak[static_cast<int>(c)]; };
       acc.print("peak bytes (main process): parameters ", peak(MemoryCategory::Parameters), ", gradients ",
                 peak(MemoryCategory::Gradients), ", optimizer state ", peak(MemoryCategory::OptimizerState),
-                ", activations and other ", peak(MemoryCategory::Activations) + peak(MemoryCategory::Other),
-                ", total ", m.total_peak);
+                ", activations and other ", peak(MemoryCategory::Activations) + peak(MemoryCategory::Other), ", total ",
+                m.total_peak);
       return 0;
     }
 
