@@ -13,6 +13,7 @@ packages+=(libyaml-cpp-dev)  # reads config files (optional: the build works wit
 packages+=(doxygen)          # the `docs` target, the API reference (optional: no target without it)
 packages+=(gnuplot-nox)      # `brisk plot` (optional: found on PATH when it runs; its test skips without it)
 packages+=(dpkg-dev)         # cpack -G DEB's dpkg-shlibdeps (scripts/package-test.sh; build-essential brings it too)
+packages+=(gdb)              # a test that times out reports its processes' stacks (optional: brisk_test_job)
 # slurm-wlm and munge are not installed here: scripts/slurm-test.sh (the opt-in `slurm` test) installs them.
 
 if command -v dpkg-query > /dev/null; then

@@ -54,6 +54,15 @@ if(BRISK_HAVE_MPI)
     set_tests_properties(harness.mp.${name}.will_fail harness.mp.${name}.why PROPERTIES LABELS "multiprocess"
       RESOURCE_LOCK cpu_cores TIMEOUT 90 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
   endforeach()
+  # A time-out reports the hanging program's thread stacks (gdb attached before the kill).
+  find_program(BRISK_GDB gdb)
+  if(BRISK_GDB)
+    add_test(NAME harness.mp.rank_hangs.stacks
+      COMMAND ${BRISK_TEST_JOB} --expect fail --timeout 90 --grep "--- stacks of [0-9]+ [^ ]*bad_rank hang"
+        --grep "Thread 1 " -- ${BRISK_TEST_JOB} --np 2 --timeout 4 -- ${_bad} hang)
+    set_tests_properties(harness.mp.rank_hangs.stacks PROPERTIES LABELS "multiprocess" RESOURCE_LOCK cpu_cores
+      TIMEOUT 120 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
+  endif()
   # The control: the same job with well-behaved ranks passes.
   add_test(NAME harness.mp.good_ranks
     COMMAND ${BRISK_TEST_JOB} --np 2 --timeout 60 --grep "PASS bad_rank good rank 0" -- ${_bad} good)

@@ -6,6 +6,7 @@
 //     launcher exits 0 or another rank printed the success line;
 //   - the time limit: past it the whole job (its session, its process groups, everything that
 //     carries its token, every orphan it left) gets SIGTERM, then SIGKILL, and the test fails;
+//   - on a time-out, each process's thread stacks (gdb, when installed) go into the report;
 //   - processes left behind: when the command has exited, nothing of the job may be alive
 //     (found by session id, by an environment token that children inherit even when they
 //     start their own session, and as orphans re-parented to this program, a subreaper);
@@ -216,6 +217,32 @@ std::vector<ProcInfo> wait_gone(pid_t session, const std::string& token, double 
   }
 }
 
+// Each process's threads and their stacks, from gdb when it is installed (a time-out is then
+// diagnosable from the test's log alone): the frame lines of `thread apply all bt`, at most 60 per
+// process, gdb itself limited to 30 s; launchers, rank wrappers and shells are left out. BRISK_TEST_JOB_STACKS=0 turns
+// it off.
+std::string stacks_of(const std::vector<ProcInfo>& ps) {
+  const char* flag = std::getenv("BRISK_TEST_JOB_STACKS");
+  if ((flag && std::strcmp(flag, "0") == 0) || std::system("command -v gdb >/dev/null 2>&1") != 0) return {};
+  std::ostringstream os;
+  for (const auto& p : ps) {
+    // The programs themselves: not the launcher, the rank wrappers or the scripts around them.
+    bool wrapper = false;
+    for (const char* w : {"gdb ", "timeout ", "mpirun ", "mpiexec ", "bash ", "sh "})
+      wrapper |= p.cmdline.rfind(w, 0) == 0;
+    if (wrapper || p.cmdline.find("brisk_test_job") != std::string::npos) continue;
+    const std::string cmd = "timeout 30 gdb -p " + std::to_string(p.pid) +
+                            " -batch -nx -ex 'thread apply all bt 25' 2>/dev/null | grep -E '^(Thread|#)' | head -60";
+    os << "\n--- stacks of " << p.pid << " " << p.cmdline << "\n";
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+      char line[512];
+      while (std::fgets(line, sizeof line, f)) os << "  " << line;
+      pclose(f);
+    }
+  }
+  return os.str();
+}
+
 // SIGTERM to everything of the job, SIGKILL to what survives 3 s; returns what had to be killed.
 std::vector<ProcInfo> kill_job(pid_t session, const std::string& token) {
   kill(-session, SIGTERM);
@@ -385,12 +412,14 @@ int main(int argc, char** argv) {
     reap_children();
     if (Clock::now() >= deadline) {
       timed_out = true;
+      const std::string stacks = stacks_of(job_processes(child, token));
       auto killed = kill_job(child, token);
       waitpid(child, &status, 0);
       std::ostringstream os;
       os << "the job did not finish within its time limit of " << timeout << " s: killed it (" << killed.size()
          << " process(es))";
       for (const auto& p : killed) os << "\n  " << p.pid << " " << p.cmdline;
+      os << stacks;
       failures.push_back(os.str());
       break;
     }
