@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       auto t0 = std::chrono::steady_clock::now();
       const double loss = step();
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("warm-up step %lld: loss %.4f (%.2f s)\n", static_cast<long long>(i + 1), loss, s);
+      std::printf("warm-up step %lld: loss %.4f (%.2f s)\n", static_cast<long long>(i) + 1, loss, s);
       std::fflush(stdout);
     }
     double last = 0;

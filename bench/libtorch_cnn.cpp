@@ -25,7 +25,7 @@ struct Net : torch::nn::Module {
   }
 };
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   const char* usage =
       "usage: libtorch_cnn [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas] [--profile FILE]\n"
       "Times N training steps (default 200, after 20 warm-up steps) of the example CNN in libtorch and prints\n"
@@ -57,4 +57,9 @@ int main(int argc, char** argv) {
   profile.reset();  // writes the trace
   std::printf("libtorch %s, %d thread(s), batch %d: train images/s: %.0f\n", TORCH_VERSION, threads, batch,
               steps * batch / s);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return peer::guarded_main("libtorch_cnn", run, argc, argv);
 }

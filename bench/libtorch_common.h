@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -163,6 +164,17 @@ inline std::unique_ptr<torch::autograd::profiler::RecordProfile> maybe_profile(c
 inline void zero_grad_to_none(torch::optim::Optimizer& opt) {
   for (auto& group : opt.param_groups())
     for (auto& p : group.params()) p.mutable_grad().reset();
+}
+
+// main() of a peer program: an exception (libtorch's c10::Error included) ends it with its
+// message and exit status 1 rather than std::terminate.
+inline int guarded_main(const char* prog, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", prog, e.what());
+    return 1;
+  }
 }
 
 }  // namespace peer

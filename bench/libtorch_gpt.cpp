@@ -85,7 +85,7 @@ struct GPT : torch::nn::Module {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   const char* usage =
       "usage: libtorch_gpt [--steps N] [--threads T] [--batch-size B] [--allow-reference-blas] [--profile FILE]\n"
       "Times N training steps (default 5, after 2 warm-up steps whose losses are printed) of a small GPT (6 layers,\n"
@@ -153,4 +153,9 @@ int main(int argc, char** argv) {
   std::printf("last loss %.4f; %d steps in %.2f s\n", last, a.steps, s);
   std::printf("libtorch: tokens/s: %.0f; GFLOP/s: %.1f\n", static_cast<double>(a.steps * batch * T) / s,
               flops_per_step * a.steps / s * 1e-9);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return peer::guarded_main("libtorch_gpt", run, argc, argv);
 }

@@ -76,7 +76,7 @@ Options parse_args(int argc, char** argv) {
       if (c == '_') c = '-';  // --batch_size and --batch-size are the same flag
     double v = parse_number(name, value);
     auto positive = [&](double x) {
-      if (!(x > 0)) usage_error("--" + name + " must be positive, got " + value);
+      if (!(x > 0)) usage_error(brisk::detail::str_cat("--", name, " must be positive, got ", value));
       return x;
     };
     if (name == "epochs") {

@@ -190,6 +190,17 @@ else
   say "zlib: headers from $deps/zlib, library $zlib_lib"
 fi
 
+# OpenSSL's libcrypto (checkpoint hashing): the system's when it has the headers; else the carried
+# headers with the system's libcrypto.so.3 (the same ABI), else the carried library.
+if [[ $carried_only != 1 && -f /usr/include/openssl/evp.h ]]; then
+  say "OpenSSL: the system's"
+else
+  crypto_lib=$(ldconfig -p 2> /dev/null | awk '/libcrypto\.so\.3 .*x86-64/ {print $NF; exit}')
+  crypto_lib=${crypto_lib:-$deps/openssl/lib/libcrypto.so.3}
+  opts+=(-DOPENSSL_INCLUDE_DIR="$deps/openssl/include" -DOPENSSL_CRYPTO_LIBRARY="$crypto_lib")
+  say "OpenSSL: headers from $deps/openssl, library $crypto_lib"
+fi
+
 # This machine's GPU architecture(s) only: "9.0" -> 90.
 archs=${BRISK_CUDA_ARCHITECTURES:-}
 if [[ -z $archs ]]; then
@@ -209,6 +220,7 @@ cmake --build "$build" -j "$jobs" "${targets[@]}"
 
 libpath=$cudnn_root/lib:$nccl_root/lib
 if [[ $zlib_lib == "$deps"/* ]]; then libpath+=:$deps/zlib/lib; fi
+if [[ ${crypto_lib:-} == "$deps"/* ]]; then libpath+=:$deps/openssl/lib; fi
 cat > "$build/gpu-env.sh" << EOF
 # Written by scripts/gpu-build.sh: what brisk's programs need at run time on this machine.
 # scripts/train.sh reads it; in a shell: source $build/gpu-env.sh

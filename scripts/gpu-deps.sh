@@ -7,6 +7,8 @@
 #   DIR/benchmark     Google Benchmark as Debian builds it: headers, libbenchmark.so, CMake package
 #                     (runs where glibc >= 2.32 and libstdc++ >= GCC 12's; else gpu-build.sh skips bench/)
 #   DIR/zlib          zlib's headers and library, for a machine without zlib1g-dev
+#   DIR/openssl       OpenSSL 3's headers and libcrypto (libssl-dev), for checkpoint hashing, for a
+#                     machine without libssl-dev (its own libcrypto.so.3 is used when it has one)
 #   DIR/cuda-include  cudnn*.h and nccl*.h from this machine's CUDA, for pip wheels that ship no headers
 #   DIR/fashion-mnist the four Fashion-MNIST files (dataset-fashion-mnist), for scripts/train.sh
 # Usage: scripts/gpu-deps.sh DIR      Env: CUDA_HOME (default /usr/local/cuda).
@@ -64,6 +66,16 @@ zlib_so=$(readlink -f "/usr/lib/$arch/libz.so")
 cp "$zlib_so" "$dir/zlib/lib/"
 ln -sf "$(basename "$zlib_so")" "$dir/zlib/lib/libz.so.1"
 ln -sf libz.so.1 "$dir/zlib/lib/libz.so"
+
+# OpenSSL: the headers (the arch-specific configuration headers merged in) and libcrypto.so.3.
+package_files libssl-dev > /dev/null
+rm -rf "$dir/openssl"
+mkdir -p "$dir/openssl/include" "$dir/openssl/lib"
+cp -r /usr/include/openssl "$dir/openssl/include/"
+cp /usr/include/"$arch"/openssl/*.h "$dir/openssl/include/openssl/"
+crypto_so=$(readlink -f "/usr/lib/$arch/libcrypto.so")
+cp "$crypto_so" "$dir/openssl/lib/"
+ln -sf "$(basename "$crypto_so")" "$dir/openssl/lib/libcrypto.so"
 
 # cuDNN and NCCL headers, for when the GPU machine's pip wheels hold the libraries only.
 rm -rf "$dir/cuda-include"

@@ -182,7 +182,7 @@ int launch(int argc, char** argv) {
   LaunchCommand cmd =
       build_launch_command(settings, host, program, current_environment(), mpirun.empty() ? "mpirun" : mpirun);
   if (dry_run) {
-    for (const auto& [k, v] : cmd.env) std::printf("%s ", shell_join({k + "=" + v}).c_str());
+    for (const auto& [k, v] : cmd.env) std::printf("%s ", shell_join({std::string(k).append("=").append(v)}).c_str());
     std::printf("%s\n", shell_join(cmd.argv).c_str());
     return 0;
   }

@@ -242,7 +242,7 @@ int test(int argc, char** argv) {
         }
         if (c->status == Status::Skip) s = Status::Skip;
       }
-      if (s == Status::Pass && reports.size() > 1) detail = "every rank; rank 0: " + detail;
+      if (s == Status::Pass && reports.size() > 1) detail.insert(0, "every rank; rank 0: ");
       row(s, first.name, detail);
     }
   }

@@ -31,7 +31,7 @@ namespace brisk {
 
 // --- construction and process facts ----------------------------------------------------------
 
-Accelerator::Accelerator(AcceleratorOptions options) : s_(resolve_accelerator_options(options)) {
+Accelerator::Accelerator(const AcceleratorOptions& options) : s_(resolve_accelerator_options(options)) {
   if (s_.deterministic) kernels::set_deterministic(*s_.deterministic);
   if (s_.profile && *s_.profile) {
     // BRISK_PROFILE=1 or =<file> already chose where the table goes; else stderr at exit.

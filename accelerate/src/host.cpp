@@ -28,7 +28,7 @@ namespace brisk::accelerate {
 namespace fs = std::filesystem;
 
 namespace {
-std::string trim(std::string s) {
+std::string trim(const std::string& s) {
   size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
@@ -77,6 +77,7 @@ std::optional<std::string> capture_output(const std::vector<std::string>& argv, 
       ::dup2(devnull, STDIN_FILENO);
     }
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     ::execvp(args[0], args.data());

@@ -109,11 +109,11 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
   cmd.uses_mpirun = true;
   std::vector<std::string>& a = cmd.argv;
   a.push_back(mpirun);
-  if (host.is_root) a.push_back("--allow-run-as-root");
+  if (host.is_root) a.emplace_back("--allow-run-as-root");
   a.insert(a.end(), {"-n", std::to_string(s.num_processes)});
-  if (single_host && s.num_processes > host.cpu_cores) a.push_back("--oversubscribe");
+  if (single_host && s.num_processes > host.cpu_cores) a.emplace_back("--oversubscribe");
   if (!s.hostfile.empty()) a.insert(a.end(), {"--hostfile", s.hostfile});
-  if (s.tag_output) a.push_back("--tag-output");
+  if (s.tag_output) a.emplace_back("--tag-output");
   a.insert(a.end(), {"--bind-to", "none"});
   if (single_host) {
     // Shared memory between local ranks; TCP (and OpenMPI's own out-of-band channel) on loopback

@@ -417,7 +417,7 @@ data::DataLoader& Trainer::eval_loader_for(const std::shared_ptr<data::Dataset>&
   return *other_loaders_.back().second;
 }
 
-Metrics Trainer::evaluate(std::shared_ptr<data::Dataset> dataset, const std::string& prefix) {
+Metrics Trainer::evaluate(const std::shared_ptr<data::Dataset>& dataset, const std::string& prefix) {
   const auto t0 = std::chrono::steady_clock::now();
   // Outputs are gathered only for compute_metrics, and not with prediction_loss_only.
   Gathered g = run_eval(eval_loader_for(dataset), compute_metrics_ && !args_.prediction_loss_only);
@@ -426,7 +426,7 @@ Metrics Trainer::evaluate(std::shared_ptr<data::Dataset> dataset, const std::str
   if (g.count > 0) m[prefix + "_loss"] = mean_loss;
   if (compute_metrics_)
     for (const auto& [k, v] : compute_metrics_({g.predictions, g.labels, mean_loss}))
-      m[k.rfind(prefix + "_", 0) == 0 ? k : prefix + "_" + k] = v;
+      m[k.rfind(prefix + "_", 0) == 0 ? k : detail::str_cat(prefix, "_", k)] = v;
   m[prefix + "_samples"] = static_cast<double>(g.count);
   m[prefix + "_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log(m);
@@ -435,7 +435,7 @@ Metrics Trainer::evaluate(std::shared_ptr<data::Dataset> dataset, const std::str
   return m;
 }
 
-PredictionOutput Trainer::predict(std::shared_ptr<data::Dataset> dataset) {
+PredictionOutput Trainer::predict(const std::shared_ptr<data::Dataset>& dataset) {
   BRISK_CHECK(dataset != nullptr, "Trainer::predict: no dataset");
   Gathered g = run_eval(eval_loader_for(dataset), /*keep_outputs=*/true);
   PredictionOutput out{g.predictions, g.labels, {}};
@@ -479,7 +479,7 @@ void Trainer::after_evaluation(const Metrics& m) {
 }
 
 std::string Trainer::save_checkpoint() {
-  const std::string dir = acc_->save_state();
+  std::string dir = acc_->save_state();
   for (auto& c : callbacks_)
     if (c.on_save) c.on_save(state_, dir);
   return dir;
@@ -526,7 +526,7 @@ void Trainer::restore_logs() {
   const std::vector<Metrics> history = state_.log_history;
   if (reports_to(args_, "csv"))
     for (const Metrics& r : history) {
-      if (csv_columns_.empty()) csv_columns_.push_back("step");
+      if (csv_columns_.empty()) csv_columns_.emplace_back("step");
       for (const auto& [k, x] : r)
         if (std::find(csv_columns_.begin(), csv_columns_.end(), k) == csv_columns_.end()) csv_columns_.push_back(k);
       csv_rows_.push_back(r);
@@ -548,7 +548,7 @@ void Trainer::write_log_files(const Metrics& record) {
   if (csv) {
     // A column per key seen so far: a record that brings a new key rewrites the file (atomically)
     // with the wider header; any other record is appended as one row (as Accelerator::log does).
-    if (csv_columns_.empty()) csv_columns_.push_back("step");
+    if (csv_columns_.empty()) csv_columns_.emplace_back("step");
     bool widened = csv_rewrite_;
     for (const auto& [k, v] : record)
       if (std::find(csv_columns_.begin(), csv_columns_.end(), k) == csv_columns_.end()) {

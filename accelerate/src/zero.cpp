@@ -361,7 +361,7 @@ ZeroEngine::ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup
         im.group_of.push_back(g);
         im.bucket_of.push_back(0);
       }
-      im.shards.push_back(Tensor());  // sized by build_units
+      im.shards.emplace_back();  // sized by build_units
     }
     im.build_units(*model, wrap);
     NoGradGuard no_grad;

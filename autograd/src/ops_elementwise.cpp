@@ -34,13 +34,13 @@ Tensor unary_op(UnaryOp op, const Tensor& x) {
   profiler::Scope prof_scope(kernels::op_name(op));
   Tensor y = kernels::unary(op, x);
   if (autograd::any_requires_grad({&x})) {
-    Tensor xs = x, ys = y.detach();
+    Tensor ys = y.detach();
     record(
         kernels::op_name(op), {x}, y,
-        [op, xs, ys](const GradCtx& g) -> std::vector<Tensor> {
+        [op, xs = x, ys](const GradCtx& g) -> std::vector<Tensor> {
           return {kernels::unary_backward(op, g.grad(), xs, ys)};
         },
-        op == UnaryOp::Neg ? std::vector<Tensor>{} : std::vector<Tensor>{xs, ys});
+        op == UnaryOp::Neg ? std::vector<Tensor>{} : std::vector<Tensor>{x, ys});
   }
   return y;
 }
@@ -54,14 +54,14 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name
   profiler::Scope prof_scope(name);
   Tensor out = kbin(op, a, b);
   if (autograd::any_requires_grad({&a, &b})) {
-    Tensor as = a, bs = b, os = out.detach();
+    Tensor os = out.detach();
     std::vector<Tensor> saved;
-    if (saves & kSaveA) saved.push_back(as);
-    if (saves & kSaveB) saved.push_back(bs);
+    if (saves & kSaveA) saved.push_back(a);
+    if (saves & kSaveB) saved.push_back(b);
     if (saves & kSaveOut) saved.push_back(os);
     record(
         name, {a, b}, out,
-        [as, bs, os, grads](const GradCtx& g) -> std::vector<Tensor> {
+        [as = a, bs = b, os, grads](const GradCtx& g) -> std::vector<Tensor> {
           auto [ga, gb] = grads(g, as, bs, os);
           return {ga.defined() ? sum_to(ga, as.sizes()) : ga, gb.defined() ? sum_to(gb, bs.sizes()) : gb};
         },
@@ -131,13 +131,12 @@ Tensor pow(const Tensor& a, double exponent) {
   profiler::Scope prof_scope("pow");
   Tensor out = kscal(BinaryOp::Pow, a, exponent);
   if (autograd::any_requires_grad({&a})) {
-    Tensor as = a;
     record("pow", {a}, out,
-           [as, exponent](const GradCtx& g) -> std::vector<Tensor> {
+           [as = a, exponent](const GradCtx& g) -> std::vector<Tensor> {
              Tensor d = kscal(BinaryOp::Mul, kscal(BinaryOp::Pow, as, exponent - 1.0), exponent);
              return {kmul(g.grad(), d)};
            },
-           {as});
+           {a});
   }
   return out;
 }
@@ -221,12 +220,11 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   profiler::Scope prof_scope("clamp");
   Tensor out = kernels::clamp(x, min, max);
   if (autograd::any_requires_grad({&x})) {
-    Tensor xs = x;
     record("clamp", {x}, out,
-           [xs, min, max](const GradCtx& g) -> std::vector<Tensor> {
+           [xs = x, min, max](const GradCtx& g) -> std::vector<Tensor> {
              return {kernels::clamp_backward(g.grad(), xs, min, max)};
            },
-           {xs});
+           {x});
   }
   return out;
 }
@@ -235,15 +233,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   profiler::Scope prof_scope("where");
   Tensor out = kernels::where(cond, a, b);
   if (autograd::any_requires_grad({&a, &b})) {
-    Tensor cs = cond, as = a, bs = b;
     record("where", {a, b}, out,
-           [cs, as, bs](const GradCtx& g) -> std::vector<Tensor> {
+           [cs = cond, as = a, bs = b](const GradCtx& g) -> std::vector<Tensor> {
              Tensor zero = scalar_like(g.grad(), 0.0);
              Tensor ga = g.needs(0) ? sum_to(kernels::where(cs, g.grad(), zero), as.sizes()) : Tensor();
              Tensor gb = g.needs(1) ? sum_to(kernels::where(cs, zero, g.grad()), bs.sizes()) : Tensor();
              return {ga, gb};
            },
-           {cs});
+           {cond});
   }
   return out;
 }
@@ -291,10 +288,10 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
   profiler::Scope prof_scope(kernels::op_name(op));
   Tensor out = kernels::binary_scalar(op, a, s, scalar_first);
   if (autograd::any_requires_grad({&a})) {
-    Tensor as = a, os = out.detach();
+    Tensor os = out.detach();
     record(
         kernels::op_name(op), {a}, out,
-        [op, as, os, s, scalar_first](const GradCtx& g) -> std::vector<Tensor> {
+        [op, as = a, os, s, scalar_first](const GradCtx& g) -> std::vector<Tensor> {
           const Tensor& gr = g.grad();
           switch (op) {
             case BinaryOp::Add:
@@ -311,7 +308,7 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
               BRISK_THROW("scalar ", kernels::op_name(op), ": no gradient");
           }
         },
-        op == BinaryOp::Div && scalar_first ? std::vector<Tensor>{as, os} : std::vector<Tensor>{});
+        op == BinaryOp::Div && scalar_first ? std::vector<Tensor>{a, os} : std::vector<Tensor>{});
   }
   return out;
 }

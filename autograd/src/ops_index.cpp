@@ -35,6 +35,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = kernels::cat(tensors, dim);
   const int64_t d = wrap_dim(dim, tensors[0].dim(), "cat");
   std::vector<int64_t> sizes;
+  sizes.reserve(tensors.size());
   for (const Tensor& t : tensors) sizes.push_back(t.size(d));
   record("cat", tensors, out, [d, sizes](const GradCtx& g) -> std::vector<Tensor> {
     const Tensor& gr = g.grad();
@@ -132,9 +133,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   profiler::Scope prof_scope("index_select");
   Tensor out = kernels::index_select(x, dim, index);
-  Shape in = x.sizes();
   record("index_select", {x}, out,
-         [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
+         [in = x.sizes(), dim, index](const GradCtx& g) -> std::vector<Tensor> {
            Tensor z = zeros(in, {g.grad().dtype(), g.grad().device()});
            kernels::index_add_(z, dim, index, g.grad());
            return {z};
@@ -146,9 +146,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   profiler::Scope prof_scope("gather");
   Tensor out = kernels::gather(x, dim, index);
-  Shape in = x.sizes();
   record("gather", {x}, out,
-         [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
+         [in = x.sizes(), dim, index](const GradCtx& g) -> std::vector<Tensor> {
            return {kernels::scatter_add(zeros(in, {g.grad().dtype(), g.grad().device()}), dim, index, g.grad())};
          },
          {index});
@@ -158,9 +157,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   profiler::Scope prof_scope("scatter");
   Tensor out = kernels::scatter(x, dim, index, src);
-  Shape src_shape = src.sizes();
   record("scatter", {x, src}, out,
-         [dim, index, src_shape](const GradCtx& g) -> std::vector<Tensor> {
+         [dim, index, src_shape = src.sizes()](const GradCtx& g) -> std::vector<Tensor> {
            const Tensor& gr = g.grad();
            Tensor gx, gsrc;
            // Overwritten positions of x do not reach the output.
@@ -182,9 +180,8 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   profiler::Scope prof_scope("scatter_add");
   Tensor out = kernels::scatter_add(x, dim, index, src);
-  Shape src_shape = src.sizes();
   record("scatter_add", {x, src}, out,
-         [dim, index, src_shape](const GradCtx& g) -> std::vector<Tensor> {
+         [dim, index, src_shape = src.sizes()](const GradCtx& g) -> std::vector<Tensor> {
            Tensor gsrc;
            if (g.needs(1)) gsrc = zero_extend(kernels::gather(g.grad(), dim, index), src_shape);
            return {g.needs(0) ? g.grad() : Tensor(), gsrc};

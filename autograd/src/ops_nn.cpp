@@ -40,9 +40,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel,
   kernels::MaxPool2dResult r = kernels::max_pool2d(x, kernel, o);
   if (autograd::any_requires_grad({&x})) {
     Tensor idx = r.indices;
-    Shape in_sizes = x.sizes();
     record("max_pool2d", {x}, std::vector<Tensor>{r.values, r.indices},
-           [idx, in_sizes](const GradCtx& g) -> std::vector<Tensor> {
+           [idx, in_sizes = x.sizes()](const GradCtx& g) -> std::vector<Tensor> {
              return {kernels::max_pool2d_backward(g.grad(0), idx, in_sizes)};
            });
   }
@@ -57,8 +56,7 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o) {
   profiler::Scope prof_scope("avg_pool2d");
   Tensor y = kernels::avg_pool2d(x, kernel, o);
   if (autograd::any_requires_grad({&x})) {
-    Shape in_sizes = x.sizes();
-    record("avg_pool2d", {x}, y, [in_sizes, kernel, o](const GradCtx& g) -> std::vector<Tensor> {
+    record("avg_pool2d", {x}, y, [in_sizes = x.sizes(), kernel, o](const GradCtx& g) -> std::vector<Tensor> {
       return {kernels::avg_pool2d_backward(g.grad(), in_sizes, kernel, o)};
     });
   }
@@ -69,8 +67,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output) {
   profiler::Scope prof_scope("adaptive_avg_pool2d");
   Tensor y = kernels::adaptive_avg_pool2d(x, output);
   if (autograd::any_requires_grad({&x})) {
-    Shape in_sizes = x.sizes();
-    record("adaptive_avg_pool2d", {x}, y, [in_sizes](const GradCtx& g) -> std::vector<Tensor> {
+    record("adaptive_avg_pool2d", {x}, y, [in_sizes = x.sizes()](const GradCtx& g) -> std::vector<Tensor> {
       return {kernels::adaptive_avg_pool2d_backward(g.grad(), in_sizes)};
     });
   }

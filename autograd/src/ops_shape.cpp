@@ -38,8 +38,7 @@ Tensor view(const Tensor& x, const Shape& sizes) {
               " is not compatible with the input's size ", x.sizes(), " and strides ", x.strides(),
               " (at least one dimension spans across two contiguous subspaces); use reshape instead");
   Tensor out = x.as_strided(target, st, x.offset());
-  Shape in = x.sizes();
-  record("view", {x}, out, [in](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
+  record("view", {x}, out, [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
   return out;
 }
 
@@ -69,8 +68,7 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   Tensor out = make_view(x, narrow_meta(x.sizes(), x.strides(), x.offset(), dim, start, length));
-  Shape in = x.sizes();
-  record("narrow", {x}, out, [in, dim, start, length](const GradCtx& g) -> std::vector<Tensor> {
+  record("narrow", {x}, out, [in = x.sizes(), dim, start, length](const GradCtx& g) -> std::vector<Tensor> {
     return {grad_through_view(g.grad(), in, g.grad().dtype(), g.grad().device(),
                               [&](const Tensor& z) { return narrow(z, dim, start, length); })};
   });
@@ -91,8 +89,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   sz[dim] = (end - start + step - 1) / step;
   st[dim] *= step;
   Tensor out = x.as_strided(sz, st, x.offset() + start * x.stride(dim));
-  Shape in = x.sizes();
-  record("slice", {x}, out, [in, dim, start, end, step](const GradCtx& g) -> std::vector<Tensor> {
+  record("slice", {x}, out, [in = x.sizes(), dim, start, end, step](const GradCtx& g) -> std::vector<Tensor> {
     return {grad_through_view(g.grad(), in, g.grad().dtype(), g.grad().device(),
                               [&](const Tensor& z) { return slice(z, dim, start, end, step); })};
   });
@@ -101,8 +98,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   Tensor out = make_view(x, select_meta(x.sizes(), x.strides(), x.offset(), dim, index));
-  Shape in = x.sizes();
-  record("select", {x}, out, [in, dim, index](const GradCtx& g) -> std::vector<Tensor> {
+  record("select", {x}, out, [in = x.sizes(), dim, index](const GradCtx& g) -> std::vector<Tensor> {
     return {grad_through_view(g.grad(), in, g.grad().dtype(), g.grad().device(),
                               [&](const Tensor& z) { return select(z, dim, index); })};
   });
@@ -111,9 +107,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 
 Tensor expand(const Tensor& x, const Shape& sizes) {
   Tensor out = make_view(x, expand_meta(x.sizes(), x.strides(), x.offset(), sizes));
-  Shape in = x.sizes();
   record("expand", {x}, out,
-         [in](const GradCtx& g) -> std::vector<Tensor> { return {autograd::sum_to(g.grad(), in)}; });
+         [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {autograd::sum_to(g.grad(), in)}; });
   return out;
 }
 
@@ -125,15 +120,13 @@ Tensor broadcast_to(const Tensor& x, const Shape& sizes) {
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   Tensor out = make_view(x, squeeze_meta(x.sizes(), x.strides(), x.offset(), dim));
-  Shape in = x.sizes();
-  record("squeeze", {x}, out, [in](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
+  record("squeeze", {x}, out, [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
   return out;
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
   Tensor out = make_view(x, unsqueeze_meta(x.sizes(), x.strides(), x.offset(), dim));
-  Shape in = x.sizes();
-  record("unsqueeze", {x}, out, [in](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
+  record("unsqueeze", {x}, out, [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
   return out;
 }
 

@@ -246,31 +246,31 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
 Tensor Tensor::sum() const {
   return brisk::sum(*this);
 }
-Tensor Tensor::sum(DimList dims, bool keepdim) const {
+Tensor Tensor::sum(const DimList& dims, bool keepdim) const {
   return brisk::sum(*this, dims.vec(), keepdim);
 }
 Tensor Tensor::mean() const {
   return brisk::mean(*this);
 }
-Tensor Tensor::mean(DimList dims, bool keepdim) const {
+Tensor Tensor::mean(const DimList& dims, bool keepdim) const {
   return brisk::mean(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::prod(DimList dims, bool keepdim) const {
+Tensor Tensor::prod(const DimList& dims, bool keepdim) const {
   return brisk::prod(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::amax(DimList dims, bool keepdim) const {
+Tensor Tensor::amax(const DimList& dims, bool keepdim) const {
   return brisk::amax(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::amin(DimList dims, bool keepdim) const {
+Tensor Tensor::amin(const DimList& dims, bool keepdim) const {
   return brisk::amin(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::logsumexp(DimList dims, bool keepdim) const {
+Tensor Tensor::logsumexp(const DimList& dims, bool keepdim) const {
   return brisk::logsumexp(*this, dims.vec(), keepdim);
 }
-Tensor Tensor::var(DimList dims, int64_t correction, bool keepdim) const {
+Tensor Tensor::var(const DimList& dims, int64_t correction, bool keepdim) const {
   return brisk::var(*this, dims.vec(), correction, keepdim);
 }
-Tensor Tensor::std(DimList dims, int64_t correction, bool keepdim) const {
+Tensor Tensor::std(const DimList& dims, int64_t correction, bool keepdim) const {
   return brisk::std_dev(*this, dims.vec(), correction, keepdim);
 }
 Tensor Tensor::max() const {

@@ -45,7 +45,7 @@ Batch Dataset::get_batch(const std::vector<int64_t>& indices) const {
   return collate(examples);
 }
 
-TensorDataset::TensorDataset(Tensor data, Tensor targets) {
+TensorDataset::TensorDataset(const Tensor& data, const Tensor& targets) {
   BRISK_CHECK(data.defined(), "TensorDataset: data is undefined");
   BRISK_CHECK(data.dim() >= 1, "TensorDataset: data must have a leading example dim, got shape ", data.sizes());
   if (targets.defined()) {

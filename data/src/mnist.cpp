@@ -174,7 +174,7 @@ IdxData decode_idx(Decoder& in, const std::string& path, int expected_dims, cons
   got += in.read(head + 4, header - 4);
   BRISK_CHECK(got == header, who, ": ", path, " is ", got, " bytes, too short for its ", header, "-byte IDX header");
   IdxData out;
-  for (int d = 0; d < expected_dims; ++d) out.dims.push_back(be32(head + 4 + 4 * d));
+  for (int d = 0; d < expected_dims; ++d) out.dims.push_back(be32(head + 4 + 4 * static_cast<std::ptrdiff_t>(d)));
   // As f32 images (N, 1, rows, cols): zero counts included, every stride must fit int64.
   const uint64_t payload = static_cast<uint64_t>(checked_nbytes(out.dims, 4, who + ": " + path + " dims")) / 4;
   BRISK_CHECK(payload <= max_payload, who, ": ", path, " declares dims ", out.dims, " (", payload,

@@ -27,13 +27,14 @@ namespace {
 static_assert(sizeof(MPI_Request) <= sizeof(void*), "an MPI_Request must fit in Request::handle");
 constexpr int kTagExit = 7;
 
+// The handle is copied as it is (OpenMPI's MPI_Request is a pointer, MPICH's an int).
 MPI_Request to_mpi(const Request& r) {
   MPI_Request m;
-  std::memcpy(&m, &r.handle, sizeof(m));
+  std::memcpy(&m, &r.handle, sizeof(MPI_Request));  // NOLINT(bugprone-sizeof-expression)
   return m;
 }
 void store(Request& r, MPI_Request m) {
-  std::memcpy(&r.handle, &m, sizeof(m));
+  std::memcpy(&r.handle, &m, sizeof(MPI_Request));  // NOLINT(bugprone-sizeof-expression)
 }
 
 // f16 / bf16 have no MPI type: they travel as 16-bit words and reduce with user ops that

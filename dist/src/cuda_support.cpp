@@ -367,10 +367,9 @@ StreamTransport* ProcessGroupImpl::stream_transport(int device) {
   std::lock_guard create(create_m_);
   if (StreamTransport* t = find()) return t;  // another thread made it meanwhile
   std::unique_ptr<StreamTransport> made;
-  if (fake_) {
-    made = make_nccl_transport(nullptr, rank_, size_, device);
-  } else if (brisk::cuda::recording::active()) {
-    // Recording with a real group: no communicator, no id exchange (nothing would run anyway).
+  if (fake_ || brisk::cuda::recording::active()) {
+    // A fake group, or recording with a real one: no communicator, no id exchange (nothing
+    // would run anyway).
     made = make_nccl_transport(nullptr, rank_, size_, device);
   } else {
     // The id broadcast is a host collective of its own: queued like one, so it runs on the

@@ -127,7 +127,7 @@ void StreamWork::fail(const std::string& message) {
 }
 
 // --- construction ---------------------------------------------------------------------------
-ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o, std::function<std::unique_ptr<Transport>()> make_transport,
+ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o, const std::function<std::unique_ptr<Transport>()>& make_transport,
                                    bool threaded, bool fake)
     : threaded_(threaded), fake_(fake) {
   timeout_s_ = o.timeout_seconds ? *o.timeout_seconds : env_timeout();

@@ -80,7 +80,7 @@ class ProcessGroupImpl {
   // happens there) and a watchdog starts; without (a world of one) everything runs inline.
   // With `fake` (dist::fake_group), CUDA tensors use a NCCL transport without a communicator whose
   // calls are only logged to a CUDA recording session.
-  ProcessGroupImpl(const InitOptions& options, std::function<std::unique_ptr<Transport>()> make_transport,
+  ProcessGroupImpl(const InitOptions& options, const std::function<std::unique_ptr<Transport>()>& make_transport,
                    bool threaded, bool fake = false);
   ~ProcessGroupImpl();
 

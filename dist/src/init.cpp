@@ -32,9 +32,9 @@ std::unique_ptr<detail::Transport> load_mpi_transport() {
   std::string tried;
   void* lib = nullptr;
   std::vector<std::string> candidates;
-  if (const char* p = std::getenv("BRISK_DIST_MPI_LIBRARY"); p && *p) candidates.push_back(p);
+  if (const char* p = std::getenv("BRISK_DIST_MPI_LIBRARY"); p && *p) candidates.emplace_back(p);
   candidates.push_back(own_dir() + "libbrisk_dist_mpi.so");
-  candidates.push_back("libbrisk_dist_mpi.so");
+  candidates.emplace_back("libbrisk_dist_mpi.so");
   for (auto& c : candidates) {
     lib = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);  // GLOBAL: OpenMPI's own plugins need libmpi's symbols
     if (lib) break;

@@ -127,8 +127,8 @@ bool lt_gemm(const Gemm& g, cublasLtEpilogue_t epilogue, const void* bias, bool 
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, bd::pointer_alignment(g.a));
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, bd::pointer_alignment(g.c));
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, bd::pointer_alignment(g.c));
-  if (g.dtype != DType::F32) {
-    // 16-bit outputs: split-K partial sums stay in fp32 (never reduced in the output type).
+  if (g.dtype != DType::F32 && !brisk::cuda::matmul_allow_reduced_precision_reduction()) {
+    // 16-bit outputs with reduced-precision reductions off: split-K partial sums stay in fp32.
     pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
              static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
   }

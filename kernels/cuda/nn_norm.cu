@@ -11,6 +11,7 @@
 #include "brisk/kernels/dispatch.h"
 #include "cuda/nn.h"
 #include "cuda/nn_common.cuh"
+#include "cuda/row_cache.cuh"
 
 namespace brisk::kernels::cuda {
 
@@ -83,6 +84,76 @@ __global__ void __launch_bounds__(dv::kMaxRowThreads)
           [&](int64_t j) { yr[j] = value(j, xr[j]); });
     }
     __syncthreads();  // row_mean/row_rstd are rewritten by the next row group
+  }
+}
+
+// The same with each row held on chip (row_cache.cuh) while its mean, then its variance
+// (sum((x - mean)^2) / D, from the held copy), then y are computed: x is read once. D a
+// multiple of W, x and y 16-byte aligned. Blocks of (threads_per_row, rows_per_block), or
+// (kSharedLanes, 1) when Shared.
+template <int W, class T, bool Shared>
+__global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::kMaxRegisterThreads)
+    layer_norm_held_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ weight,
+                           const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
+                           acc_t<T>* __restrict__ rstd) {
+  using A = acc_t<T>;
+  using Vec = dv::AlignedVector<T, W>;
+  using Sum = dv::SumOp<A>;
+  __shared__ A scratch[kMaxRowsPerBlock][dv::kWarp];
+  __shared__ A row_stat[kMaxRowsPerBlock];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < R;
+       first += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const int64_t r = first + ty;
+    const bool active = r < R;
+    row_cache::RowCache<T, W, Shared> c;
+    c.pieces = active ? D / W : 0;
+    c.lane = tx;
+    c.lanes = static_cast<int>(blockDim.x);
+    if constexpr (Shared) c.smem = reinterpret_cast<Vec*>(row_cache::dynamic_smem());
+    if (active) c.load(x + r * D);
+    A s = A(0);
+    c.for_each([&](int64_t, const Vec& v) {
+#pragma unroll
+      for (int l = 0; l < W; ++l) s += dv::to_acc(v.v[l]);
+    });
+    s = dv::block_reduce<Sum>(s, scratch[ty]);
+    if (tx == 0) row_stat[ty] = s / static_cast<A>(D);
+    __syncthreads();
+    const A mu = row_stat[ty];
+    A q = A(0);
+    c.for_each([&](int64_t, const Vec& v) {
+#pragma unroll
+      for (int l = 0; l < W; ++l) {
+        const A d = dv::to_acc(v.v[l]) - mu;
+        q += d * d;
+      }
+    });
+    q = dv::block_reduce<Sum>(q, scratch[ty]);
+    if (tx == 0) {
+      row_stat[ty] = inv_sqrt(q / static_cast<A>(D) + eps);
+      if (active) {
+        mean[r] = mu;
+        rstd[r] = row_stat[ty];
+      }
+    }
+    __syncthreads();
+    const A rs = row_stat[ty];
+    if (active) {
+      T* yr = y + r * D;
+      c.for_each([&](int64_t i, const Vec& v) {
+        Vec o;
+#pragma unroll
+        for (int l = 0; l < W; ++l) {
+          A val = (dv::to_acc(v.v[l]) - mu) * rs;
+          if (weight) val *= dv::to_acc(weight[i + l]);
+          if (bias) val += dv::to_acc(bias[i + l]);
+          o.v[l] = dv::from_acc<T>(val);
+        }
+        *reinterpret_cast<Vec*>(yr + i) = o;
+      });
+    }
+    __syncthreads();  // row_stat is rewritten by the next row group
   }
 }
 
@@ -379,10 +450,21 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
       rt::launch("layer_norm", kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(x), cptr<T>(weight), cptr<T>(bias),
                  static_cast<A>(eps), mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
     };
-    if (l.vectorized)
-      go(layer_norm_kernel<dv::vec_width<T>, T>);
-    else
+    constexpr int W = dv::vec_width<T>;
+    const row_cache::HoldPlan h = row_cache::plan_hold(l.vectorized ? D / W : 0, static_cast<int>(l.block.x),
+                                                       sizeof(dv::AlignedVector<T, W>), device);
+    if (h.hold == row_cache::Hold::Registers) {
+      go(layer_norm_held_kernel<W, T, false>);
+    } else if (h.hold == row_cache::Hold::Shared) {
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(R, int64_t{rt::multiprocessor_count(device)} * 8)));
+      rt::launch("layer_norm", layer_norm_held_kernel<W, T, true>, grid, dim3(row_cache::kSharedLanes), h.smem_bytes,
+                 stream, R, D, cptr<T>(x), cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps), mptr<T>(y),
+                 mptr<A>(mean), mptr<A>(rstd));
+    } else if (l.vectorized) {
+      go(layer_norm_kernel<W, T>);
+    } else {
       go(layer_norm_kernel<1, T>);
+    }
   });
 }
 

@@ -447,6 +447,18 @@ int detail::multiprocessor_count(int device) {
   return cache[device] = n;
 }
 
+int detail::shared_memory_optin(int device) {
+  if (detail::recording()) return 227 * 1024;  // what an H100 gives one block
+  static std::mutex mu;
+  static std::unordered_map<int, int> cache;
+  std::lock_guard lk(mu);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  int n = 0;
+  BRISK_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return cache[device] = n;
+}
+
 Versions versions() {
   Versions v;
   if (cudaRuntimeGetVersion(&v.runtime) != cudaSuccess) {
@@ -694,6 +706,7 @@ float Event::elapsed_ms(const Event& end) const {
 namespace {
 std::atomic<bool> g_matmul_tf32{false};
 std::atomic<bool> g_cudnn_tf32{true};
+std::atomic<bool> g_matmul_reduced_reduction{true};
 }  // namespace
 
 void set_matmul_allow_tf32(bool allow) {
@@ -701,6 +714,12 @@ void set_matmul_allow_tf32(bool allow) {
 }
 bool matmul_allow_tf32() {
   return g_matmul_tf32;
+}
+void set_matmul_allow_reduced_precision_reduction(bool allow) {
+  g_matmul_reduced_reduction = allow;
+}
+bool matmul_allow_reduced_precision_reduction() {
+  return g_matmul_reduced_reduction;
 }
 void set_cudnn_allow_tf32(bool allow) {
   g_cudnn_tf32 = allow;

@@ -72,6 +72,8 @@ inline cudaStream_t current_native_stream(int device = -1) {
 
 // Streaming multiprocessors of `device` (cached; 132 while recording).
 int multiprocessor_count(int device);
+// The most dynamic shared memory one block may ask for (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+int shared_memory_optin(int device);
 
 // Logs a library call while recording and returns true (the caller then skips the call).
 bool recording_library_call(const char* name, cudaStream_t stream = nullptr);

@@ -7,6 +7,7 @@
 #include "brisk/kernels/device/reduce_plan.h"
 #include "brisk/kernels/dispatch.h"
 #include "cuda/launch.cuh"
+#include "cuda/row_cache.cuh"
 #include "cuda/softmax.h"
 
 namespace brisk::kernels::cuda {
@@ -17,6 +18,8 @@ namespace kd = kernels::device;
 using brisk::cuda::detail::launch;
 
 constexpr int kColumnThreads = 256;
+template <class A>
+using OnlineExp = kd::OnlineSoftmaxOp<A>;
 
 // The row's combined value in every thread of the row: warp_reduce leaves it in every lane;
 // after block_reduce, thread 0 broadcasts it through shared memory.
@@ -63,6 +66,49 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
     for (int k = 0; k < W; ++k) out.v[k] = kd::from_acc<T>(kd::softmax_value(kd::to_acc(v.v[k]), norm, Log));
     *reinterpret_cast<kd::AlignedVector<T, W>*>(yr + i) = out;
+  });
+}
+
+// x, y: (rows, n) contiguous and 16-byte aligned, n a multiple of W; y written (=). The row is
+// held on chip (row_cache.cuh): read once, its max and then its sum of exp(x - max) reduced
+// from the held copy, written once. Block (lanes, rows_per_block), or (kSharedLanes, 1) when
+// Shared.
+template <class T, int W, bool Log, bool Shared>
+__global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::kMaxRegisterThreads)
+    softmax_rows_held_kernel(const kd::SoftmaxPlan p, const T* __restrict__ x, T* __restrict__ y) {
+  using A = acc_t<T>;
+  using Vec = kd::AlignedVector<T, W>;
+  __shared__ A scratch[kd::kWarp];
+  __shared__ A total;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const bool valid = row < p.rows;
+  row_cache::RowCache<T, W, Shared> c;
+  c.pieces = valid ? p.n / W : 0;
+  c.lane = static_cast<int>(threadIdx.x);
+  c.lanes = static_cast<int>(blockDim.x);
+  if constexpr (Shared) c.smem = reinterpret_cast<Vec*>(row_cache::dynamic_smem());
+  if (valid) c.load(x + row * p.n);
+  A m = kd::MaxOp<A>::identity();
+  c.for_each([&](int64_t, const Vec& v) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) m = kd::MaxOp<A>::combine(m, kd::to_acc(v.v[k]));
+  });
+  m = reduce_row<kd::MaxOp<A>>(static_cast<int>(blockDim.x), m, scratch, &total);
+  A s = A(0);
+  c.for_each([&](int64_t, const Vec& v) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) s += OnlineExp<A>::exp_(kd::to_acc(v.v[k]) - m);
+  });
+  s = reduce_row<kd::SumOp<A>>(static_cast<int>(blockDim.x), s, scratch, &total);
+  if (!valid) return;
+  // A row of -inf has sum exp(NaN) = NaN here (the CPU's 0 normalises to NaN as well).
+  const kd::SoftmaxNorm<A> norm = kd::softmax_norm(kd::SoftmaxState<A>{m, s}, Log);
+  T* yr = y + row * p.n;
+  c.for_each([&](int64_t i, const Vec& v) {
+    Vec out;
+#pragma unroll
+    for (int k = 0; k < W; ++k) out.v[k] = kd::from_acc<T>(kd::softmax_value(kd::to_acc(v.v[k]), norm, Log));
+    *reinterpret_cast<Vec*>(yr + i) = out;
   });
 }
 
@@ -173,7 +219,14 @@ void softmax_typed(const Tensor& x, const DimGeom& g, const Tensor& y) {
     const kd::SoftmaxPlan p = kd::make_softmax_plan(g.outer, g.n, sizeof(T), aligned16(x) && aligned16(y));
     const dim3 block(p.lanes, p.rows_per_block);
     constexpr int W = kd::vec_width<T>;
-    if (p.vec == W)
+    const row_cache::HoldPlan h =
+        row_cache::plan_hold(p.vec == W ? p.n / W : 0, p.lanes, sizeof(kd::AlignedVector<T, W>), dev);
+    if (h.hold == row_cache::Hold::Registers)
+      launch(name, softmax_rows_held_kernel<T, W, Log, false>, dim3(p.grid_x), block, 0, stream, p, px, py);
+    else if (h.hold == row_cache::Hold::Shared)
+      launch(name, softmax_rows_held_kernel<T, W, Log, true>, dim3(static_cast<unsigned>(p.rows)),
+             dim3(row_cache::kSharedLanes), h.smem_bytes, stream, p, px, py);
+    else if (p.vec == W)
       launch(name, softmax_rows_kernel<T, W, Log>, dim3(p.grid_x), block, 0, stream, p, px, py);
     else
       launch(name, softmax_rows_kernel<T, 1, Log>, dim3(p.grid_x), block, 0, stream, p, px, py);

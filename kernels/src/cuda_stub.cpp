@@ -93,12 +93,19 @@ Tensor pin_memory(const Tensor& t) {
 namespace {
 std::atomic<bool> g_matmul_tf32{false};
 std::atomic<bool> g_cudnn_tf32{true};
+std::atomic<bool> g_matmul_reduced_reduction{true};
 }  // namespace
 void set_matmul_allow_tf32(bool allow) {
   g_matmul_tf32 = allow;
 }
 bool matmul_allow_tf32() {
   return g_matmul_tf32;
+}
+void set_matmul_allow_reduced_precision_reduction(bool allow) {
+  g_matmul_reduced_reduction = allow;
+}
+bool matmul_allow_reduced_precision_reduction() {
+  return g_matmul_reduced_reduction;
 }
 void set_cudnn_allow_tf32(bool allow) {
   g_cudnn_tf32 = allow;

@@ -78,7 +78,7 @@ const CaseRegistrar reg{
          },
      .exact = true},
     {.op = "layer_norm",
-     .variant = "odd rows, two normalised dims, long rows, no affine",
+     .variant = "odd rows, two normalised dims, long rows, no affine, rows of 20000",
      .dtypes = kFloats,
      .run =
          [](const CaseEnv& e) {
@@ -87,7 +87,10 @@ const CaseRegistrar reg{
                 {kernels::layer_norm(e.input({6, 37}, 13), {37}, e.input({37}, 14), e.input({37}, 15), 1e-5),
                  kernels::layer_norm(e.input({3, 4, 256}, 16, -3, 5), {4, 256}, e.input({4, 256}, 17),
                                      e.input({4, 256}, 18), 1e-5),
-                 kernels::layer_norm(e.input({2, 5000}, 19), {5000}, Tensor(), Tensor(), 1e-3)}) {
+                 kernels::layer_norm(e.input({2, 5000}, 19), {5000}, Tensor(), Tensor(), 1e-3),
+                 // Rows too long for registers: held in shared memory (f32, f64) or registers (16-bit).
+                 kernels::layer_norm(e.input({3, 20000}, 120, -2, 6), {20000}, e.input({20000}, 121),
+                                     e.input({20000}, 122), 1e-5)}) {
              out.insert(out.end(), {r.y, r.mean, r.rstd});
            }
            return out;

@@ -351,17 +351,17 @@ int main(int argc, char** argv) {
            "OMP_NUM_THREADS=1",
            "-x",
            "BRISK_TEST_JOB_DIR"};
-    if (getuid() == 0) cmd.push_back("--allow-run-as-root");
+    if (getuid() == 0) cmd.emplace_back("--allow-run-as-root");
     for (const auto& e : envs) {
-      cmd.push_back("-x");
+      cmd.emplace_back("-x");
       cmd.push_back(e.substr(0, e.find('=')));
     }
     for (const auto& m : mpirun_args) cmd.push_back(m);
     cmd.push_back(fs::canonical("/proc/self/exe").string());
-    cmd.push_back("--rank");
-    cmd.push_back("--");
+    cmd.emplace_back("--rank");
+    cmd.emplace_back("--");
   }
-  for (; i < argc; ++i) cmd.push_back(argv[i]);
+  for (; i < argc; ++i) cmd.emplace_back(argv[i]);
 
   const char* tmp = std::getenv("TMPDIR");
   std::string dir_pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/brisk_test_job_XXXXXX";
@@ -395,6 +395,7 @@ int main(int argc, char** argv) {
     setenv("OMP_NUM_THREADS", "1", 0);
     for (const auto& e : envs) setenv(e.substr(0, e.find('=')).c_str(), e.substr(e.find('=') + 1).c_str(), 1);
     std::vector<char*> args;
+    args.reserve(cmd.size() + 1);
     for (auto& c : cmd) args.push_back(c.data());
     args.push_back(nullptr);
     execvp(args[0], args.data());
@@ -456,7 +457,7 @@ int main(int argc, char** argv) {
     } else if (expect == "pass" && status != 0) {
       failures.push_back("the command ended with " + describe_status(status));
     } else if (expect == "fail" && status == 0) {
-      failures.push_back("the command exited 0 but this job must fail");
+      failures.emplace_back("the command exited 0 but this job must fail");
     }
   }
   // Every rank's own exit status.

@@ -158,7 +158,7 @@ std::string merged_model_weights(const std::string& dir, size_t model = 0);
 
 class Accelerator {
  public:
-  explicit Accelerator(AcceleratorOptions options = {});
+  explicit Accelerator(const AcceleratorOptions& options = {});
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;
@@ -244,7 +244,8 @@ class Accelerator {
   class Accumulate {
    public:
     Accumulate(Accelerator& acc, nn::Module* model);
-    ~Accumulate() {}  // user-provided: `auto sync = acc.accumulate(net);` is not an unused variable
+    // User-provided, not `= default`: then `auto sync = acc.accumulate(net);` is not an unused variable.
+    ~Accumulate() {}  // NOLINT(modernize-use-equals-default)
     Accumulate(const Accumulate&) = delete;
     Accumulate& operator=(const Accumulate&) = delete;
     bool sync() const { return sync_; }

@@ -139,9 +139,9 @@ class Trainer {
   Metrics train();
   // Evaluates on eval_dataset (or `dataset`): "<prefix>_loss" and compute_metrics' values,
   // prefixed, over every sample once, the same on every process. Logged and passed to on_evaluate.
-  Metrics evaluate(std::shared_ptr<data::Dataset> dataset = nullptr, const std::string& prefix = "eval");
+  Metrics evaluate(const std::shared_ptr<data::Dataset>& dataset = nullptr, const std::string& prefix = "eval");
   // The gathered outputs and targets over `dataset`, and the metrics prefixed "test_" (not logged).
-  PredictionOutput predict(std::shared_ptr<data::Dataset> dataset);
+  PredictionOutput predict(const std::shared_ptr<data::Dataset>& dataset);
   // The weights as <dir>/model.safetensors (main process; dir "": output_dir).
   void save_model(const std::string& dir = "");
   // A checkpoint now (<output_dir>/checkpoints/checkpoint_<n>), as save_strategy does; returns it.

@@ -195,17 +195,17 @@ class Tensor {
 
   // Reductions over dims (DimList: x.sum(1), x.sum({0, 2}), a std::vector; empty = all dims).
   Tensor sum() const;
-  Tensor sum(DimList dims, bool keepdim = false) const;
+  Tensor sum(const DimList& dims, bool keepdim = false) const;
   Tensor mean() const;
-  Tensor mean(DimList dims, bool keepdim = false) const;
-  Tensor prod(DimList dims = {}, bool keepdim = false) const;
-  Tensor amax(DimList dims = {}, bool keepdim = false) const;
-  Tensor amin(DimList dims = {}, bool keepdim = false) const;
-  Tensor logsumexp(DimList dims = {}, bool keepdim = false) const;
+  Tensor mean(const DimList& dims, bool keepdim = false) const;
+  Tensor prod(const DimList& dims = {}, bool keepdim = false) const;
+  Tensor amax(const DimList& dims = {}, bool keepdim = false) const;
+  Tensor amin(const DimList& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(const DimList& dims = {}, bool keepdim = false) const;
   // sum((x - mean)^2) / max(0, n - correction) over dims; std is its square root. correction 1
   // (Bessel) is libtorch's unbiased = true, 0 its unbiased = false.
-  Tensor var(DimList dims = {}, int64_t correction = 1, bool keepdim = false) const;
-  Tensor std(DimList dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor var(const DimList& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(const DimList& dims = {}, int64_t correction = 1, bool keepdim = false) const;
   // Over everything (0-d), or along one dim as (values, indices): auto [v, i] = x.max(1);
   Tensor max() const;
   Tensor min() const;

@@ -51,7 +51,7 @@ class IterableDataset {
 // Examples are the rows (dim 0) of `data` and `targets`; targets may be undefined.
 class TensorDataset : public Dataset {
  public:
-  TensorDataset(Tensor data, Tensor targets);
+  TensorDataset(const Tensor& data, const Tensor& targets);
   int64_t size() const override { return data_.size(0); }
   Example get(int64_t index) const override;
   Batch get_batch(const std::vector<int64_t>& indices) const override;

@@ -158,6 +158,12 @@ Tensor pin_memory(const Tensor& t);
 // TF32 tensor cores for f32 matrix products: off by default (torch.backends.cuda.matmul.allow_tf32).
 void set_matmul_allow_tf32(bool allow);
 bool matmul_allow_tf32();
+// Split-K partial sums of f16/bf16 matrix products may be reduced in the output's 16-bit type
+// (cuBLASLt's in-place and output-type reduction schemes), which is faster for some shapes: on by
+// default, as PyTorch's torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction and
+// allow_fp16_reduced_precision_reduction. Off: partial sums are always reduced in fp32.
+void set_matmul_allow_reduced_precision_reduction(bool allow);
+bool matmul_allow_reduced_precision_reduction();
 // TF32 for cuDNN convolutions: on by default (torch.backends.cudnn.allow_tf32).
 void set_cudnn_allow_tf32(bool allow);
 bool cudnn_allow_tf32();

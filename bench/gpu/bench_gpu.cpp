@@ -1,0 +1,281 @@
+// GPU figures, each beside its reference measured in the same run on the same GPU:
+//   copy        device-to-device copy bandwidth: cudaMemcpyAsync (the reference) and brisk's copy_
+//   elementwise add, mul (fp32 and bf16) and GELU on 256 MiB tensors, as a fraction of the copy
+//               bandwidth (bytes read + written / time)
+//   rows        softmax and layer_norm over rows of 768, 4096 and 50304 (>= 256 MiB in total)
+//   matmul      brisk's matmul against cuBLASLt called directly (bf16; fp32 with TF32), n^3 for
+//               n = 4096 and 8192: TFLOP/s and the ratio
+//   cnn         the example CNN's training step (batch 64, Adam, fp32 and bf16 autocast, data
+//               already on the GPU, no host synchronisation inside the timed loop): images/s;
+//               bench/gpu/torch_cnn.py runs the same network in PyTorch for the comparison
+// Every timing is the median of 5 repeats, each timed with CUDA events over enough iterations to
+// last --seconds. Prints a table, and JSON lines with --json FILE. Needs a CUDA build and a GPU.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <brisk/brisk.h>
+#include <brisk/kernels/cuda.h>
+#include <brisk/kernels/settings.h>
+#include <brisk/util/cli.h>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace brisk;
+
+namespace {
+
+double g_seconds = 0.3;
+std::ofstream g_json;
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void check_lt(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(s));
+}
+
+// Median seconds per call of fn (enqueued on the current stream), timed with events.
+double time_per_call(const std::function<void()>& fn) {
+  for (int i = 0; i < 3; ++i) fn();
+  cuda::synchronize();
+  // Calibrate: how many calls last g_seconds.
+  cuda::Event a(true), b(true);
+  a.record();
+  fn();
+  b.record();
+  b.synchronize();
+  const double one = std::max(1e-6, a.elapsed_ms(b) * 1e-3);
+  const int iters = std::max(1, static_cast<int>(g_seconds / one));
+  std::vector<double> t;
+  for (int r = 0; r < 5; ++r) {
+    a.record();
+    for (int i = 0; i < iters; ++i) fn();
+    b.record();
+    b.synchronize();
+    t.push_back(a.elapsed_ms(b) * 1e-3 / iters);
+  }
+  std::sort(t.begin(), t.end());
+  return t[2];
+}
+
+void emit(const std::string& group, const std::string& name, const std::string& unit, double value,
+          const std::string& ref_name, double ref_value) {
+  const double ratio = ref_value > 0 ? value / ref_value : 0;
+  std::printf("%-12s %-34s %10.1f %-9s  ref %-22s %10.1f  ratio %.3f\n", group.c_str(), name.c_str(), value,
+              unit.c_str(), ref_name.c_str(), ref_value, ratio);
+  std::fflush(stdout);
+  if (g_json.is_open()) {
+    g_json << "{\"group\":\"" << group << "\",\"name\":\"" << name << "\",\"unit\":\"" << unit
+           << "\",\"value\":" << value << ",\"reference\":\"" << ref_name << "\",\"reference_value\":" << ref_value
+           << ",\"ratio\":" << ratio << "}\n";
+    g_json.flush();
+  }
+}
+
+constexpr int64_t kBytes = int64_t{256} << 20;
+
+double copy_bandwidth() {
+  Tensor src = randn({kBytes / 4}, {.device = cuda_device()});
+  Tensor dst = empty_like(src);
+  cudaStream_t s = static_cast<cudaStream_t>(cuda::current_stream().handle());
+  const double t_ref = time_per_call([&] {
+    check_cuda(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), kBytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+  });
+  const double ref = 2.0 * kBytes / t_ref / 1e9;
+  const double t = time_per_call([&] { dst.copy_(src); });
+  emit("copy", "copy_ f32 256 MiB", "GB/s", 2.0 * kBytes / t / 1e9, "cudaMemcpyAsync D2D", ref);
+  return ref;
+}
+
+void elementwise(double copy_gbs) {
+  NoGradGuard ng;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const int64_t n = kBytes / static_cast<int64_t>(dtype_size(dt));
+    Tensor a = randn({n}, {.dtype = dt, .device = cuda_device()});
+    Tensor b = randn({n}, {.dtype = dt, .device = cuda_device()});
+    const std::string d = dtype_name(dt);
+    double t = time_per_call([&] { (void)add(a, b); });
+    emit("elementwise", "add " + d + " 256 MiB", "GB/s", 3.0 * kBytes / t / 1e9, "copy bandwidth", copy_gbs);
+    t = time_per_call([&] { (void)mul(a, b); });
+    emit("elementwise", "mul " + d + " 256 MiB", "GB/s", 3.0 * kBytes / t / 1e9, "copy bandwidth", copy_gbs);
+    t = time_per_call([&] { (void)gelu(a); });
+    emit("elementwise", "gelu " + d + " 256 MiB", "GB/s", 2.0 * kBytes / t / 1e9, "copy bandwidth", copy_gbs);
+  }
+}
+
+void rows(double copy_gbs) {
+  NoGradGuard ng;
+  for (int64_t cols : {int64_t{768}, int64_t{4096}, int64_t{50304}}) {
+    const int64_t r = (kBytes / 4 + cols - 1) / cols;
+    const double bytes = 2.0 * static_cast<double>(r * cols) * 4;
+    Tensor x = randn({r, cols}, {.device = cuda_device()});
+    Tensor w = ones({cols}, {.device = cuda_device()}), b = zeros({cols}, {.device = cuda_device()});
+    double t = time_per_call([&] { (void)softmax(x, 1); });
+    emit("rows", "softmax f32 " + std::to_string(r) + "x" + std::to_string(cols), "GB/s", bytes / t / 1e9,
+         "copy bandwidth", copy_gbs);
+    t = time_per_call([&] { (void)layer_norm(x, {cols}, w, b); });
+    emit("rows", "layer_norm f32 " + std::to_string(r) + "x" + std::to_string(cols), "GB/s", bytes / t / 1e9,
+         "copy bandwidth", copy_gbs);
+  }
+}
+
+// C = A B for row-major n x n matrices, through cuBLASLt directly: column-major C^T = B^T A^T, so
+// cuBLAS's A is b and its B is a. The same workspace size as brisk's (32 MiB on Hopper).
+// fp32_partials: restrict split-K to reductions in fp32 (what brisk asks for 16-bit outputs).
+double cublaslt_seconds(const Tensor& a, const Tensor& b, Tensor& c, bool tf32, bool fp32_partials = false) {
+  const int64_t n = a.size(0);
+  const cudaDataType_t type = a.dtype() == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  cublasLtHandle_t h = nullptr;
+  check_lt(cublasLtCreate(&h), "cublasLtCreate");
+  cublasLtMatmulDesc_t desc = nullptr;
+  check_lt(cublasLtMatmulDescCreate(&desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+           "cublasLtMatmulDescCreate");
+  cublasLtMatrixLayout_t l = nullptr;
+  check_lt(cublasLtMatrixLayoutCreate(&l, type, n, n, n), "cublasLtMatrixLayoutCreate");
+  const size_t ws_bytes = size_t{32} << 20;
+  Tensor ws = empty({static_cast<int64_t>(ws_bytes)}, DType::U8, cuda_device());
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                sizeof(ws_bytes)),
+           "preference");
+  if (fp32_partials) {
+    const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask)),
+             "preference");
+  }
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  check_lt(cublasLtMatmulAlgoGetHeuristic(h, desc, l, l, l, l, pref, 1, &res, &found), "heuristic");
+  if (found == 0) throw std::runtime_error("cuBLASLt offers no algorithm");
+  cudaStream_t s = static_cast<cudaStream_t>(cuda::current_stream().handle());
+  const float alpha = 1, beta = 0;
+  const double t = time_per_call([&] {
+    check_lt(cublasLtMatmul(h, desc, &alpha, b.data_ptr(), l, a.data_ptr(), l, &beta, c.data_ptr(), l, c.data_ptr(),
+                            l, &res.algo, ws.data_ptr(), ws_bytes, s),
+             "cublasLtMatmul");
+  });
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(l);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(h);
+  return t;
+}
+
+void matmuls() {
+  NoGradGuard ng;
+  for (int64_t n : {int64_t{4096}, int64_t{8192}}) {
+    for (DType dt : {DType::BF16, DType::F32}) {
+      const bool tf32 = dt == DType::F32;
+      cuda::set_matmul_allow_tf32(tf32);
+      Tensor a = randn({n, n}, {.dtype = dt, .device = cuda_device()});
+      Tensor b = randn({n, n}, {.dtype = dt, .device = cuda_device()});
+      Tensor c = empty({n, n}, dt, cuda_device());
+      const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      const double t_ref = cublaslt_seconds(a, b, c, tf32);
+      // brisk's result must equal cuBLASLt's (same library, same problem) to within rounding.
+      Tensor mine = matmul(a, b);
+      const double diff = max(abs(mine.to(DType::F32) - c.to(DType::F32))).item<double>();
+      const double scale = max(abs(c.to(DType::F32))).item<double>();
+      if (!(diff <= 1e-2 * scale)) {
+        throw std::runtime_error("matmul " + std::to_string(n) + " " + dtype_name(dt) +
+                                 ": brisk differs from cuBLASLt by " + std::to_string(diff));
+      }
+      const double t = time_per_call([&] { (void)matmul(a, b); });
+      const std::string name = "matmul " + std::string(tf32 ? "f32 (TF32) " : "bf16 ") + std::to_string(n) + "^3";
+      emit("matmul", name, "TFLOP/s", flop / t / 1e12, "cuBLASLt direct", flop / t_ref / 1e12);
+      // Where the time goes: the host's cost per call (enqueueing only) and cuBLASLt with the
+      // split-K restriction brisk asks for on 16-bit outputs.
+      cuda::synchronize();
+      const auto h0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 50; ++i) (void)matmul(a, b);
+      const double host_us = 1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count() / 50;
+      cuda::synchronize();
+      const double t_mask = dt == DType::BF16 ? cublaslt_seconds(a, b, c, tf32, true) : t_ref;
+      std::printf("%-12s %-34s host %.1f us/call, gpu %.1f us/call; cuBLASLt with fp32 split-K sums %.1f TFLOP/s\n",
+                  "matmul", name.c_str(), host_us, 1e6 * t, flop / t_mask / 1e12);
+    }
+  }
+  cuda::set_matmul_allow_tf32(false);
+}
+
+void cnn(int64_t steps) {
+  // As PyTorch runs by default with torch.backends.cudnn.benchmark = True: cuDNN's fastest
+  // algorithms, not only its deterministic ones.
+  kernels::set_deterministic(false);
+  cuda::set_cudnn_benchmark(true);
+  for (bool bf16 : {false, true}) {
+    manual_seed(0);
+    models::FashionCNN net;
+    net.to(cuda_device());
+    optim::Adam opt(net.parameters(), {.lr = 1e-3});
+    const int64_t batch = 64;
+    Tensor x = randn({batch, 1, 28, 28}, {.device = cuda_device()});
+    Tensor y = randint(0, 10, {batch}, {.dtype = DType::I64, .device = cuda_device()});
+    auto step = [&] {
+      opt.zero_grad();
+      Tensor loss;
+      {
+        amp::Autocast ac(DType::BF16, bf16);
+        loss = cross_entropy(net(x), y);
+      }
+      loss.backward();
+      opt.step();
+    };
+    for (int i = 0; i < 20; ++i) step();
+    cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < steps; ++i) step();
+    const auto t1 = std::chrono::steady_clock::now();  // host done enqueuing
+    cuda::synchronize();
+    const auto t2 = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(t2 - t0).count();
+    const double host = std::chrono::duration<double>(t1 - t0).count();
+    const std::string name = std::string("cnn train b64 ") + (bf16 ? "bf16 autocast" : "fp32");
+    emit("cnn", name, "images/s", static_cast<double>(steps * batch) / s, "-", 0);
+    std::printf("%-12s %-34s host enqueue %.1f us/step, wall %.1f us/step\n", "cnn", name.c_str(),
+                1e6 * host / static_cast<double>(steps), 1e6 * s / static_cast<double>(steps));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only = "copy,elementwise,rows,matmul,cnn", json;
+  int64_t cnn_steps = 2000;
+  cli::Parser p("bench_gpu",
+                "GPU speed beside its references in one run: copy bandwidth, elementwise/softmax/layer_norm as a\n"
+                "fraction of it, matmul against cuBLASLt, the example CNN's training images/s.");
+  p.add("only", "comma-separated groups: copy, elementwise, rows, matmul, cnn", &only);
+  p.add("seconds", "time each figure over about this long (5 repeats, median)", &g_seconds);
+  p.add("cnn_steps", "timed CNN training steps", &cnn_steps);
+  p.add("json", "also write one JSON line per figure to this file", &json);
+  if (!p.parse(argc, argv)) return p.exit_code();
+  try {
+    if (!cuda::is_available()) {
+      std::fprintf(stderr, "bench_gpu: no CUDA device (or this build has no CUDA support)\n");
+      return 1;
+    }
+    if (!json.empty()) g_json.open(json);
+    const auto props = cuda::device_properties(0);
+    std::printf("bench_gpu on %s (sm_%d%d, %d SMs)\n", props.name.c_str(), props.major, props.minor,
+                props.multiprocessors);
+    auto want = [&](const char* g) { return ("," + only + ",").find(std::string(",") + g + ",") != std::string::npos; };
+    double copy_gbs = 0;
+    if (want("copy") || want("elementwise") || want("rows")) copy_gbs = copy_bandwidth();
+    if (want("elementwise")) elementwise(copy_gbs);
+    if (want("rows")) rows(copy_gbs);
+    if (want("matmul")) matmuls();
+    if (want("cnn")) cnn(cnn_steps);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gpu: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

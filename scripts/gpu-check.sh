@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# One GPU window's work, on a GPU machine (see scripts/gpu-build.sh): builds, then runs the stages
+# named (default: all, in this order), each within what is left of a time budget, and writes
+# every log and figure into OUT:
+#   env       nvidia-smi, the driver, python3's torch, the tools found
+#   test      ctest -L cuda (junit XML and counts of run / passed / skipped)
+#   bench     bench/gpu/bench_gpu (copy bandwidth, elementwise, rows, matmul vs cuBLASLt, CNN), and
+#             the CNN's per-op host profile (BRISK_PROFILE) into OUT/cnn_profile.txt
+#   torch     bench/gpu/torch_cnn.py, the PyTorch peer of the CNN figure (eager and compile)
+#   memcheck  compute-sanitizer memcheck on the every-op test (where the tool is there and works)
+#   train     examples/fashion_mnist on the GPU in fp32 and in bf16 (8 epochs each)
+#   trainsh   scripts/train.sh --epochs 1 (the main job's script, on this machine's GPU)
+# OUT/check.log holds everything printed; OUT/summary.json what scripts/gpu-results.py needs to
+# write bench/results/gpu-<date>.json.
+# Usage: scripts/gpu-check.sh DEPS OUT [stage...]
+# Env: BRISK_CHECK_SECONDS (540: the whole budget, build included), BRISK_BUILD_DIR (build),
+#      BRISK_CHECK_COMMIT (the commit to record; default: git rev-parse HEAD),
+#      BRISK_BUILD_TARGETS (default: what the stages run), BRISK_TRAIN_EPOCHS (8).
+set -uo pipefail
+
+if [[ $# -lt 2 || $1 == -h || $1 == --help ]]; then
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
+  if [[ $# -ge 1 && ($1 == -h || $1 == --help) ]]; then exit 0; else exit 2; fi
+fi
+deps=$1
+out=$2
+shift 2
+stages=("$@")
+((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh)
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+exec > >(tee -a "$out/check.log") 2>&1
+budget=${BRISK_CHECK_SECONDS:-540}
+build=${BRISK_BUILD_DIR:-build}
+epochs=${BRISK_TRAIN_EPOCHS:-8}
+start=$SECONDS
+left() { echo $((budget - (SECONDS - start))); }
+has() {
+  local s
+  for s in "${stages[@]}"; do [[ $s == "$1" ]] && return 0; done
+  return 1
+}
+summary=$out/summary.json
+echo "{" > "$summary"
+put() { printf '  "%s": %s,\n' "$1" "$2" >> "$summary"; }
+# stage NAME SECONDS_RESERVED_FOR_LATER COMMAND...: runs the command within what is left.
+stage() {
+  local name=$1 reserve=$2
+  shift 2
+  local t=$(($(left) - reserve))
+  if ((t < 10)); then
+    echo "=== $name: skipped, no time left"
+    put "stage_$name" '"skipped: no time"'
+    return 1
+  fi
+  echo "=== $name (up to ${t}s) $(date -u +%H:%M:%S)"
+  local s0=$SECONDS rc=0
+  timeout -k 5 "$t" "$@" || rc=$?
+  echo "=== $name: rc $rc in $((SECONDS - s0))s"
+  put "stage_$name" "{\"rc\": $rc, \"seconds\": $((SECONDS - s0))}"
+  return $rc
+}
+
+put date "\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\""
+# The device machine's copy of the checkout may not carry the history: BRISK_CHECK_COMMIT names it.
+put commit "\"${BRISK_CHECK_COMMIT:-$(git rev-parse HEAD 2> /dev/null || echo unknown)}\""
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2> /dev/null | head -1)
+put gpu "\"${gpu%%,*}\""
+put driver "\"$(echo "${gpu#*,}" | tr -d ' ')\""
+
+if has env; then
+  nvidia-smi || true
+  nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.backends.cudnn.version())' || true
+  command -v compute-sanitizer ncu cmake ninja g++ || true
+  ldconfig -p | grep -E "libcrypto.so.3|libz.so.1" || true
+  ls /usr/include/openssl/evp.h 2> /dev/null || echo "no OpenSSL headers"
+  nproc
+  free -g | head -2
+fi
+
+targets=${BRISK_BUILD_TARGETS:-test_cuda bench_gpu fashion_mnist brisk_cli brisk_test_job}
+if ! BRISK_BUILD_TARGETS=$targets stage build 60 bash scripts/gpu-build.sh "$deps"; then
+  echo "=== build failed: nothing else runs"
+  echo "  \"done\": true" >> "$summary"
+  echo "}" >> "$summary"
+  exit 1
+fi
+# shellcheck source=/dev/null
+source "$build/gpu-env.sh"
+
+if has test; then
+  stage test 60 ctest --test-dir "$build" -L cuda -j 8 --timeout 300 --output-on-failure \
+    --output-junit "$out/ctest-cuda.xml"
+  if [[ -f $out/ctest-cuda.xml ]]; then
+    put tests "$(python3 - "$out/ctest-cuda.xml" << 'EOF'
+import sys, xml.etree.ElementTree as ET
+r = ET.parse(sys.argv[1]).getroot()
+cases = r.findall(".//testcase")
+status = [c.get("status", "") for c in cases]
+skipped = sum(1 for c in cases if c.find("skipped") is not None or c.get("status") in ("notrun", "disabled"))
+failed = sum(1 for c in cases if c.find("failure") is not None or c.get("status") == "fail")
+print('{"run": %d, "passed": %d, "failed": %d, "skipped": %d}' % (len(cases), len(cases) - failed - skipped, failed, skipped))
+EOF
+)"
+  fi
+fi
+
+if has bench; then
+  stage bench 60 "$build/bench/gpu/bench_gpu" --json "$out/bench_gpu.jsonl"
+  # Where the CNN's step goes: brisk's per-op profile (host time per op) of 300 steps.
+  BRISK_PROFILE="$out/cnn_profile.txt" stage cnn_profile 50 "$build/bench/gpu/bench_gpu" --only cnn --cnn_steps 300
+fi
+if has torch; then
+  PYTHONUNBUFFERED=1 stage torch 40 python3 bench/gpu/torch_cnn.py --json "$out/torch_cnn.jsonl"
+fi
+if has memcheck; then
+  if command -v compute-sanitizer > /dev/null; then
+    stage memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 9 --leak-check no \
+      "$build/tests/test_cuda" --gtest_filter='CudaOps.EveryOpMatchesTheCpu'
+  else
+    echo "=== memcheck: compute-sanitizer is not on this machine"
+    put stage_memcheck '"no compute-sanitizer"'
+  fi
+fi
+
+if has train; then
+  for mp in no bf16; do
+    rm -rf "/tmp/fm_$mp"
+    stage "train_$mp" 20 "$build/examples/fashion_mnist" --epochs "$epochs" --mixed_precision "$mp" \
+      --out "/tmp/fm_$mp" --workers 2
+    if [[ -s /tmp/fm_$mp/metrics.jsonl ]]; then put "train_${mp}_last_epoch" "$(tail -1 "/tmp/fm_$mp/metrics.jsonl")"; fi
+  done
+fi
+if has trainsh; then
+  stage trainsh 5 bash scripts/train.sh --epochs 1 --out /tmp/fm_trainsh
+fi
+echo "  \"done\": true" >> "$summary"
+echo "}" >> "$summary"
+echo "=== gpu-check finished in $((SECONDS - start))s"

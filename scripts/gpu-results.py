@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Writes bench/results/gpu-<date>.json from what scripts/gpu-check.sh left in its OUT folder:
+the GPU and driver as nvidia-smi reported them, the date, the commit, the `cuda` tests run /
+passed / failed / skipped, compute-sanitizer's verdict, and every figure beside its reference
+(copy bandwidth, cuBLASLt, PyTorch eager and torch.compile), each with the ratio. Figures that
+were not measured are left out, never filled in.
+
+Usage: scripts/gpu-results.py OUT [OUT...] [--commit SHA] [--output FILE]
+Several OUT folders (one per GPU window of the same day) are merged, later ones winning.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", nargs="+")
+    ap.add_argument("--commit", default="")
+    ap.add_argument("--output", default="")
+    a = ap.parse_args()
+
+    result = {"figures": {}}
+    torch_cnn = {}
+    for out in a.out:
+        summary_path = os.path.join(out, "summary.json")
+        if not os.path.exists(summary_path):
+            sys.exit(f"gpu-results: {summary_path} is missing (run scripts/gpu-check.sh first)")
+        with open(summary_path) as f:
+            s = json.load(f)
+        for k in ("gpu", "driver", "date"):
+            result[k] = s.get(k, result.get(k))
+        result["commit"] = a.commit or s.get("commit", "")
+        if "tests" in s:
+            result["tests_cuda_label"] = s["tests"]
+        if "stage_memcheck" in s:
+            m = s["stage_memcheck"]
+            result["compute_sanitizer_memcheck_every_op_test"] = (
+                "clean" if isinstance(m, dict) and m.get("rc") == 0 else m)
+        for stage in ("train_no", "train_bf16", "trainsh"):
+            if f"stage_{stage}" in s:
+                result.setdefault("runs", {})[stage] = s[f"stage_{stage}"]
+            if f"{stage}_last_epoch" in s:
+                result.setdefault("runs", {})[f"{stage}_last_epoch"] = s[f"{stage}_last_epoch"]
+        for row in read_jsonl(os.path.join(out, "bench_gpu.jsonl")):
+            result["figures"][row["name"]] = {
+                "group": row["group"], "value": row["value"], "unit": row["unit"],
+                "reference": row["reference"], "reference_value": row["reference_value"],
+                "ratio": row["ratio"]}
+        for row in read_jsonl(os.path.join(out, "torch_cnn.jsonl")):
+            torch_cnn[row["name"]] = row
+
+    # The CNN's images/s against PyTorch's, eager and compiled, as ratios.
+    for name, fig in result["figures"].items():
+        if fig["group"] != "cnn":
+            continue
+        for mode in ("eager", "compile"):
+            peer = torch_cnn.get(f"{name} {mode}")
+            if peer:
+                fig[f"pytorch_{mode}"] = peer["value"]
+                fig[f"ratio_vs_pytorch_{mode}"] = fig["value"] / peer["value"]
+                fig["pytorch_version"] = peer.get("torch", "")
+        fig.pop("reference", None), fig.pop("reference_value", None), fig.pop("ratio", None)
+
+    date = (result.get("date") or "unknown")[:10]
+    path = a.output or os.path.join(os.path.dirname(__file__), "..", "bench", "results", f"gpu-{date}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(f"gpu-results: wrote {os.path.normpath(path)}")
+
+
+if __name__ == "__main__":
+    main()

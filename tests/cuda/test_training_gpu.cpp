@@ -1,0 +1,87 @@
+// Training on a real GPU: after a few warm-up steps a training loop (the example CNN with Adam,
+// fp32 and bf16 autocast; a GPT-2 block under bf16 autocast with AdamW and clipping) gets every
+// block of memory from the caching allocator: no cudaMalloc, counted by the allocator's
+// statistics. The loss must also fall, so the steps did train. Needs a GPU; skips otherwise.
+#include <gtest/gtest.h>
+
+#include <brisk/brisk.h>
+#include <brisk/kernels/cuda.h>
+
+using namespace brisk;
+
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                                                            \
+  do {                                                                                                                \
+    if (!cuda::is_available())                                                                                        \
+      GTEST_SKIP() << (BRISK_BUILD_WITH_CUDA ? "no CUDA device (or driver) on this machine"                          \
+                                             : "this build of brisk has no CUDA support");                           \
+  } while (0)
+
+}  // namespace
+
+TEST(TrainingOnTheGpu, CnnStepsAfterWarmUpCallNoCudaMalloc) {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = cuda_device(0);
+  for (bool bf16 : {false, true}) {
+    manual_seed(5);
+    models::FashionCNN net;
+    net.to(gpu);
+    optim::Adam opt(net.parameters(), {.lr = 1e-3});
+    Tensor x = randn({64, 1, 28, 28}, {.device = gpu});
+    Tensor y = randint(0, 10, {64}, {.dtype = DType::I64, .device = gpu});
+    auto step = [&] {
+      opt.zero_grad();
+      Tensor loss;
+      {
+        amp::Autocast ac(DType::BF16, bf16);
+        loss = cross_entropy(net(x), y);
+      }
+      loss.backward();
+      opt.step();
+      return loss;
+    };
+    const double first = step().item<double>();
+    for (int i = 0; i < 3; ++i) step();
+    cuda::synchronize();
+    const int64_t mallocs = cuda::allocator_stats(0).device_allocs;
+    Tensor last;
+    for (int i = 0; i < 30; ++i) last = step();
+    cuda::synchronize();
+    EXPECT_EQ(cuda::allocator_stats(0).device_allocs, mallocs) << (bf16 ? "bf16" : "fp32") << ": cudaMalloc in steady state";
+    EXPECT_LT(last.item<double>(), first) << (bf16 ? "bf16" : "fp32") << ": the loss did not fall on a fixed batch";
+  }
+}
+
+TEST(TrainingOnTheGpu, TransformerStepsUnderBf16AutocastCallNoCudaMalloc) {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = cuda_device(0);
+  manual_seed(6);
+  models::GPT2Config cfg = models::GPT2Config::preset("tiny");
+  models::GPT2 net(cfg);
+  net.to(gpu);
+  optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+  Tensor idx = randint(0, cfg.vocab_size, {4, 32}, {.dtype = DType::I64, .device = gpu});
+  Tensor tgt = randint(0, cfg.vocab_size, {4, 32}, {.dtype = DType::I64, .device = gpu});
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::Autocast ac(DType::BF16);
+      loss = cross_entropy(net(idx).reshape({-1, cfg.vocab_size}), tgt.reshape({-1}));
+    }
+    loss.backward();
+    optim::clip_grad_norm_(net.parameters(), 1.0);
+    opt.step();
+    return loss;
+  };
+  const double first = step().item<double>();
+  for (int i = 0; i < 3; ++i) step();
+  cuda::synchronize();
+  const int64_t mallocs = cuda::allocator_stats(0).device_allocs;
+  Tensor last;
+  for (int i = 0; i < 20; ++i) last = step();
+  cuda::synchronize();
+  EXPECT_EQ(cuda::allocator_stats(0).device_allocs, mallocs) << "cudaMalloc in steady state";
+  EXPECT_LT(last.item<double>(), first) << "the loss did not fall on a fixed batch";
+}
