@@ -6,12 +6,18 @@ passed / failed / skipped, compute-sanitizer's verdict, and every figure beside 
 were not measured are left out, never filled in.
 
 Usage: scripts/gpu-results.py OUT [OUT...] [--commit SHA] [--output FILE]
-Several OUT folders (one per GPU window of the same day) are merged, later ones winning.
+Several OUT folders (one per GPU window of the same day) are merged, later ones winning. A figure
+measured in several rounds (the CNN's, alternating with PyTorch's) is the median of its rounds.
 """
 import argparse
 import json
 import os
 import sys
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
 def read_jsonl(path):
@@ -50,13 +56,24 @@ def main():
                 result.setdefault("runs", {})[stage] = s[f"stage_{stage}"]
             if f"{stage}_last_epoch" in s:
                 result.setdefault("runs", {})[f"{stage}_last_epoch"] = s[f"{stage}_last_epoch"]
+        if "runs" in result and any(f"stage_{x}" in s for x in ("train_no", "train_bf16", "trainsh")):
+            result["runs"]["commit"] = s.get("commit", "")
+        rows = {}
         for row in read_jsonl(os.path.join(out, "bench_gpu.jsonl")):
-            result["figures"][row["name"]] = {
-                "group": row["group"], "value": row["value"], "unit": row["unit"],
-                "reference": row["reference"], "reference_value": row["reference_value"],
-                "ratio": row["ratio"]}
+            rows.setdefault(row["name"], []).append(row)
+        for name, rs in rows.items():
+            r = rs[0]
+            fig = {"group": r["group"], "value": median([x["value"] for x in rs]), "unit": r["unit"],
+                   "reference": r["reference"], "reference_value": median([x["reference_value"] for x in rs])}
+            fig["ratio"] = fig["value"] / fig["reference_value"] if fig["reference_value"] else 0
+            if len(rs) > 1:
+                fig["runs"] = [x["value"] for x in rs]
+            result["figures"][name] = fig
+        peers = {}
         for row in read_jsonl(os.path.join(out, "torch_cnn.jsonl")):
-            torch_cnn[row["name"]] = row
+            peers.setdefault(row["name"], []).append(row)
+        for name, rs in peers.items():
+            torch_cnn[name] = dict(rs[0], value=median([x["value"] for x in rs]), runs=[x["value"] for x in rs])
 
     # The CNN's images/s against PyTorch's, eager and compiled, as ratios.
     for name, fig in result["figures"].items():
@@ -66,6 +83,8 @@ def main():
             peer = torch_cnn.get(f"{name} {mode}")
             if peer:
                 fig[f"pytorch_{mode}"] = peer["value"]
+                if len(peer["runs"]) > 1:
+                    fig[f"pytorch_{mode}_runs"] = peer["runs"]
                 fig[f"ratio_vs_pytorch_{mode}"] = fig["value"] / peer["value"]
                 fig["pytorch_version"] = peer.get("torch", "")
         fig.pop("reference", None), fig.pop("reference_value", None), fig.pop("ratio", None)

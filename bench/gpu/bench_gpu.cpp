@@ -13,11 +13,11 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <brisk/brisk.h>
 #include <brisk/kernels/cuda.h>
 #include <brisk/kernels/settings.h>
 #include <brisk/util/cli.h>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -64,6 +64,34 @@ double time_per_call(const std::function<void()>& fn) {
   return t[2];
 }
 
+// Median seconds per call of a and of b, timed in alternating rounds (a, b, a, b, ...) so that
+// clock changes of the GPU (boost, power and heat limits) fall on both alike.
+std::pair<double, double> time_pair(const std::function<void()>& a, const std::function<void()>& b) {
+  for (int i = 0; i < 3; ++i) {
+    a();
+    b();
+  }
+  cuda::synchronize();
+  cuda::Event e0(true), e1(true);
+  auto once = [&](const std::function<void()>& fn, int iters) {
+    e0.record();
+    for (int i = 0; i < iters; ++i) fn();
+    e1.record();
+    e1.synchronize();
+    return e0.elapsed_ms(e1) * 1e-3 / iters;
+  };
+  const int ia = std::max(1, static_cast<int>(g_seconds / 5 / std::max(1e-6, once(a, 1))));
+  const int ib = std::max(1, static_cast<int>(g_seconds / 5 / std::max(1e-6, once(b, 1))));
+  std::vector<double> ta, tb;
+  for (int r = 0; r < 7; ++r) {
+    ta.push_back(once(a, ia));
+    tb.push_back(once(b, ib));
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[3], tb[3]};
+}
+
 void emit(const std::string& group, const std::string& name, const std::string& unit, double value,
           const std::string& ref_name, double ref_value) {
   const double ratio = ref_value > 0 ? value / ref_value : 0;
@@ -84,11 +112,13 @@ double copy_bandwidth() {
   Tensor src = randn({kBytes / 4}, {.device = cuda_device()});
   Tensor dst = empty_like(src);
   cudaStream_t s = static_cast<cudaStream_t>(cuda::current_stream().handle());
-  const double t_ref = time_per_call([&] {
-    check_cuda(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), kBytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
-  });
+  const auto [t, t_ref] =
+      time_pair([&] { dst.copy_(src); },
+                [&] {
+                  check_cuda(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), kBytes, cudaMemcpyDeviceToDevice, s),
+                             "cudaMemcpyAsync");
+                });
   const double ref = 2.0 * kBytes / t_ref / 1e9;
-  const double t = time_per_call([&] { dst.copy_(src); });
   emit("copy", "copy_ f32 256 MiB", "GB/s", 2.0 * kBytes / t / 1e9, "cudaMemcpyAsync D2D", ref);
   return ref;
 }
@@ -127,46 +157,59 @@ void rows(double copy_gbs) {
 
 // C = A B for row-major n x n matrices, through cuBLASLt directly: column-major C^T = B^T A^T, so
 // cuBLAS's A is b and its B is a. The same workspace size as brisk's (32 MiB on Hopper).
-// fp32_partials: restrict split-K to reductions in fp32 (what brisk asks for 16-bit outputs).
-double cublaslt_seconds(const Tensor& a, const Tensor& b, Tensor& c, bool tf32, bool fp32_partials = false) {
-  const int64_t n = a.size(0);
-  const cudaDataType_t type = a.dtype() == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
-  cublasLtHandle_t h = nullptr;
-  check_lt(cublasLtCreate(&h), "cublasLtCreate");
-  cublasLtMatmulDesc_t desc = nullptr;
-  check_lt(cublasLtMatmulDescCreate(&desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
-           "cublasLtMatmulDescCreate");
-  cublasLtMatrixLayout_t l = nullptr;
-  check_lt(cublasLtMatrixLayoutCreate(&l, type, n, n, n), "cublasLtMatrixLayoutCreate");
-  const size_t ws_bytes = size_t{32} << 20;
-  Tensor ws = empty({static_cast<int64_t>(ws_bytes)}, DType::U8, cuda_device());
-  cublasLtMatmulPreference_t pref = nullptr;
-  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                sizeof(ws_bytes)),
-           "preference");
-  if (fp32_partials) {
-    const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask)),
+// cuBLASLt called directly for C = A B (row-major n x n): column-major C^T = B^T A^T, so
+// cuBLAS's A is b and its B is a; the heuristic's first choice with the same workspace size as
+// brisk's (32 MiB on Hopper). fp32_partials: split-K sums restricted to fp32 (what brisk asks for
+// 16-bit outputs when reduced-precision reductions are off).
+class DirectLt {
+ public:
+  DirectLt(const Tensor& a, const Tensor& b, Tensor& c, bool tf32, bool fp32_partials = false) : a_(a), b_(b), c_(c) {
+    const int64_t n = a.size(0);
+    const cudaDataType_t type = a.dtype() == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    check_lt(cublasLtCreate(&h_), "cublasLtCreate");
+    check_lt(cublasLtMatmulDescCreate(&desc_, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+             "cublasLtMatmulDescCreate");
+    check_lt(cublasLtMatrixLayoutCreate(&l_, type, n, n, n), "cublasLtMatrixLayoutCreate");
+    ws_ = empty({static_cast<int64_t>(kWorkspace)}, DType::U8, cuda_device());
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
+                                                  sizeof(kWorkspace)),
              "preference");
+    if (fp32_partials) {
+      const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      check_lt(
+          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask)),
+          "preference");
+    }
+    int found = 0;
+    check_lt(cublasLtMatmulAlgoGetHeuristic(h_, desc_, l_, l_, l_, l_, pref, 1, &res_, &found), "heuristic");
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found == 0) throw std::runtime_error("cuBLASLt offers no algorithm");
   }
-  cublasLtMatmulHeuristicResult_t res{};
-  int found = 0;
-  check_lt(cublasLtMatmulAlgoGetHeuristic(h, desc, l, l, l, l, pref, 1, &res, &found), "heuristic");
-  if (found == 0) throw std::runtime_error("cuBLASLt offers no algorithm");
-  cudaStream_t s = static_cast<cudaStream_t>(cuda::current_stream().handle());
-  const float alpha = 1, beta = 0;
-  const double t = time_per_call([&] {
-    check_lt(cublasLtMatmul(h, desc, &alpha, b.data_ptr(), l, a.data_ptr(), l, &beta, c.data_ptr(), l, c.data_ptr(),
-                            l, &res.algo, ws.data_ptr(), ws_bytes, s),
+  ~DirectLt() {
+    cublasLtMatrixLayoutDestroy(l_);
+    cublasLtMatmulDescDestroy(desc_);
+    cublasLtDestroy(h_);
+  }
+  DirectLt(const DirectLt&) = delete;
+  DirectLt& operator=(const DirectLt&) = delete;
+  void operator()() const {
+    const float alpha = 1, beta = 0;
+    cudaStream_t s = static_cast<cudaStream_t>(cuda::current_stream().handle());
+    check_lt(cublasLtMatmul(h_, desc_, &alpha, b_.data_ptr(), l_, a_.data_ptr(), l_, &beta, c_.data_ptr(), l_,
+                            c_.data_ptr(), l_, &res_.algo, ws_.data_ptr(), kWorkspace, s),
              "cublasLtMatmul");
-  });
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(l);
-  cublasLtMatmulDescDestroy(desc);
-  cublasLtDestroy(h);
-  return t;
-}
+  }
+
+ private:
+  static constexpr size_t kWorkspace = size_t{32} << 20;
+  Tensor a_, b_, c_, ws_;
+  cublasLtHandle_t h_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t l_ = nullptr;
+  cublasLtMatmulHeuristicResult_t res_{};
+};
 
 void matmuls() {
   NoGradGuard ng;
@@ -178,7 +221,8 @@ void matmuls() {
       Tensor b = randn({n, n}, {.dtype = dt, .device = cuda_device()});
       Tensor c = empty({n, n}, dt, cuda_device());
       const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-      const double t_ref = cublaslt_seconds(a, b, c, tf32);
+      const DirectLt direct(a, b, c, tf32);
+      direct();
       // brisk's result must equal cuBLASLt's (same library, same problem) to within rounding.
       Tensor mine = matmul(a, b);
       const double diff = max(abs(mine.to(DType::F32) - c.to(DType::F32))).item<double>();
@@ -187,17 +231,21 @@ void matmuls() {
         throw std::runtime_error("matmul " + std::to_string(n) + " " + dtype_name(dt) +
                                  ": brisk differs from cuBLASLt by " + std::to_string(diff));
       }
-      const double t = time_per_call([&] { (void)matmul(a, b); });
+      const auto [t, t_ref] = time_pair([&] { (void)matmul(a, b); }, [&] { direct(); });
       const std::string name = "matmul " + std::string(tf32 ? "f32 (TF32) " : "bf16 ") + std::to_string(n) + "^3";
       emit("matmul", name, "TFLOP/s", flop / t / 1e12, "cuBLASLt direct", flop / t_ref / 1e12);
       // Where the time goes: the host's cost per call (enqueueing only) and cuBLASLt with the
-      // split-K restriction brisk asks for on 16-bit outputs.
+      // split-K restriction brisk asks for on 16-bit outputs when reduced-precision reductions are off.
       cuda::synchronize();
       const auto h0 = std::chrono::steady_clock::now();
       for (int i = 0; i < 50; ++i) (void)matmul(a, b);
       const double host_us = 1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count() / 50;
       cuda::synchronize();
-      const double t_mask = dt == DType::BF16 ? cublaslt_seconds(a, b, c, tf32, true) : t_ref;
+      double t_mask = t_ref;
+      if (dt == DType::BF16) {
+        const DirectLt masked(a, b, c, tf32, true);
+        t_mask = time_pair([&] { masked(); }, [&] { direct(); }).first;
+      }
       std::printf("%-12s %-34s host %.1f us/call, gpu %.1f us/call; cuBLASLt with fp32 split-K sums %.1f TFLOP/s\n",
                   "matmul", name.c_str(), host_us, 1e6 * t, flop / t_mask / 1e12);
     }
@@ -205,12 +253,13 @@ void matmuls() {
   cuda::set_matmul_allow_tf32(false);
 }
 
-void cnn(int64_t steps) {
+void cnn(int64_t steps, const std::string& modes) {
   // As PyTorch runs by default with torch.backends.cudnn.benchmark = True: cuDNN's fastest
   // algorithms, not only its deterministic ones.
   kernels::set_deterministic(false);
   cuda::set_cudnn_benchmark(true);
   for (bool bf16 : {false, true}) {
+    if (modes != "both" && modes != (bf16 ? "bf16" : "fp32")) continue;
     manual_seed(0);
     models::FashionCNN net;
     net.to(cuda_device());
@@ -230,6 +279,7 @@ void cnn(int64_t steps) {
     };
     for (int i = 0; i < 20; ++i) step();
     cuda::synchronize();
+    profiler::reset();  // BRISK_PROFILE's table covers the timed steps only
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < steps; ++i) step();
     const auto t1 = std::chrono::steady_clock::now();  // host done enqueuing
@@ -249,12 +299,14 @@ void cnn(int64_t steps) {
 int main(int argc, char** argv) {
   std::string only = "copy,elementwise,rows,matmul,cnn", json;
   int64_t cnn_steps = 2000;
+  std::string cnn_modes = "both";
   cli::Parser p("bench_gpu",
                 "GPU speed beside its references in one run: copy bandwidth, elementwise/softmax/layer_norm as a\n"
                 "fraction of it, matmul against cuBLASLt, the example CNN's training images/s.");
   p.add("only", "comma-separated groups: copy, elementwise, rows, matmul, cnn", &only);
   p.add("seconds", "time each figure over about this long (5 repeats, median)", &g_seconds);
   p.add("cnn_steps", "timed CNN training steps", &cnn_steps);
+  p.add("cnn_modes", "fp32, bf16 or both", &cnn_modes);
   p.add("json", "also write one JSON line per figure to this file", &json);
   if (!p.parse(argc, argv)) return p.exit_code();
   try {
@@ -272,7 +324,7 @@ int main(int argc, char** argv) {
     if (want("elementwise")) elementwise(copy_gbs);
     if (want("rows")) rows(copy_gbs);
     if (want("matmul")) matmuls();
-    if (want("cnn")) cnn(cnn_steps);
+    if (want("cnn")) cnn(cnn_steps, cnn_modes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu: %s\n", e.what());
     return 1;

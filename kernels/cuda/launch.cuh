@@ -32,4 +32,27 @@ void launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, s
   check_launch(name);
 }
 
+// The same for a grid of thread-block clusters of `cluster_x` blocks (sm_90 and newer; grid.x a
+// multiple of cluster_x): the blocks of a cluster run at once and can read each other's shared
+// memory.
+template <class... KArgs, class... Args>
+void launch_clusters(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, unsigned cluster_x,
+                     cudaStream_t stream, Args&&... args) {
+  if (!prepare_launch(name, grid, block, 0, stream)) return;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster_x;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  BRISK_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  check_launch(name);
+}
+
 }  // namespace brisk::cuda::detail

@@ -87,10 +87,42 @@ __global__ void __launch_bounds__(dv::kMaxRowThreads)
   }
 }
 
+// The sum of v over the row's lanes (blockDim.x of them), in every lane: a warp's shuffles when
+// the row has one warp, else the block tree and a broadcast through `total`.
+template <class A>
+__device__ inline A row_sum(A v, A* scratch, A* total) {
+  if (blockDim.x == dv::kWarp) return dv::warp_reduce<dv::SumOp<A>>(v);
+  v = dv::block_reduce<dv::SumOp<A>>(v, scratch);
+  if (threadIdx.x == 0) *total = v;
+  __syncthreads();
+  return *total;
+}
+
+// y = (x - mean) * rstd (* weight + bias) over the pieces this lane holds (first element `at` of
+// the row's part in `c`, whose element 0 is the row's element `offset`).
+template <int W, class T, bool Shared>
+__device__ inline void layer_norm_write(const row_cache::RowCache<T, W, Shared>& c, int64_t offset, acc_t<T> mu,
+                                        acc_t<T> rs, const T* __restrict__ weight, const T* __restrict__ bias,
+                                        T* __restrict__ yr) {
+  using A = acc_t<T>;
+  using Vec = dv::AlignedVector<T, W>;
+  c.for_each([&](int64_t i, const Vec& v) {
+    Vec o;
+#pragma unroll
+    for (int l = 0; l < W; ++l) {
+      A val = (dv::to_acc(v.v[l]) - mu) * rs;
+      if (weight) val *= dv::to_acc(weight[offset + i + l]);
+      if (bias) val += dv::to_acc(bias[offset + i + l]);
+      o.v[l] = dv::from_acc<T>(val);
+    }
+    *reinterpret_cast<Vec*>(yr + i) = o;
+  });
+}
+
 // The same with each row held on chip (row_cache.cuh) while its mean, then its variance
 // (sum((x - mean)^2) / D, from the held copy), then y are computed: x is read once. D a
-// multiple of W, x and y 16-byte aligned. Blocks of (threads_per_row, rows_per_block), or
-// (kSharedLanes, 1) when Shared.
+// multiple of W, x and y 16-byte aligned. Blocks of (lanes, rows_per_block) with a warp per row
+// for rows of up to 8 pieces per lane, or (kSharedLanes, 1) when Shared.
 template <int W, class T, bool Shared>
 __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::kMaxRegisterThreads)
     layer_norm_held_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ weight,
@@ -98,9 +130,8 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
                            acc_t<T>* __restrict__ rstd) {
   using A = acc_t<T>;
   using Vec = dv::AlignedVector<T, W>;
-  using Sum = dv::SumOp<A>;
   __shared__ A scratch[kMaxRowsPerBlock][dv::kWarp];
-  __shared__ A row_stat[kMaxRowsPerBlock];
+  __shared__ A total[kMaxRowsPerBlock];
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < R;
        first += static_cast<int64_t>(gridDim.x) * blockDim.y) {
@@ -117,10 +148,7 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
 #pragma unroll
       for (int l = 0; l < W; ++l) s += dv::to_acc(v.v[l]);
     });
-    s = dv::block_reduce<Sum>(s, scratch[ty]);
-    if (tx == 0) row_stat[ty] = s / static_cast<A>(D);
-    __syncthreads();
-    const A mu = row_stat[ty];
+    const A mu = row_sum(s, scratch[ty], &total[ty]) / static_cast<A>(D);
     A q = A(0);
     c.for_each([&](int64_t, const Vec& v) {
 #pragma unroll
@@ -129,32 +157,58 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
         q += d * d;
       }
     });
-    q = dv::block_reduce<Sum>(q, scratch[ty]);
+    const A rs = inv_sqrt(row_sum(q, scratch[ty], &total[ty]) / static_cast<A>(D) + eps);
+    if (!active) continue;
     if (tx == 0) {
-      row_stat[ty] = inv_sqrt(q / static_cast<A>(D) + eps);
-      if (active) {
-        mean[r] = mu;
-        rstd[r] = row_stat[ty];
-      }
+      mean[r] = mu;
+      rstd[r] = rs;
     }
-    __syncthreads();
-    const A rs = row_stat[ty];
-    if (active) {
-      T* yr = y + r * D;
-      c.for_each([&](int64_t i, const Vec& v) {
-        Vec o;
-#pragma unroll
-        for (int l = 0; l < W; ++l) {
-          A val = (dv::to_acc(v.v[l]) - mu) * rs;
-          if (weight) val *= dv::to_acc(weight[i + l]);
-          if (bias) val += dv::to_acc(bias[i + l]);
-          o.v[l] = dv::from_acc<T>(val);
-        }
-        *reinterpret_cast<Vec*>(yr + i) = o;
-      });
-    }
-    __syncthreads();  // row_stat is rewritten by the next row group
+    layer_norm_write<W, T, Shared>(c, 0, mu, rs, weight, bias, y + r * D);
   }
+}
+
+// Rows too long for one block: a cluster of blocks per row (grid.x = R * cluster), block k
+// holding pieces [k * chunk, (k + 1) * chunk) in registers; the row's sums are combined over the
+// cluster in rank order (row_cache::cluster_combine).
+template <int W, class T>
+__global__ void __launch_bounds__(row_cache::kClusterLanes)
+    layer_norm_cluster_kernel(int64_t D, int64_t chunk, const T* __restrict__ x, const T* __restrict__ weight,
+                              const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
+                              acc_t<T>* __restrict__ rstd) {
+  using A = acc_t<T>;
+  using Vec = dv::AlignedVector<T, W>;
+  using Sum = dv::SumOp<A>;
+  __shared__ A scratch[dv::kWarp];
+  __shared__ A total;
+  __shared__ A slot;
+  const unsigned rank = row_cache::cluster_rank(), blocks = row_cache::cluster_size();
+  const int64_t r = static_cast<int64_t>(blockIdx.x) / blocks;
+  const int64_t first = static_cast<int64_t>(rank) * chunk, pieces = D / W;
+  row_cache::RowCache<T, W, false> c;
+  c.pieces = std::max<int64_t>(0, std::min(chunk, pieces - first));
+  c.lane = static_cast<int>(threadIdx.x);
+  c.lanes = static_cast<int>(blockDim.x);
+  c.load(x + r * D + first * W);
+  A s = A(0);
+  c.for_each([&](int64_t, const Vec& v) {
+#pragma unroll
+    for (int l = 0; l < W; ++l) s += dv::to_acc(v.v[l]);
+  });
+  const A mu = row_cache::cluster_combine<Sum>(row_sum(s, scratch, &total), &slot) / static_cast<A>(D);
+  A q = A(0);
+  c.for_each([&](int64_t, const Vec& v) {
+#pragma unroll
+    for (int l = 0; l < W; ++l) {
+      const A d = dv::to_acc(v.v[l]) - mu;
+      q += d * d;
+    }
+  });
+  const A rs = inv_sqrt(row_cache::cluster_combine<Sum>(row_sum(q, scratch, &total), &slot) / static_cast<A>(D) + eps);
+  if (rank == 0 && threadIdx.x == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+  layer_norm_write<W, T, false>(c, first * W, mu, rs, weight, bias, y + r * D + first * W);
 }
 
 // grad, x, dx: (R, D); weight: (D) or null; mean, rstd: (R). dx = rstd * (gh - mean(gh) -
@@ -451,10 +505,25 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
                  static_cast<A>(eps), mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
     };
     constexpr int W = dv::vec_width<T>;
-    const row_cache::HoldPlan h = row_cache::plan_hold(l.vectorized ? D / W : 0, static_cast<int>(l.block.x),
-                                                       sizeof(dv::AlignedVector<T, W>), device);
+    const int64_t pieces = l.vectorized ? D / W : 0;
+    // Held rows get their own lanes: a warp per row up to 8 pieces per lane, else enough lanes
+    // for 8 pieces each (at most kMaxRegisterThreads).
+    int lanes = dv::kWarp;
+    while (lanes < row_cache::kMaxRegisterThreads && int64_t{lanes} * row_cache::kRowRegisterPieces < pieces)
+      lanes *= 2;
+    const row_cache::HoldPlan h = row_cache::plan_hold(pieces, lanes, sizeof(dv::AlignedVector<T, W>), device);
     if (h.hold == row_cache::Hold::Registers) {
-      go(layer_norm_held_kernel<W, T, false>);
+      const int rows_per_block = std::max(1, 256 / lanes);
+      const int64_t groups = (R + rows_per_block - 1) / rows_per_block;
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(groups, int64_t{rt::multiprocessor_count(device)} * 64)));
+      rt::launch("layer_norm", layer_norm_held_kernel<W, T, false>, grid,
+                 dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(rows_per_block)), 0, stream, R, D, cptr<T>(x),
+                 cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps), mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
+    } else if (h.hold == row_cache::Hold::Cluster) {
+      rt::launch_clusters("layer_norm", layer_norm_cluster_kernel<W, T>, dim3(static_cast<unsigned>(R * h.cluster)),
+                          dim3(row_cache::kClusterLanes), h.cluster, stream, D, h.chunk_pieces, cptr<T>(x),
+                          cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps), mptr<T>(y), mptr<A>(mean),
+                          mptr<A>(rstd));
     } else if (h.hold == row_cache::Hold::Shared) {
       const dim3 grid(static_cast<unsigned>(std::min<int64_t>(R, int64_t{rt::multiprocessor_count(device)} * 8)));
       rt::launch("layer_norm", layer_norm_held_kernel<W, T, true>, grid, dim3(row_cache::kSharedLanes), h.smem_bytes,

@@ -5,9 +5,11 @@
 // registers; longer ones (one row per block) in the block's dynamic shared memory, up to what the
 // GPU gives one block. Rows that fit neither are streamed by the kernels' older paths.
 #pragma once
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "brisk/kernels/device/vec.h"
+#include "brisk/util/env.h"
 #include "cuda/runtime.h"
 
 namespace brisk::kernels::cuda::row_cache {
@@ -68,6 +70,47 @@ struct RowCache {
   }
 };
 
+// --- rows split over a thread-block cluster (sm_90+) ---------------------------------------------
+// A row too long for one block's registers is cut into `cluster` chunks, one per block of a
+// cluster (each chunk in that block's registers); the blocks combine their partial results
+// through distributed shared memory, in rank order (the same order every run).
+inline constexpr int kClusterLanes = kMaxRegisterThreads;
+inline constexpr int kMaxCluster = 8;  // the portable cluster size
+
+// Combines each block's `value` (the same in every thread of the block) over the cluster, in
+// block-rank order; every thread gets the result. `slot`: one A of the block's shared memory.
+template <class Op, class A>
+__device__ inline A cluster_combine(A value, A* slot) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0 && threadIdx.y == 0) *slot = value;
+  cluster.sync();
+  A v = Op::identity();
+  for (unsigned r = 0; r < cluster.num_blocks(); ++r) v = Op::combine(v, *cluster.map_shared_rank(slot, r));
+  cluster.sync();  // every block has read every slot before any is rewritten or its block exits
+  return v;
+#else
+  __trap();  // launched only on sm_90 and newer
+  return value;
+#endif
+}
+// The block's rank in its cluster and the cluster's size (0 and 1 before sm_90).
+__device__ inline unsigned cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().block_rank();
+#else
+  return 0;
+#endif
+}
+__device__ inline unsigned cluster_size() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().num_blocks();
+#else
+  return 1;
+#endif
+}
+
 // The block's dynamic shared memory, 16-byte aligned (one declaration for every kernel).
 __device__ inline unsigned char* dynamic_smem() {
   extern __shared__ __align__(16) unsigned char row_cache_smem[];
@@ -76,10 +119,12 @@ __device__ inline unsigned char* dynamic_smem() {
 
 // How a row kernel holds its rows: in registers (lanes as planned), in shared memory (one row per
 // block of kSharedLanes threads, `smem_bytes` of it), or not at all.
-enum class Hold { Registers, Shared, None };
+enum class Hold { Registers, Cluster, Shared, None };
 struct HoldPlan {
   Hold hold = Hold::None;
   size_t smem_bytes = 0;
+  unsigned cluster = 1;      // Cluster: blocks per row
+  int64_t chunk_pieces = 0;  // Cluster: pieces per block (the last block may have fewer)
 };
 // pieces: vectors per row (0 when the rows cannot be read as vectors); lanes: the lanes per row
 // the kernel's plan chose (blocks of at most kMaxRegisterThreads threads when held in registers).
@@ -90,10 +135,24 @@ inline HoldPlan plan_hold(int64_t pieces, int lanes, size_t piece_bytes, int dev
     h.hold = Hold::Registers;
     return h;
   }
+  // Clusters (Hopper and newer): 2 to 8 blocks of kClusterLanes lanes, each chunk in registers.
+  // BRISK_CUDA_ROW_CLUSTERS=0 turns them off (to run the shared-memory path of older GPUs on a
+  // Hopper, as scripts/gpu-check.sh does for the every-op test).
+  static const bool clusters_allowed = brisk::envvar::get_bool("BRISK_CUDA_ROW_CLUSTERS", true);
+  if (clusters_allowed && brisk::cuda::detail::compute_capability_major(device) >= 9) {
+    const int64_t per_block = int64_t{kClusterLanes} * kRowRegisterPieces;
+    const int64_t blocks = (pieces + per_block - 1) / per_block;
+    if (blocks >= 2 && blocks <= kMaxCluster) {
+      h.hold = Hold::Cluster;
+      h.cluster = static_cast<unsigned>(blocks <= 2 ? 2 : blocks <= 4 ? 4 : 8);
+      h.chunk_pieces = (pieces + h.cluster - 1) / h.cluster;
+      return h;
+    }
+  }
   const int optin = brisk::cuda::detail::shared_memory_optin(device);
-  // Leave room for the kernels' static shared memory (a few hundred bytes).
+  // Leave room for the kernels' static shared memory (at most ~2 KiB).
   const size_t bytes = static_cast<size_t>(pieces) * piece_bytes;
-  if (optin > 0 && bytes + 1024 <= static_cast<size_t>(optin)) {
+  if (optin > 0 && bytes + 4096 <= static_cast<size_t>(optin)) {
     h.hold = Hold::Shared;
     h.smem_bytes = bytes;
   }

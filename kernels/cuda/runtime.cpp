@@ -447,6 +447,18 @@ int detail::multiprocessor_count(int device) {
   return cache[device] = n;
 }
 
+int detail::compute_capability_major(int device) {
+  if (detail::recording()) return 9;  // recording pretends to be an H100
+  static std::mutex mu;
+  static std::unordered_map<int, int> cache;
+  std::lock_guard lk(mu);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  int n = 0;
+  BRISK_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrComputeCapabilityMajor, device));
+  return cache[device] = n;
+}
+
 int detail::shared_memory_optin(int device) {
   if (detail::recording()) return 227 * 1024;  // what an H100 gives one block
   static std::mutex mu;

@@ -72,6 +72,8 @@ inline cudaStream_t current_native_stream(int device = -1) {
 
 // Streaming multiprocessors of `device` (cached; 132 while recording).
 int multiprocessor_count(int device);
+// The GPU's compute capability major number (9 for Hopper).
+int compute_capability_major(int device);
 // The most dynamic shared memory one block may ask for (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 int shared_memory_optin(int device);
 

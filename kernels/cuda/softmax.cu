@@ -112,6 +112,50 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
   });
 }
 
+// The same for rows too long for one block: a cluster of blocks per row (grid.x = rows *
+// cluster), block r holding pieces [r * chunk, (r + 1) * chunk) in registers; the row's max and
+// sum are combined over the cluster (row_cache::cluster_combine).
+template <class T, int W, bool Log>
+__global__ void __launch_bounds__(row_cache::kClusterLanes)
+    softmax_rows_cluster_kernel(const kd::SoftmaxPlan p, int64_t chunk, const T* __restrict__ x, T* __restrict__ y) {
+  using A = acc_t<T>;
+  using Vec = kd::AlignedVector<T, W>;
+  __shared__ A scratch[kd::kWarp];
+  __shared__ A total;
+  __shared__ A slot;
+  const unsigned rank = row_cache::cluster_rank(), blocks = row_cache::cluster_size();
+  const int64_t row = static_cast<int64_t>(blockIdx.x) / blocks;
+  const int64_t first = static_cast<int64_t>(rank) * chunk, pieces = p.n / W;
+  row_cache::RowCache<T, W, false> c;
+  c.pieces = std::max<int64_t>(0, std::min(chunk, pieces - first));
+  c.lane = static_cast<int>(threadIdx.x);
+  c.lanes = static_cast<int>(blockDim.x);
+  const T* xr = x + row * p.n + first * W;
+  c.load(xr);
+  A m = kd::MaxOp<A>::identity();
+  c.for_each([&](int64_t, const Vec& v) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) m = kd::MaxOp<A>::combine(m, kd::to_acc(v.v[k]));
+  });
+  m = reduce_row<kd::MaxOp<A>>(static_cast<int>(blockDim.x), m, scratch, &total);
+  m = row_cache::cluster_combine<kd::MaxOp<A>>(m, &slot);
+  A s = A(0);
+  c.for_each([&](int64_t, const Vec& v) {
+#pragma unroll
+    for (int k = 0; k < W; ++k) s += OnlineExp<A>::exp_(kd::to_acc(v.v[k]) - m);
+  });
+  s = reduce_row<kd::SumOp<A>>(static_cast<int>(blockDim.x), s, scratch, &total);
+  s = row_cache::cluster_combine<kd::SumOp<A>>(s, &slot);
+  const kd::SoftmaxNorm<A> norm = kd::softmax_norm(kd::SoftmaxState<A>{m, s}, Log);
+  T* yr = y + row * p.n + first * W;
+  c.for_each([&](int64_t i, const Vec& v) {
+    Vec out;
+#pragma unroll
+    for (int k = 0; k < W; ++k) out.v[k] = kd::from_acc<T>(kd::softmax_value(kd::to_acc(v.v[k]), norm, Log));
+    *reinterpret_cast<Vec*>(yr + i) = out;
+  });
+}
+
 // x, y: (outer, n, inner) contiguous, inner > 1; y written (=). One thread per (outer, inner).
 template <class T, bool Log>
 __global__ void softmax_columns_kernel(int64_t outer, int64_t n, int64_t inner, const T* __restrict__ x,
@@ -223,6 +267,10 @@ void softmax_typed(const Tensor& x, const DimGeom& g, const Tensor& y) {
         row_cache::plan_hold(p.vec == W ? p.n / W : 0, p.lanes, sizeof(kd::AlignedVector<T, W>), dev);
     if (h.hold == row_cache::Hold::Registers)
       launch(name, softmax_rows_held_kernel<T, W, Log, false>, dim3(p.grid_x), block, 0, stream, p, px, py);
+    else if (h.hold == row_cache::Hold::Cluster)
+      brisk::cuda::detail::launch_clusters(
+          name, softmax_rows_cluster_kernel<T, W, Log>, dim3(static_cast<unsigned>(p.rows * h.cluster)),
+          dim3(row_cache::kClusterLanes), h.cluster, stream, p, h.chunk_pieces, px, py);
     else if (h.hold == row_cache::Hold::Shared)
       launch(name, softmax_rows_held_kernel<T, W, Log, true>, dim3(static_cast<unsigned>(p.rows)),
              dim3(row_cache::kSharedLanes), h.smem_bytes, stream, p, px, py);

@@ -50,8 +50,8 @@ TEST(NcclWorldOfOne, EveryCollectiveRunsThroughNcclOnTheGpu) {
     const std::string d = dtype_name(dt);
     Tensor x = randn({1000}, {.dtype = dt, .device = gpu});
     const Tensor want = x.clone();
-    for (dist::ReduceOp op : {dist::ReduceOp::Sum, dist::ReduceOp::Avg, dist::ReduceOp::Max, dist::ReduceOp::Min,
-                              dist::ReduceOp::Prod}) {
+    for (dist::ReduceOp op :
+         {dist::ReduceOp::Sum, dist::ReduceOp::Avg, dist::ReduceOp::Max, dist::ReduceOp::Min, dist::ReduceOp::Prod}) {
       Tensor t = x.clone();
       dist::WorkPtr w = pg.all_reduce_async(t, {.op = op});
       EXPECT_TRUE(w->device().is_cuda()) << "all_reduce " << dist::reduce_op_name(op) << " did not take the NCCL path";
