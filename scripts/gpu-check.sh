@@ -15,7 +15,8 @@
 # Usage: scripts/gpu-check.sh DEPS OUT [stage...]
 # Env: BRISK_CHECK_SECONDS (540: the whole budget, build included), BRISK_BUILD_DIR (build),
 #      BRISK_CHECK_COMMIT (the commit to record; default: git rev-parse HEAD),
-#      BRISK_BUILD_TARGETS (default: what the stages run), BRISK_TRAIN_EPOCHS (8).
+#      BRISK_BUILD_TARGETS (default: what the stages run), BRISK_TRAIN_EPOCHS (8),
+#      BRISK_BENCH_ONLY (bench_gpu's --only groups; default: all).
 set -uo pipefail
 
 if [[ $# -lt 2 || $1 == -h || $1 == --help ]]; then
@@ -108,7 +109,8 @@ EOF
 fi
 
 if has bench; then
-  stage bench 60 "$build/bench/gpu/bench_gpu" --json "$out/bench_gpu.jsonl"
+  stage bench 60 "$build/bench/gpu/bench_gpu" --only "${BRISK_BENCH_ONLY:-copy,elementwise,rows,matmul,cnn}" \
+    --json "$out/bench_gpu.jsonl"
   # Where the CNN's step goes: brisk's per-op profile (host time per op) of 300 steps.
   BRISK_PROFILE="$out/cnn_profile.txt" stage cnn_profile 50 "$build/bench/gpu/bench_gpu" --only cnn --cnn_steps 500 \
     --cnn_modes fp32

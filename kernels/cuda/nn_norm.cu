@@ -168,19 +168,20 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
 }
 
 // Rows too long for one block: a cluster of blocks per row (grid.x = R * cluster), block k
-// holding pieces [k * chunk, (k + 1) * chunk) in registers; the row's sums are combined over the
-// cluster in rank order (row_cache::cluster_combine).
+// holding pieces [k * chunk, (k + 1) * chunk) in registers. Each block computes its chunk's mean
+// and sum of squared deviations from the held values; the blocks' (mean, m2, count) are merged
+// with Chan's formula over the cluster in rank order (row_cache::cluster_combine), one exchange
+// per row.
 template <int W, class T>
-__global__ void __launch_bounds__(row_cache::kClusterLanes)
+__global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterBlocksPerSm)
     layer_norm_cluster_kernel(int64_t D, int64_t chunk, const T* __restrict__ x, const T* __restrict__ weight,
                               const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
                               acc_t<T>* __restrict__ rstd) {
   using A = acc_t<T>;
   using Vec = dv::AlignedVector<T, W>;
-  using Sum = dv::SumOp<A>;
   __shared__ A scratch[dv::kWarp];
   __shared__ A total;
-  __shared__ A slot;
+  __shared__ dv::WelfordState<A> slot;
   const unsigned rank = row_cache::cluster_rank(), blocks = row_cache::cluster_size();
   const int64_t r = static_cast<int64_t>(blockIdx.x) / blocks;
   const int64_t first = static_cast<int64_t>(rank) * chunk, pieces = D / W;
@@ -189,21 +190,26 @@ __global__ void __launch_bounds__(row_cache::kClusterLanes)
   c.lane = static_cast<int>(threadIdx.x);
   c.lanes = static_cast<int>(blockDim.x);
   c.load(x + r * D + first * W);
+  const A count = static_cast<A>(c.pieces * W);
   A s = A(0);
   c.for_each([&](int64_t, const Vec& v) {
 #pragma unroll
     for (int l = 0; l < W; ++l) s += dv::to_acc(v.v[l]);
   });
-  const A mu = row_cache::cluster_combine<Sum>(row_sum(s, scratch, &total), &slot) / static_cast<A>(D);
+  s = row_sum(s, scratch, &total);
+  const A local_mean = count > A(0) ? s / count : A(0);
   A q = A(0);
   c.for_each([&](int64_t, const Vec& v) {
 #pragma unroll
     for (int l = 0; l < W; ++l) {
-      const A d = dv::to_acc(v.v[l]) - mu;
+      const A d = dv::to_acc(v.v[l]) - local_mean;
       q += d * d;
     }
   });
-  const A rs = inv_sqrt(row_cache::cluster_combine<Sum>(row_sum(q, scratch, &total), &slot) / static_cast<A>(D) + eps);
+  q = row_sum(q, scratch, &total);
+  const dv::WelfordState<A> st =
+      row_cache::cluster_combine<dv::WelfordOp<A>>(dv::WelfordState<A>{local_mean, q, count}, &slot);
+  const A mu = st.mean, rs = inv_sqrt(st.m2 / static_cast<A>(D) + eps);
   if (rank == 0 && threadIdx.x == 0) {
     mean[r] = mu;
     rstd[r] = rs;

@@ -74,7 +74,10 @@ struct RowCache {
 // A row too long for one block's registers is cut into `cluster` chunks, one per block of a
 // cluster (each chunk in that block's registers); the blocks combine their partial results
 // through distributed shared memory, in rank order (the same order every run).
-inline constexpr int kClusterLanes = kMaxRegisterThreads;
+// Blocks of 256 lanes, at least 4 of them per multiprocessor (at most 64 registers per thread),
+// so one block's loads overlap others' reductions and writes; a chunk is up to 2,048 pieces.
+inline constexpr int kClusterLanes = 256;
+inline constexpr int kClusterBlocksPerSm = 4;
 inline constexpr int kMaxCluster = 8;  // the portable cluster size
 
 // Combines each block's `value` (the same in every thread of the block) over the cluster, in

@@ -4,6 +4,8 @@
 // of the online softmax state (running max and sum of exp(x - max)) before the write pass. Over
 // another dim, one thread per (outer, inner) column walks the dim (consecutive threads read
 // consecutive columns). f16/bf16 compute in f32.
+#include <limits>
+
 #include "brisk/kernels/device/reduce_plan.h"
 #include "brisk/kernels/dispatch.h"
 #include "cuda/launch.cuh"
@@ -113,16 +115,17 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
 }
 
 // The same for rows too long for one block: a cluster of blocks per row (grid.x = rows *
-// cluster), block r holding pieces [r * chunk, (r + 1) * chunk) in registers; the row's max and
-// sum are combined over the cluster (row_cache::cluster_combine).
+// cluster), block r holding pieces [r * chunk, (r + 1) * chunk) in registers. Each block reduces
+// its chunk's max and sum of exp(x - that max); the blocks' (max, sum) states are merged over
+// the cluster in rank order (row_cache::cluster_combine), one exchange per row.
 template <class T, int W, bool Log>
-__global__ void __launch_bounds__(row_cache::kClusterLanes)
+__global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterBlocksPerSm)
     softmax_rows_cluster_kernel(const kd::SoftmaxPlan p, int64_t chunk, const T* __restrict__ x, T* __restrict__ y) {
   using A = acc_t<T>;
   using Vec = kd::AlignedVector<T, W>;
   __shared__ A scratch[kd::kWarp];
   __shared__ A total;
-  __shared__ A slot;
+  __shared__ kd::SoftmaxState<A> slot;
   const unsigned rank = row_cache::cluster_rank(), blocks = row_cache::cluster_size();
   const int64_t row = static_cast<int64_t>(blockIdx.x) / blocks;
   const int64_t first = static_cast<int64_t>(rank) * chunk, pieces = p.n / W;
@@ -130,23 +133,24 @@ __global__ void __launch_bounds__(row_cache::kClusterLanes)
   c.pieces = std::max<int64_t>(0, std::min(chunk, pieces - first));
   c.lane = static_cast<int>(threadIdx.x);
   c.lanes = static_cast<int>(blockDim.x);
-  const T* xr = x + row * p.n + first * W;
-  c.load(xr);
+  c.load(x + row * p.n + first * W);
   A m = kd::MaxOp<A>::identity();
   c.for_each([&](int64_t, const Vec& v) {
 #pragma unroll
     for (int k = 0; k < W; ++k) m = kd::MaxOp<A>::combine(m, kd::to_acc(v.v[k]));
   });
   m = reduce_row<kd::MaxOp<A>>(static_cast<int>(blockDim.x), m, scratch, &total);
-  m = row_cache::cluster_combine<kd::MaxOp<A>>(m, &slot);
   A s = A(0);
-  c.for_each([&](int64_t, const Vec& v) {
+  // A chunk of only -inf (or none) adds nothing: its state stays (-inf, 0), which merging skips.
+  if (m != -std::numeric_limits<A>::infinity()) {
+    c.for_each([&](int64_t, const Vec& v) {
 #pragma unroll
-    for (int k = 0; k < W; ++k) s += OnlineExp<A>::exp_(kd::to_acc(v.v[k]) - m);
-  });
+      for (int k = 0; k < W; ++k) s += OnlineExp<A>::exp_(kd::to_acc(v.v[k]) - m);
+    });
+  }
   s = reduce_row<kd::SumOp<A>>(static_cast<int>(blockDim.x), s, scratch, &total);
-  s = row_cache::cluster_combine<kd::SumOp<A>>(s, &slot);
-  const kd::SoftmaxNorm<A> norm = kd::softmax_norm(kd::SoftmaxState<A>{m, s}, Log);
+  const kd::SoftmaxState<A> st = row_cache::cluster_combine<kd::OnlineSoftmaxOp<A>>(kd::SoftmaxState<A>{m, s}, &slot);
+  const kd::SoftmaxNorm<A> norm = kd::softmax_norm(st, Log);
   T* yr = y + row * p.n + first * W;
   c.for_each([&](int64_t i, const Vec& v) {
     Vec out;
