@@ -16,8 +16,10 @@ stages=(none zero1 zero2 zero3)
 declare -A runs peaks
 for ((r = 0; r < rounds; ++r)); do
   for s in "${stages[@]}"; do
+    # A failing run prints its output and stops the script (not a silent exit under set -e).
     log=$(BRISK_SHARDING=$s OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1 mpirun --allow-run-as-root --oversubscribe \
-      -np "$np" "$build/examples/gpt2" --preset "$preset" --bench "$steps" --out "$out/$s" 2>&1)
+      -np "$np" "$build/examples/gpt2" --preset "$preset" --bench "$steps" --output-dir "$out/$s" 2>&1) ||
+      { echo "$log" >&2; echo "zero_gpt2: the $s run failed" >&2; exit 1; }
     v=$(sed -n 's/^train tokens\/s: //p' <<< "$log")
     peaks[$s]=$(sed -n 's/^peak bytes (main process): //p' <<< "$log")
     [[ -n $v ]] || { echo "$log" >&2; exit 1; }

@@ -376,6 +376,9 @@ int main(int argc, char** argv) {
         for (auto& [x, y] : train) {
           if (done == 0) {
             acc.wait_for_everyone();
+            // The peak bytes printed below are the timed steps' (not prepare's, which holds the
+            // full model and its shards at once under sharding).
+            reset_peak_memory_stats(acc.device().is_cuda() ? DeviceKind::CUDA : DeviceKind::CPU);
             t0 = std::chrono::steady_clock::now();
           }
           micro_step(x, y);
@@ -388,8 +391,9 @@ int main(int argc, char** argv) {
                 " tokens, mixed precision ", enum_name(acc.mixed_precision()), ", ", get_num_threads(),
                 " thread(s) per process");
       acc.print("train tokens/s: ", static_cast<int64_t>(static_cast<double>(a.bench * a.batch_size * T * N) / s));
-      // Peak bytes of the main process by category (activations are counted as "other" here).
-      const MemoryStats m = memory_stats();
+      // Peak bytes of the main process by category over the timed steps (activations are counted as
+      // "other" here).
+      const MemoryStats m = memory_stats(acc.device().is_cuda() ? DeviceKind::CUDA : DeviceKind::CPU);
       const auto peak = [&](MemoryCategory c) { return m.peak[static_cast<int>(c)]; };
       acc.print("peak bytes (main process): parameters ", peak(MemoryCategory::Parameters), ", gradients ",
                 peak(MemoryCategory::Gradients), ", optimizer state ", peak(MemoryCategory::OptimizerState),

@@ -68,6 +68,7 @@ def main():
             fig["ratio"] = fig["value"] / fig["reference_value"] if fig["reference_value"] else 0
             if len(rs) > 1:
                 fig["runs"] = [x["value"] for x in rs]
+            fig["commit"] = a.commit if len(a.out) == 1 and a.commit else s.get("commit", "")
             result["figures"][name] = fig
         peers = {}
         for row in read_jsonl(os.path.join(out, "torch_cnn.jsonl")):

@@ -38,7 +38,8 @@ Tensor view(const Tensor& x, const Shape& sizes) {
               " is not compatible with the input's size ", x.sizes(), " and strides ", x.strides(),
               " (at least one dimension spans across two contiguous subspaces); use reshape instead");
   Tensor out = x.as_strided(target, st, x.offset());
-  record("view", {x}, out, [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
+  record("view", {x}, out,
+         [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
   return out;
 }
 
@@ -120,13 +121,15 @@ Tensor broadcast_to(const Tensor& x, const Shape& sizes) {
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   Tensor out = make_view(x, squeeze_meta(x.sizes(), x.strides(), x.offset(), dim));
-  record("squeeze", {x}, out, [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
+  record("squeeze", {x}, out,
+         [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
   return out;
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
   Tensor out = make_view(x, unsqueeze_meta(x.sizes(), x.strides(), x.offset(), dim));
-  record("unsqueeze", {x}, out, [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
+  record("unsqueeze", {x}, out,
+         [in = x.sizes()](const GradCtx& g) -> std::vector<Tensor> { return {reshape(g.grad(), in)}; });
   return out;
 }
 

@@ -127,8 +127,9 @@ void StreamWork::fail(const std::string& message) {
 }
 
 // --- construction ---------------------------------------------------------------------------
-ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o, const std::function<std::unique_ptr<Transport>()>& make_transport,
-                                   bool threaded, bool fake)
+ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o,
+                                   const std::function<std::unique_ptr<Transport>()>& make_transport, bool threaded,
+                                   bool fake)
     : threaded_(threaded), fake_(fake) {
   timeout_s_ = o.timeout_seconds ? *o.timeout_seconds : env_timeout();
   BRISK_CHECK(timeout_s_ > 0, "dist::init: timeout_seconds must be positive, got ", timeout_s_);
