@@ -435,40 +435,31 @@ DeviceProperties device_properties(int device) {
   return p;
 }
 
+namespace {
+// A device attribute, asked of the driver once per (attribute, device); in recording mode what an
+// H100 answers (recording pretends to be one).
+int cached_attribute(cudaDeviceAttr attr, int device, int h100_value) {
+  if (detail::recording()) return h100_value;
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, int> cache;
+  std::lock_guard lk(mu);
+  const std::pair<int, int> key{static_cast<int>(attr), device};
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  int n = 0;
+  BRISK_CUDA_CHECK(cudaDeviceGetAttribute(&n, attr, device));
+  return cache[key] = n;
+}
+}  // namespace
+
 int detail::multiprocessor_count(int device) {
-  if (detail::recording()) return 132;
-  static std::mutex mu;
-  static std::unordered_map<int, int> cache;
-  std::lock_guard lk(mu);
-  auto it = cache.find(device);
-  if (it != cache.end()) return it->second;
-  int n = 0;
-  BRISK_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-  return cache[device] = n;
+  return cached_attribute(cudaDevAttrMultiProcessorCount, device, 132);
 }
-
 int detail::compute_capability_major(int device) {
-  if (detail::recording()) return 9;  // recording pretends to be an H100
-  static std::mutex mu;
-  static std::unordered_map<int, int> cache;
-  std::lock_guard lk(mu);
-  auto it = cache.find(device);
-  if (it != cache.end()) return it->second;
-  int n = 0;
-  BRISK_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrComputeCapabilityMajor, device));
-  return cache[device] = n;
+  return cached_attribute(cudaDevAttrComputeCapabilityMajor, device, 9);
 }
-
 int detail::shared_memory_optin(int device) {
-  if (detail::recording()) return 227 * 1024;  // what an H100 gives one block
-  static std::mutex mu;
-  static std::unordered_map<int, int> cache;
-  std::lock_guard lk(mu);
-  auto it = cache.find(device);
-  if (it != cache.end()) return it->second;
-  int n = 0;
-  BRISK_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return cache[device] = n;
+  return cached_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device, 227 * 1024);
 }
 
 Versions versions() {
