@@ -201,6 +201,18 @@ else
   say "OpenSSL: headers from $deps/openssl, library $crypto_lib"
 fi
 
+# yaml-cpp (reading config files): the system's when CMake finds it, else the carried one.
+yaml_lib=""
+if [[ $carried_only != 1 ]] && compgen -G "/usr/lib/$arch/cmake/yaml-cpp/yaml-cpp-config.cmake" > /dev/null; then
+  say "yaml-cpp: the system's"
+elif [[ -d $deps/yaml-cpp ]]; then
+  yaml_lib=$deps/yaml-cpp/lib/$arch
+  opts+=(-Dyaml-cpp_DIR="$yaml_lib/cmake/yaml-cpp")
+  say "yaml-cpp: $deps/yaml-cpp"
+else
+  say "yaml-cpp: none (config files cannot be read; gpu-deps.sh carries it)"
+fi
+
 # This machine's GPU architecture(s) only: "9.0" -> 90.
 archs=${BRISK_CUDA_ARCHITECTURES:-}
 if [[ -z $archs ]]; then
@@ -221,6 +233,7 @@ cmake --build "$build" -j "$jobs" "${targets[@]}"
 libpath=$cudnn_root/lib:$nccl_root/lib
 if [[ $zlib_lib == "$deps"/* ]]; then libpath+=:$deps/zlib/lib; fi
 if [[ ${crypto_lib:-} == "$deps"/* ]]; then libpath+=:$deps/openssl/lib; fi
+if [[ -n $yaml_lib ]]; then libpath+=:$yaml_lib; fi
 cat > "$build/gpu-env.sh" << EOF
 # Written by scripts/gpu-build.sh: what brisk's programs need at run time on this machine.
 # scripts/train.sh reads it; in a shell: source $build/gpu-env.sh

@@ -9,6 +9,8 @@
 #   DIR/zlib          zlib's headers and library, for a machine without zlib1g-dev
 #   DIR/openssl       OpenSSL 3's headers and libcrypto (libssl-dev), for checkpoint hashing, for a
 #                     machine without libssl-dev (its own libcrypto.so.3 is used when it has one)
+#   DIR/yaml-cpp      yaml-cpp's headers, shared library and CMake package (libyaml-cpp-dev), so
+#                     that config files can be read there
 #   DIR/cuda-include  cudnn*.h and nccl*.h from this machine's CUDA, for pip wheels that ship no headers
 #   DIR/fashion-mnist the four Fashion-MNIST files (dataset-fashion-mnist), for scripts/train.sh
 # Usage: scripts/gpu-deps.sh DIR      Env: CUDA_HOME (default /usr/local/cuda).
@@ -76,6 +78,15 @@ cp /usr/include/"$arch"/openssl/*.h "$dir/openssl/include/openssl/"
 crypto_so=$(readlink -f "/usr/lib/$arch/libcrypto.so")
 cp "$crypto_so" "$dir/openssl/lib/"
 ln -sf "$(basename "$crypto_so")" "$dir/openssl/lib/libcrypto.so"
+
+# yaml-cpp: headers, the shared library and its CMake package, laid out as under /usr (the package
+# finds the library relative to itself).
+package_files libyaml-cpp-dev > /dev/null
+rm -rf "$dir/yaml-cpp"
+mkdir -p "$dir/yaml-cpp/include" "$dir/yaml-cpp/lib/$arch/cmake"
+cp -r /usr/include/yaml-cpp "$dir/yaml-cpp/include/"
+cp -a /usr/lib/"$arch"/libyaml-cpp.so* "$dir/yaml-cpp/lib/$arch/"
+cp -r "/usr/lib/$arch/cmake/yaml-cpp" "$dir/yaml-cpp/lib/$arch/cmake/"
 
 # cuDNN and NCCL headers, for when the GPU machine's pip wheels hold the libraries only.
 rm -rf "$dir/cuda-include"
