@@ -4,7 +4,7 @@ using namespace brisk;
 
 struct Net : nn::Module {
   nn::Conv2d c1{1, 16, 3, {.padding = 1}}, c2{16, 32, 3, {.padding = 1}};
-  nn::Linear f1{32 * 7 * 7, 256}, f2{256, 10};
+  nn::Linear f1{int64_t{32} * 7 * 7, 256}, f2{256, 10};
   Net() { register_modules({{"c1", c1}, {"c2", c2}, {"f1", f1}, {"f2", f2}}); }
   Tensor forward(const Tensor& x) override {
     auto h = max_pool2d(relu(c1(x)), 2);

@@ -260,8 +260,8 @@ std::pair<Tensor, Tensor> MNIST::load(Split split, const Source& src) {
   return {images, labels};
 }
 
-MNIST::MNIST(Split split, const std::string& dir, std::pair<Tensor, Tensor> loaded)
-    : TensorDataset(std::move(loaded.first), std::move(loaded.second)), dir_(dir), split_(split) {}
+MNIST::MNIST(Split split, const std::string& dir, const std::pair<Tensor, Tensor>& loaded)
+    : TensorDataset(loaded.first, loaded.second), dir_(dir), split_(split) {}
 
 MNIST::MNIST(Split split, const Source& source) : MNIST(split, source.dir, load(split, source)) {}
 

@@ -6,7 +6,7 @@
 namespace brisk::models {
 
 FashionCNN::FashionCNN()
-    : c1(1, 16, 3, {.padding = 1}), c2(16, 32, 3, {.padding = 1}), f1(32 * 7 * 7, 256), f2(256, 10) {
+    : c1(1, 16, 3, {.padding = 1}), c2(16, 32, 3, {.padding = 1}), f1(int64_t{32} * 7 * 7, 256), f2(256, 10) {
   register_modules({{"c1", c1}, {"c2", c2}, {"f1", f1}, {"f2", f2}});
 }
 

@@ -182,7 +182,8 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   std::vector<std::pair<std::string, Module*>> out{{"", this}};
   for (size_t i = 0; i < out.size(); ++i) {
     auto [prefix, m] = out[i];
-    for (auto& [n, c] : m->children_) out.emplace_back(prefix.empty() ? n : prefix + "." + n, c);
+    for (auto& [n, c] : m->children_)
+      out.emplace_back(prefix.empty() ? n : std::string(prefix).append(".").append(n), c);
   }
   return out;
 }

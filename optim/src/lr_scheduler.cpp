@@ -48,7 +48,8 @@ StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
   init();
 }
 double StepLR::lr_at(int64_t step, double base) const {
-  return base * std::pow(gamma_, static_cast<double>(step / step_size_));
+  const int64_t periods = step / step_size_;  // whole periods, as PyTorch
+  return base * std::pow(gamma_, static_cast<double>(periods));
 }
 
 MultiStepLR::MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma)

@@ -11,6 +11,7 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include <sys/stat.h>
 
@@ -157,7 +158,7 @@ TEST(AcceleratorSharding, Zero3NeedsTheModelFirstAndAValidWrapPolicy) {
 // full_parameters() gathers them for reading.
 TEST(AcceleratorSharding, Zero3WrapPoliciesTrainAsUnsharded) {
   auto run = [](Sharding s, std::vector<std::string> wrap) {
-    Accelerator acc({.sharding = s, .zero3_wrap = wrap, .seed = 4});
+    Accelerator acc({.sharding = s, .zero3_wrap = std::move(wrap), .seed = 4});
     TinyNet net;
     optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
     acc.prepare(net, opt);

@@ -31,7 +31,7 @@ struct Trainer {
   optim::Adam opt{net.parameters(), {.lr = 0.01}};
   optim::StepLR sched{opt, 3, 0.5};
   data::DataLoader loader{tiny_data(40), {.batch_size = 4, .shuffle = true, .seed = 2}};
-  explicit Trainer(AcceleratorOptions o) : acc(std::move(o)) { acc.prepare(net, opt, loader, sched); }
+  explicit Trainer(const AcceleratorOptions& o) : acc(o) { acc.prepare(net, opt, loader, sched); }
   std::vector<double> run(int n, int save_at = -1, const std::string& save_dir = "") {
     std::vector<double> losses;
     while (static_cast<int>(losses.size()) < n)

@@ -42,6 +42,7 @@ Child spawn(const fs::path& out, int64_t saves, bool fixed, const std::string& e
     args.emplace_back(std::to_string(fsize_limit));
   }
   std::vector<char*> argv;
+  argv.reserve(args.size());
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::string env_copy = env;

@@ -50,7 +50,7 @@ std::map<std::string, std::vector<float>> state_of(const optim::Optimizer& opt) 
 }
 
 fs::path sharded_checkpoint(const std::string& name, Sharding s) {
-  const fs::path dir = fresh_folder(name) / "ckpt";
+  fs::path dir = fresh_folder(name) / "ckpt";
   ShardTrainer t(s);
   t.run(5);
   t.acc.save_state(dir.string());

@@ -34,7 +34,7 @@ Tensor mse(const Tensor& out, const Tensor& y) {
 }
 
 std::string fresh_dir(const std::string& name) {
-  const std::string d = (fs::path(brisk::testing::scratch()) / name).string();
+  std::string d = (fs::path(brisk::testing::scratch()) / name).string();
   fs::remove_all(d);
   return d;
 }
@@ -369,7 +369,7 @@ TEST(TrainingArguments, EveryFieldIsAFlag) {
 }
 
 TEST(TrainingArguments, BadValuesNameTheField) {
-  auto message = [](TrainingArguments a) {
+  auto message = [](const TrainingArguments& a) {
     try {
       a.validate();
     } catch (const Error& e) {

@@ -78,7 +78,7 @@ TEST(Autocast, RejectsNonSixteenBitTypesAndBadNames) {
 }
 
 namespace {
-Tensor param(std::vector<float> v) {
+Tensor param(const std::vector<float>& v) {
   Tensor p = from_vector<float>(v, {static_cast<int64_t>(v.size())});
   p.requires_grad_();
   return p;

@@ -62,7 +62,7 @@ TEST(Conv2dGrad, OnlyTheInputsThatNeedGradGetOne) {
 TEST(MaxPool2dGrad, FlowsToTheArgmax) {
   // Distinct values (a scrambled arange) keep the argmax stable under the finite-difference nudge.
   Generator gen(18);
-  Tensor x = (randperm(2 * 2 * 6 * 7, &gen).to(DType::F64) * 0.1).reshape({2, 2, 6, 7});
+  Tensor x = (randperm(int64_t{2} * 2 * 6 * 7, &gen).to(DType::F64) * 0.1).reshape({2, 2, 6, 7});
   expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return max_pool2d(v[0], 2); }, {x}, "max_pool2d 2x2");
   expect_gradcheck_layouts(
       [](const std::vector<Tensor>& v) {

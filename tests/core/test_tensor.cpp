@@ -212,7 +212,7 @@ TEST(TensorPrinting, BigTensorsAreSummarisedWithEllipses) {
   EXPECT_FALSE(contains(s, "500")) << s;
   EXPECT_LT(s.size(), 200u);
 
-  std::vector<float> m(100 * 100, 1.f);
+  std::vector<float> m(size_t{100} * 100, 1.f);
   m[0] = 7.f;
   m[99 * 100 + 99] = 9.f;
   std::string sm = to_string(from_vector<float>(m, {100, 100}));

@@ -31,7 +31,7 @@ struct Net : nn::Module {
 };
 
 std::string fresh_dir(const std::string& name) {
-  const std::string d = (fs::path(::testing::TempDir()) / ("brisk_gpu_ckpt_" + name)).lexically_normal().string();
+  std::string d = (fs::path(::testing::TempDir()) / ("brisk_gpu_ckpt_" + name)).lexically_normal().string();
   fs::remove_all(d);
   return d;
 }

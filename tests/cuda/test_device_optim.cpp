@@ -33,7 +33,11 @@ std::vector<PlannedBlock> plan(const std::vector<int64_t>& sizes, int64_t chunk,
   std::vector<PlannedBlock> out;
   int64_t expected_first = 0;
   int n_launches = 0;
-  auto fake = [](int d, int64_t t) { return reinterpret_cast<void*>(static_cast<uintptr_t>((t + 1) * 4096 + d * 16)); };
+  // Fake addresses that the plan only copies and the test compares.
+  auto fake = [](int d, int64_t t) {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
+    return reinterpret_cast<void*>(static_cast<uintptr_t>((t + 1) * 4096 + int64_t{d} * 16));
+  };
   dev::plan_multi_tensor<Depth>(
       static_cast<int64_t>(sizes.size()), [&](int64_t t) { return sizes[static_cast<size_t>(t)]; }, fake, chunk,
       [&](const dev::TensorListMeta<Depth>& meta, int blocks, const int64_t* slot_tensor) {
@@ -109,6 +113,7 @@ TEST(DeviceOptim, ALongTensorContinuesAcrossLaunches) {
   check_plan<5>({1000 * 16 - 3}, 16, 4);
   // Around it, tensors that fill the slots while the long one is open.
   std::vector<int64_t> sizes;
+  sizes.reserve(100);
   for (int i = 0; i < 100; ++i) sizes.push_back(i % 7 == 0 ? 0 : (i * 37) % 500 + 1);
   sizes.insert(sizes.begin() + 30, 5000 * 16 + 1);
   check_plan<3>(sizes, 16);
@@ -122,6 +127,7 @@ TEST(DeviceOptim, EveryElementIsVisitedOnceByOneThread) {
   for (int width : {1, 2, 4, 8}) {
     for (bool aligned : {true, false}) {
       std::vector<std::vector<int>> hits;
+      hits.reserve(sizes.size());
       for (int64_t n : sizes) hits.emplace_back(static_cast<size_t>(n), 0);
       for (const PlannedBlock& b : plan<2>(sizes, dev::kMultiTensorChunk)) {
         const auto r = dev::chunk_range(sizes[static_cast<size_t>(b.tensor)], b.chunk, dev::kMultiTensorChunk);
@@ -149,6 +155,7 @@ namespace {
 template <class Op>
 double emulate_reduction(const std::vector<std::vector<float>>& data) {
   std::vector<int64_t> sizes;
+  sizes.reserve(data.size());
   for (const auto& d : data) sizes.push_back(static_cast<int64_t>(d.size()));
   std::vector<double> partials;
   constexpr int W = dev::vec_width<float>;
@@ -185,6 +192,7 @@ std::vector<std::vector<float>> random_lists(uint64_t seed) {
 
 std::vector<Tensor> as_tensors(const std::vector<std::vector<float>>& data) {
   std::vector<Tensor> ts;
+  ts.reserve(data.size());
   for (const auto& d : data) ts.push_back(from_vector<float>(d, {static_cast<int64_t>(d.size())}));
   return ts;
 }

@@ -66,6 +66,7 @@ bool same_value(T a, T b) {
     const float fa = static_cast<float>(a), fb = static_cast<float>(b);
     return (std::isnan(fa) && std::isnan(fb)) || a.bits == b.bits;
   } else if constexpr (std::is_floating_point_v<T>) {
+    // Bit for bit on purpose (-0 vs +0 differ): NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
     return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0;
   } else {
     return a == b;
@@ -719,8 +720,12 @@ TEST(DeviceLoops, VectorSplitAndGridStrideCoverEveryElementExactlyOnce) {
       ASSERT_GE(n - split.tail_begin, 0);
       // The grid the loop launches (H100 and a tiny cap that forces many grid-stride rounds),
       // and odd thread counts beside it.
-      std::vector<int64_t> totals = {
-          elementwise_threads(n, w, 132 * 32), elementwise_threads(n, w, 1), elementwise_threads(n, w, 3), 1, 7, 33};
+      std::vector<int64_t> totals = {elementwise_threads(n, w, int64_t{132} * 32),
+                                     elementwise_threads(n, w, 1),
+                                     elementwise_threads(n, w, 3),
+                                     1,
+                                     7,
+                                     33};
       for (int64_t total : totals) {
         if (n > 70000 && total < 256) continue;  // slow and adds nothing
         const std::vector<int> hits = emulate_vector_walk(n, w, total);

@@ -97,6 +97,7 @@ bool same_bits(T a, T b) {
   } else {
     if (std::isnan(static_cast<float>(a)) && std::isnan(static_cast<float>(b))) return true;
   }
+  // Bit for bit on purpose (-0 vs +0 differ): NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 

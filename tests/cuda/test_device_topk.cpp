@@ -98,15 +98,18 @@ TEST(DeviceTopk, OrderKeysFollowTheCpuOrderIncludingNaNZerosAndInfinities) {
   std::vector<float> f = {-finf, -3.5f, -1.0f, -1e-40f, -0.0f, 0.0f, 1e-40f, 1.0f, 2.5f, finf, fnan, -fnan};
   expect_keys_follow_cpu_order(f);
   std::vector<double> d;
+  d.reserve(f.size());
   for (float v : f) d.push_back(v);
   d.push_back(1e300);
   d.push_back(-1e300);
   expect_keys_follow_cpu_order(d);
   std::vector<Half> h;
-  for (float v : f) h.push_back(Half(v));
+  h.reserve(f.size());
+  for (float v : f) h.emplace_back(v);
   expect_keys_follow_cpu_order(h);
   std::vector<BFloat16> b;
-  for (float v : f) b.push_back(BFloat16(v));
+  b.reserve(f.size());
+  for (float v : f) b.emplace_back(v);
   expect_keys_follow_cpu_order(b);
   expect_keys_follow_cpu_order(
       std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -5, -1, 0, 1, 7, std::numeric_limits<int32_t>::max()});
@@ -142,14 +145,14 @@ TEST(DeviceTopk, TheLaunchScheduleRunsEveryStepOnceInOrderWithinTiles) {
     for (int64_t len = 1; len <= (int64_t{1} << 15); len *= 2) {
       std::vector<std::pair<int64_t, int64_t>> want, got;
       for (int64_t size = 2; size <= len; size *= 2)
-        for (int64_t stride = size / 2; stride > 0; stride /= 2) want.push_back({size, stride});
+        for (int64_t stride = size / 2; stride > 0; stride /= 2) want.emplace_back(size, stride);
       for (const kd::BitonicLaunch& l : kd::bitonic_schedule(len, tile)) {
         if (l.tile) {
           for (int64_t size = l.size_first; size <= l.size_last; size *= 2)
-            for (int64_t stride = std::min(size, tile) / 2; stride > 0; stride /= 2) got.push_back({size, stride});
+            for (int64_t stride = std::min(size, tile) / 2; stride > 0; stride /= 2) got.emplace_back(size, stride);
         } else {
           EXPECT_GE(l.stride, tile);
-          got.push_back({l.size_first, l.stride});
+          got.emplace_back(l.size_first, l.stride);
         }
       }
       EXPECT_EQ(got, want) << "row length " << len << ", tile " << tile;

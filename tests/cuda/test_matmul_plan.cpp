@@ -233,7 +233,7 @@ TEST(MatmulPlan, RandomLayoutsComputeTheProduct) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   for (int trial = 0; trial < 200; ++trial) {
     const int64_t M = pick(1, 5), K = pick(1, 5), N = pick(1, 5);
-    auto make = [&](int64_t r, int64_t c, Shape batch) {
+    auto make = [&](int64_t r, int64_t c, const Shape& batch) {
       // A random member of: contiguous, transposed, padded rows, a column step, expanded batch.
       Shape s = batch;
       s.push_back(r);

@@ -193,7 +193,7 @@ TEST(GPT2Tokenizer, LongAndShortPiecesMergeAsEncoderPyDoes) {
       const std::string& y = toks[rng() % toks.size()];
       const std::string xy = x + y;
       if (xy.size() > 8 || std::find(toks.begin(), toks.end(), xy) != toks.end()) continue;
-      v.merges.push_back({x, y});
+      v.merges.emplace_back(x, y);
       v.extra.push_back(xy);
       toks.push_back(xy);
     }

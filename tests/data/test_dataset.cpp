@@ -41,7 +41,7 @@ TEST(TensorDataset, GetBatchSelectsRowsInTheGivenOrder) {
 
 TEST(TensorDataset, RejectsMismatchedLengths) {
   try {
-    TensorDataset(zeros({3, 2}), zeros({4}));
+    TensorDataset give_me_a_name(zeros({3, 2}), zeros({4}));
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("TensorDataset: data has 3 examples"), std::string::npos);

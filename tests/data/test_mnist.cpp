@@ -18,7 +18,7 @@ using brisk::testing::TempDir;
 
 namespace {
 
-std::string idx(uint8_t type, uint8_t ndims, std::vector<uint32_t> dims, const std::vector<uint8_t>& payload) {
+std::string idx(uint8_t type, uint8_t ndims, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& payload) {
   std::string b = {'\0', '\0', static_cast<char>(type), static_cast<char>(ndims)};
   for (uint32_t d : dims)
     for (int s = 24; s >= 0; s -= 8) b += static_cast<char>((d >> s) & 0xFF);
@@ -38,6 +38,7 @@ void write_gz(const std::string& path, const std::string& bytes) {
 // Three 2x2 images (values 0, 10, ..., 110) and labels {9, 0, 3}.
 std::string good_images() {
   std::vector<uint8_t> px;
+  px.reserve(12);
   for (int i = 0; i < 12; ++i) px.push_back(static_cast<uint8_t>(10 * i));
   return idx(0x08, 3, {3, 2, 2}, px);
 }

@@ -17,7 +17,7 @@ namespace {
 
 // A .bin file's bytes: header fields as given, then the tokens as uint16 little-endian.
 std::string bin_bytes(int32_t magic, int32_t version, int32_t count, const std::vector<uint16_t>& tokens) {
-  std::string s(256 * 4, '\0');
+  std::string s(size_t{256} * 4, '\0');
   auto put = [&](size_t at, int32_t v) {
     for (int i = 0; i < 4; ++i) s[at + i] = static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xff);
   };

@@ -115,12 +115,12 @@ TEST(Transforms, ComposeAppliesInOrder) {
   Compose c(RandomHorizontalFlip(1.0), Normalize({1.0}, {2.0}));
   auto y = c(grid(1, 1, 3), {}).to_vector<float>();
   EXPECT_EQ(y, (std::vector<float>{0.5f, 0.0f, -0.5f}));  // [2, 1, 0] then (v - 1) / 2
-  Compose copy = c;                                       // copies, does not nest
+  const Compose& copy = c;                                // copies, does not nest
   EXPECT_EQ(copy(grid(1, 1, 3), {}).to_vector<float>(), y);
 }
 
 TEST(Transforms, TransformDatasetAugmentsPerEpochAndIndex) {
-  std::vector<float> v(8 * 16);
+  std::vector<float> v(size_t{8} * 16);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
   TensorDataset base(from_vector<float>(v, {8, 1, 4, 4}), arange(8));
   TransformDataset ds(base, Compose(RandomCrop(4, 2, 1), RandomHorizontalFlip(0.5, 1)));
@@ -143,7 +143,7 @@ TEST(Transforms, TransformDatasetAugmentsPerEpochAndIndex) {
 }
 
 TEST(Transforms, LoaderResultsDoNotDependOnWorkerCount) {
-  std::vector<float> v(40 * 9);
+  std::vector<float> v(size_t{40} * 9);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 97);
   auto ds = std::make_shared<TransformDataset>(
       std::make_shared<TensorDataset>(from_vector<float>(v, {40, 1, 3, 3}), arange(40)),

@@ -69,6 +69,7 @@ TEST(Reducer, BucketsTakeParametersInReverseOrderWithinTheCaps) {
   // 10 params of 40 KB (10,000 f32); first bucket <= 0.05 MiB (52,428 B): one param;
   // the rest <= 0.1 MiB (104,857 B): two params each.
   std::vector<Tensor> ps;
+  ps.reserve(10);
   for (int k = 0; k < 10; ++k) ps.push_back(param({100, 100}, 1.0));
   dist::Reducer r(named(ps), group(), {.bucket_cap_mb = 0.1, .first_bucket_mb = 0.05});
   const auto& b = r.buckets();

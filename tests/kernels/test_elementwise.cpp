@@ -243,7 +243,7 @@ TEST(Elementwise, ContiguousCopyOfTransposedViewsIsExact) {
   manual_seed(6);
   for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::U8}) {
     Tensor base = cast(randn({3, 37, 50}) * 10.0, dt);
-    Tensor t = base.as_strided({3, 50, 37}, {37 * 50, 1, 50}, 0);  // transpose(1, 2)
+    Tensor t = base.as_strided({3, 50, 37}, {int64_t{37} * 50, 1, 50}, 0);  // transpose(1, 2)
     Tensor c = kernels::contiguous(t);
     ASSERT_TRUE(c.is_contiguous());
     EXPECT_EQ(c.to_vector<double>(), t.to_vector<double>()) << dtype_name(dt);

@@ -252,7 +252,7 @@ std::vector<double> naive_linear(const Tensor& x, const Tensor& w, const Tensor&
 TEST(Linear, MatchesNaiveWithAndWithoutBiasForAnyLeadingDims) {
   Generator gen(5);
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
-    for (Shape xs : {Shape{4}, Shape{3, 4}, Shape{2, 3, 4}}) {
+    for (const Shape& xs : {Shape{4}, Shape{3, 4}, Shape{2, 3, 4}}) {
       Tensor x = randn(xs, {.dtype = dt}, &gen), w = randn({5, 4}, {.dtype = dt}, &gen);
       Tensor b = randn({5}, {.dtype = dt}, &gen);
       for (bool with_bias : {true, false}) {

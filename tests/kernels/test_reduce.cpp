@@ -26,7 +26,7 @@ using Stat = std::function<double(const Group&)>;
 
 // Naive reference: the input's values grouped by output element (in C order of the reduced
 // dims), reduced by `stat`. x is read element by element through its logical index.
-std::vector<double> naive_reduce(const Tensor& x, std::vector<int64_t> dims, const Stat& stat) {
+std::vector<double> naive_reduce(const Tensor& x, const std::vector<int64_t>& dims, const Stat& stat) {
   const int64_t nd = x.dim();
   std::vector<bool> red(static_cast<size_t>(nd), dims.empty());
   for (int64_t d : dims) red[d < 0 ? d + nd : d] = true;
@@ -48,6 +48,7 @@ std::vector<double> naive_reduce(const Tensor& x, std::vector<int64_t> dims, con
     groups[o].push_back(v[i]);
   }
   std::vector<double> r;
+  r.reserve(groups.size());
   for (const Group& g : groups) r.push_back(stat(g));
   return r;
 }
@@ -353,6 +354,7 @@ TEST(Softmax, BackwardMatchesTheClosedForm) {
   std::vector<double> yv = y.to_vector<double>(), gv = g.to_vector<double>();
   const double dot = yv[0] * gv[0] + yv[1] * gv[1] + yv[2] * gv[2];
   std::vector<double> want;
+  want.reserve(3);
   for (int k = 0; k < 3; ++k) want.push_back(yv[k] * (gv[k] - dot));
   expect_close(K::softmax_backward(g, y, 0), want, 1e-14, "softmax_backward");
   Tensor ly = K::log_softmax(tensor<double>({0.5, -1.0, 2.0}), 0);

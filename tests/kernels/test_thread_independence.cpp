@@ -129,7 +129,7 @@ TEST(ThreadIndependence, GemmPanelsMatchANaiveProduct) {
     for (const Case& c : {Case{1100, 90, 200}, Case{40, 4001, 70}, Case{300, 260, 64}}) {
       for (int ta = 0; ta < 2; ++ta) {
         for (int tb = 0; tb < 2; ++tb) {
-          Generator gen(static_cast<uint64_t>(c.m + 2 * ta + tb));
+          Generator gen(static_cast<uint64_t>(c.m + int64_t{2} * ta + tb));
           const std::vector<double> a = randn({c.m * c.k}, {.dtype = DType::F64}, &gen).to_vector<double>();
           const std::vector<double> b = randn({c.k * c.n}, {.dtype = DType::F64}, &gen).to_vector<double>();
           const int64_t lda = ta ? c.m : c.k, ldb = tb ? c.k : c.n, ldc = c.n + 3;
@@ -267,7 +267,12 @@ namespace {
 class SmallCnn : public nn::Module {
  public:
   SmallCnn()
-      : c1(1, 8, 3, {.padding = 1}), bn1(8), c2(8, 16, 3, {.padding = 1}), drop(0.25), f1(16 * 7 * 7, 64), f2(64, 10) {
+      : c1(1, 8, 3, {.padding = 1}),
+        bn1(8),
+        c2(8, 16, 3, {.padding = 1}),
+        drop(0.25),
+        f1(int64_t{16} * 7 * 7, 64),
+        f2(64, 10) {
     register_modules({{"c1", c1}, {"bn1", bn1}, {"c2", c2}, {"drop", drop}, {"f1", f1}, {"f2", f2}});
   }
   Tensor forward(const Tensor& x) override {

@@ -19,8 +19,8 @@ std::vector<double> values(const Tensor& t) {
   return t.to(DType::F64).contiguous().to_vector<double>();
 }
 
-Tensor rand64(Shape s) {
-  return randn(std::move(s), {.dtype = DType::F64});
+Tensor rand64(const Shape& s) {
+  return randn(s, {.dtype = DType::F64});
 }
 
 void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol, const char* what) {
@@ -53,7 +53,7 @@ TEST(GroupNorm, MatchesANaiveReferenceAndGradcheck) {
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t g = 0; g < 2; ++g) {
       double sum = 0, sq = 0;
-      const int64_t cnt = 2 * 3 * 2;
+      const int64_t cnt = int64_t{2} * 3 * 2;
       for (int64_t c = 2 * g; c < 2 * g + 2; ++c)
         for (int64_t i = 0; i < 6; ++i) sum += xs[at({n, c, i / 2, i % 2}, s)];
       const double mu = sum / cnt;
@@ -171,7 +171,7 @@ TEST(Dropout2d, DropsWholeChannelsAndGradcheck) {
   Tensor x = ones({8, 16, 3, 3}, {.dtype = DType::F64});
   const auto y = values(drop(x));
   int64_t kept = 0;
-  for (size_t plane = 0; plane < 8 * 16; ++plane) {
+  for (size_t plane = 0; plane < size_t{8} * 16; ++plane) {
     const double first = y[plane * 9];
     EXPECT_TRUE(first == 0.0 || first == 2.0) << first;
     for (size_t i = 1; i < 9; ++i) EXPECT_EQ(y[plane * 9 + i], first) << "plane " << plane;
@@ -299,8 +299,8 @@ std::pair<std::vector<double>, std::vector<double>> naive_mha(nn::MultiheadAtten
   return {out, weights};
 }
 
-Tensor bools(const std::vector<char>& v, Shape s) {
-  return kernels::cast(from_vector<uint8_t>(std::vector<uint8_t>(v.begin(), v.end()), std::move(s)), DType::Bool);
+Tensor bools(const std::vector<char>& v, const Shape& s) {
+  return kernels::cast(from_vector<uint8_t>(std::vector<uint8_t>(v.begin(), v.end()), s), DType::Bool);
 }
 
 }  // namespace

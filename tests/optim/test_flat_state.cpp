@@ -20,7 +20,7 @@ std::string message_of(const std::function<void()>& fn) {
   return "no error";
 }
 
-Tensor leaf(std::vector<double> v, DType dt = DType::F64) {
+Tensor leaf(const std::vector<double>& v, DType dt = DType::F64) {
   Tensor t = kernels::cast(from_vector<double>(v, {static_cast<int64_t>(v.size())}), dt);
   t.requires_grad_();
   return t;

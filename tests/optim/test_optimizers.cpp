@@ -424,7 +424,7 @@ TEST(TrainingLoop, StepsAfterTheFirstMakeNoSystemAllocations) {
   if (!cpu_allocator_stats().caching) GTEST_SKIP() << "the CPU allocator's cache is off in this process";
   struct Net : nn::Module {
     nn::Conv2d c1{1, 8, 3, {.padding = 1}};
-    nn::Linear f1{8 * 7 * 7, 32}, f2{32, 10};
+    nn::Linear f1{int64_t{8} * 7 * 7, 32}, f2{32, 10};
     Net() { register_modules({{"c1", c1}, {"f1", f1}, {"f2", f2}}); }
     Tensor forward(const Tensor& x) override {
       auto h = max_pool2d(relu(c1(x)), 2);

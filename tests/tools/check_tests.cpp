@@ -76,10 +76,13 @@ int main(int argc, char** argv) {
       bool needs_runner = false;
       for (const std::string& l : labels) needs_runner = needs_runner || l == "multiprocess" || l == "example";
       if (needs_runner && program != "brisk_test_job")
-        problems.push_back(name + ": a multiprocess or example test that runs " + program + ", not brisk_test_job");
+        problems.push_back(std::string(name)
+                               .append(": a multiprocess or example test that runs ")
+                               .append(program)
+                               .append(", not brisk_test_job"));
       ++checked;
     }
-    if (checked == 0) problems.push_back("no tests found");
+    if (checked == 0) problems.emplace_back("no tests found");
     for (const std::string& p : problems) std::printf("FAIL: %s\n", p.c_str());
     if (!problems.empty()) return 1;
     std::printf(

@@ -154,7 +154,7 @@ TEST(Fs, AppendFileAppendsWithoutRewriting) {
     io::AppendFile f(p);
     f.append("3\n");
     io::AppendFile g = std::move(f);
-    EXPECT_FALSE(f.is_open());
+    EXPECT_FALSE(f.is_open());  // NOLINT(bugprone-use-after-move): the moved-from state is the test
     g.append("4\n");
     g.close();
     EXPECT_FALSE(g.is_open());

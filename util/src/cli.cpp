@@ -180,7 +180,7 @@ bool Parser::parse(int argc, const char* const* argv) {
     }
     if (arg == "--") {
       if (!allow_positionals_) return fail("unexpected '--'");
-      for (++i; i < argc; ++i) positionals_.push_back(argv[i]);
+      for (++i; i < argc; ++i) positionals_.emplace_back(argv[i]);
       break;
     }
     Flag* f = nullptr;
@@ -215,7 +215,7 @@ bool Parser::parse(int argc, const char* const* argv) {
       if (!allow_positionals_) return fail("unexpected argument '" + arg + "'");
       positionals_.push_back(arg);
       if (stop_at_first_) {
-        for (++i; i < argc; ++i) positionals_.push_back(argv[i]);
+        for (++i; i < argc; ++i) positionals_.emplace_back(argv[i]);
         break;
       }
       continue;

@@ -170,7 +170,7 @@ std::string trace_flush() {
   std::lock_guard lk(r.m);
   if (r.path.empty()) return "";
   const int rank = trace_rank();
-  const std::string file = file_for(r.path, rank);
+  std::string file = file_for(r.path, rank);
   // Written atomically (a temp file beside it, renamed), so a reader never sees half a file.
   {
     std::ostringstream os;

@@ -222,7 +222,10 @@ void collectives() {
   Tensor g = acc.gather(full({2, 3}, static_cast<double>(r), {.dtype = DType::F32}));
   EXPECT_OR_DIE(g.sizes() == (Shape{2 * N, 3}), "gather shape");
   auto gv = g.to_vector<float>();
-  for (int64_t i = 0; i < 2 * N * 3; ++i) EXPECT_OR_DIE(gv[static_cast<size_t>(i)] == static_cast<float>(i / 6), i);
+  for (int64_t i = 0; i < 2 * N * 3; ++i) {
+    const int64_t row = i / 6;
+    EXPECT_OR_DIE(gv[static_cast<size_t>(i)] == static_cast<float>(row), i);
+  }
   if (N > 1) {
     std::string e;
     try {
@@ -233,7 +236,8 @@ void collectives() {
     EXPECT_OR_DIE(e.find("rank 0 f32 [1], rank 1 f32 [2]") != std::string::npos, "gather mismatch error: " << e);
   }
   Tensor one = full({1}, static_cast<double>(r + 1), {.dtype = DType::F32});
-  EXPECT_OR_DIE(acc.reduce(one).item<float>() == static_cast<float>(N * (N + 1) / 2), "sum");
+  const int64_t rank_sum = N * (N + 1) / 2;
+  EXPECT_OR_DIE(acc.reduce(one).item<float>() == static_cast<float>(rank_sum), "sum");
   EXPECT_OR_DIE(acc.reduce(one, dist::ReduceOp::Mean).item<float>() == static_cast<float>(N + 1) / 2, "mean");
   EXPECT_OR_DIE(acc.reduce(one, dist::ReduceOp::Max).item<float>() == static_cast<float>(N), "max");
   EXPECT_OR_DIE(acc.reduce(one, dist::ReduceOp::Min).item<float>() == 1.0f, "min");

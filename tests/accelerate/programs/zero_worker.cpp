@@ -149,9 +149,10 @@ std::vector<float> train_gpt2(Sharding sharding, bool activation_checkpointing =
     // 13*64): the one computing and the next, prefetched: 4 (P/N + 20480 + 2 * 49984) bytes plus
     // padding (at most N - 1 elements per bucket).
     const int64_t N = acc.num_processes(), P = 120576;
-    const int64_t expected = 4 * ((P + N - 1) / N + 20480 + 2 * 49984), pad = 4 * 2 * 5 * N * 2;
+    const int64_t expected = int64_t{4} * ((P + N - 1) / N + 20480 + int64_t{2} * 49984),
+                  pad = int64_t{4} * 2 * 5 * N * 2;
     std::printf("gpt2 zero3 rank %d of %lld: parameters peak %lld (unsharded %lld, schedule %lld)\n", rank_for_messages,
-                static_cast<long long>(N), static_cast<long long>(peak), static_cast<long long>(4 * P),
+                static_cast<long long>(N), static_cast<long long>(peak), static_cast<long long>(P) * 4,
                 static_cast<long long>(expected));
     EXPECT_OR_DIE(peak <= expected + pad, "GPT-2 zero3 parameter peak " << peak);
   }
@@ -283,7 +284,7 @@ int64_t param_peak(Sharding sharding, int64_t* largest_unit) {
       opt.zero_grad();
     }
     peak = memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)] - before;
-    *largest_unit = 4 * (256 * 256 + 256);  // one layer, padded to N at most 3 elements more
+    *largest_unit = int64_t{4} * (256 * 256 + 256);  // one layer, padded to N at most 3 elements more
   }
   return peak;
 }
@@ -297,11 +298,12 @@ void param_memory(Sharding stage) {
       1.1 * static_cast<double>(full) / static_cast<double>(N) + pad + static_cast<double>(unit) + 1024.0 * 1024.0;
   // What the schedule holds at most: the shard, the unit computing and the one whose backward just
   // ended (released when its last gradient lands, right after the next unit was gathered).
-  const double tight = static_cast<double>(full) / static_cast<double>(N) + pad + 2.0 * (unit + 4 * 4);
+  const double tight =
+      static_cast<double>(full) / static_cast<double>(N) + pad + 2.0 * (static_cast<double>(unit) + 16.0);
   std::printf("memory %s rank %d of %lld: parameters peak %lld (unsharded %lld, bound %.0f, schedule %.0f)\n",
               enum_name(stage).data(), rank_for_messages, static_cast<long long>(N), static_cast<long long>(sharded),
               static_cast<long long>(full), bound, tight);
-  EXPECT_OR_DIE(full >= 4 * 16 * 256 * 255, "unsharded parameters " << full);
+  EXPECT_OR_DIE(full >= int64_t{4} * 16 * 256 * 255, "unsharded parameters " << full);
   EXPECT_OR_DIE(static_cast<double>(sharded) <= bound, "zero3 parameter peak " << sharded << " > " << bound);
   EXPECT_OR_DIE(static_cast<double>(sharded) <= tight, "zero3 parameter peak " << sharded << " > " << tight);
   EXPECT_OR_DIE(sharded >= full / N, "zero3 parameter peak " << sharded << " below 1/N of " << full);
@@ -322,10 +324,10 @@ void memory(Sharding stage) {
       enum_name(stage).data(), rank_for_messages, static_cast<long long>(N), static_cast<long long>(sharded.state),
       static_cast<long long>(full.state), bound, static_cast<long long>(sharded.grads),
       static_cast<long long>(full.grads));
-  EXPECT_OR_DIE(full.state >= 2 * 4 * numel, "unsharded AdamW state " << full.state << " for " << numel);
+  EXPECT_OR_DIE(full.state >= int64_t{2} * 4 * numel, "unsharded AdamW state " << full.state << " for " << numel);
   EXPECT_OR_DIE(static_cast<double>(sharded.state) <= bound, "sharded state " << sharded.state << " > " << bound);
   // And no less than this rank's share of the elements: the state is there, for 1/N of them.
-  EXPECT_OR_DIE(sharded.state >= 2 * 4 * numel / N, "sharded state " << sharded.state << " below 1/N");
+  EXPECT_OR_DIE(sharded.state >= int64_t{2} * 4 * numel / N, "sharded state " << sharded.state << " below 1/N");
   // zero2: full gradients are never all held: this rank's shard, one bucket reducing, one filling
   // and the gradient being copied in (each at most one layer, 256 KiB + its bias; measured: about
   // 3 of them), with one more layer and 64 KiB of slack; at 2 processes and more that is below the

@@ -115,23 +115,25 @@ void every_collective(dist::ProcessGroup& pg) {
       for (int64_t i = 0; i < 4; ++i) stacked.push_back(input(r, i));
     Tensor in = make(block, dt, {2, 2});
     Tensor all = pg.all_gather(in);
-    CHECK((all.sizes() == Shape{2 * W, 2}), "all_gather shape ", all.sizes());
+    CHECK((all.sizes() == Shape{int64_t{2} * W, 2}), "all_gather shape ", all.sizes());
     expect_equal(values(all), stacked, "all_gather " + dn);
-    Tensor g = me == 0 ? empty({2 * W, 2}, dt) : Tensor();
+    Tensor g = me == 0 ? empty({int64_t{2} * W, 2}, dt) : Tensor();
     pg.gather(g, in, 0);
     if (me == 0) expect_equal(values(g), stacked, "gather " + dn);
     // scatter from the last rank: block r = input(r, .)
     Tensor s_out = empty({2, 2}, dt);
-    Tensor s_in = me == W - 1 ? make(stacked, dt, {2 * W, 2}) : Tensor();
+    Tensor s_in = me == W - 1 ? make(stacked, dt, {int64_t{2} * W, 2}) : Tensor();
     pg.scatter(s_out, s_in, W - 1);
     expect_equal(values(s_out), block, "scatter " + dn);
     // reduce_scatter (sum): every rank contributes `stacked` scaled by (rank+1) -> block me
     // summed = block * W(W+1)/2
     std::vector<double> rs_in;
+    rs_in.reserve(stacked.size());
     for (double x : stacked) rs_in.push_back(x * (me + 1));
     Tensor rs_out = empty({2, 2}, dt);
-    pg.reduce_scatter(rs_out, make(rs_in, dt, {2 * W, 2}));
+    pg.reduce_scatter(rs_out, make(rs_in, dt, {int64_t{2} * W, 2}));
     std::vector<double> rs_want;
+    rs_want.reserve(block.size());
     for (double x : block) rs_want.push_back(as_dtype(x * W * (W + 1) / 2, dt));
     expect_equal(values(rs_out), rs_want, "reduce_scatter " + dn);
     // all_to_all: block j sent by rank r is (10 r + j); rank me receives (10 j + me) from j
@@ -524,7 +526,8 @@ int main(int argc, char** argv) {
         CHECK(values(t)[0] == pg.size(), "all_reduce across hosts");
         Tensor r = full({3}, static_cast<double>(pg.rank() + 1));  // 1 + 2 + ... + size
         pg.all_reduce(r);
-        CHECK(values(r)[2] == pg.size() * (pg.size() + 1) / 2, "all_reduce of the ranks gave ", values(r)[2]);
+        CHECK(values(r)[2] == pg.size() * (pg.size() + 1) / 2,  // NOLINT(bugprone-integer-division): exact
+              "all_reduce of the ranks gave ", values(r)[2]);
       } else {
         std::fprintf(stderr, "dist_worker: unknown scenario '%s'\n", scenario.c_str());
         return 2;

@@ -49,7 +49,7 @@ class MNIST : public TensorDataset {
   MNIST(Split split, const Source& source);
 
  private:
-  MNIST(Split split, const std::string& dir, std::pair<Tensor, Tensor> loaded);
+  MNIST(Split split, const std::string& dir, const std::pair<Tensor, Tensor>& loaded);
   static std::pair<Tensor, Tensor> load(Split split, const Source& source);
   std::string dir_;
   Split split_;

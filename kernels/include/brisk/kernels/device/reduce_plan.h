@@ -312,9 +312,10 @@ inline ReducePlan make_reduce_plan(const Shape& sizes, const Strides& strides, c
     for (int64_t s : kst) vec = vec && s % w == 0;
     p.vec = vec ? w : 1;
     const int64_t pieces = p.n_red / p.vec;
-    p.lanes = pieces <= 8 * kWarp ? kWarp
-                                  : static_cast<int>(std::min<int64_t>(
-                                        kReduceMaxThreads, std::max<int64_t>(64, pow2_ceil(ceil_div(pieces, 8)))));
+    p.lanes = pieces <= int64_t{8} * kWarp
+                  ? kWarp
+                  : static_cast<int>(
+                        std::min<int64_t>(kReduceMaxThreads, std::max<int64_t>(64, pow2_ceil(ceil_div(pieces, 8)))));
     p.block_x = static_cast<uint32_t>(p.lanes);
     p.block_y = p.lanes == kWarp ? static_cast<uint32_t>(std::min<int64_t>(8, p.n_out)) : 1;
     const int64_t blocks = ceil_div(p.n_out, p.block_y);
@@ -349,7 +350,7 @@ inline SoftmaxPlan make_softmax_plan(int64_t rows, int64_t n, int elem_bytes, bo
   const int w = elem_bytes > 0 && elem_bytes < kVecBytes ? kVecBytes / elem_bytes : 1;
   p.vec = w > 1 && aligned16 && n % w == 0 ? w : 1;
   const int64_t pieces = n / p.vec;
-  p.lanes = pieces <= 8 * kWarp
+  p.lanes = pieces <= int64_t{8} * kWarp
                 ? kWarp
                 : static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(64, pow2_ceil(ceil_div(pieces, 8)))));
   p.rows_per_block = p.lanes == kWarp ? static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(rows, 1))) : 1;
