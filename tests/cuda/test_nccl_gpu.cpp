@@ -11,15 +11,15 @@
 #include <cmath>
 #include <string>
 
+#include "cuda/gpu_skip.h"
+
 using namespace brisk;
 
 namespace {
 
 bool gpu_and_nccl(std::string* why) {
-  if (!cuda::is_available()) {
-    *why = BRISK_BUILD_WITH_CUDA ? "no CUDA device (or driver) on this machine" : "this build has no CUDA support";
-    return false;
-  }
+  *why = brisk::testing::gpu_unavailable_reason();
+  if (!why->empty()) return false;
   if (dist::nccl_version() == 0) {
     *why = "this build of brisk has no NCCL";
     return false;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "cuda/gpu_skip.h"
 #include "cuda/op_cases.h"
 
 using namespace brisk;
@@ -39,10 +40,7 @@ double worst_violation(const std::vector<double>& got, const std::vector<double>
 }  // namespace
 
 TEST(CudaOps, EveryOpMatchesTheCpu) {
-  if (!cuda::is_available()) {
-    GTEST_SKIP() << (BRISK_BUILD_WITH_CUDA ? "no CUDA device (or driver) on this machine"
-                                           : "this build of brisk has no CUDA support");
-  }
+  SKIP_WITHOUT_GPU();
   int runs = 0;
   std::set<std::string> ops;
   for (const OpCase& c : all_cases()) {

@@ -14,15 +14,9 @@
 #include <brisk/kernels/cuda.h>
 #include <brisk/kernels/elementwise.h>
 
-using namespace brisk;
+#include "cuda/gpu_skip.h"
 
-#define SKIP_WITHOUT_GPU()                                                                  \
-  do {                                                                                      \
-    if (!cuda::is_available()) {                                                            \
-      GTEST_SKIP() << (BRISK_BUILD_WITH_CUDA ? "no CUDA device (or driver) on this machine" \
-                                             : "this build of brisk has no CUDA support");  \
-    }                                                                                       \
-  } while (0)
+using namespace brisk;
 
 TEST(Cuda, AvailabilityIsConsistentWithTheDeviceCount) {
   const int n = cuda::device_count();

@@ -7,16 +7,29 @@
 #include <brisk/brisk.h>
 #include <brisk/kernels/cuda.h>
 
+#include <functional>
+#include <string>
+
+#include "cuda/gpu_skip.h"
+
 using namespace brisk;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                                  \
-  do {                                                                                      \
-    if (!cuda::is_available())                                                              \
-      GTEST_SKIP() << (BRISK_BUILD_WITH_CUDA ? "no CUDA device (or driver) on this machine" \
-                                             : "this build of brisk has no CUDA support");  \
-  } while (0)
+// Runs `step` (one training step returning its detached loss) once, then `warm_up` times, then
+// `steps` more times in the same loop shape, and checks that the last `steps` made no cudaMalloc
+// and that the loss fell below the first step's.
+void expect_steady_state(const std::function<Tensor()>& step, int warm_up, int steps, const std::string& what) {
+  const double first = step().item<double>();
+  Tensor last;
+  for (int i = 0; i < warm_up; ++i) last = step();  // the same loop as below, so the same memory pattern
+  cuda::synchronize();
+  const int64_t mallocs = cuda::allocator_stats(0).device_allocs;
+  for (int i = 0; i < steps; ++i) last = step();
+  cuda::synchronize();
+  EXPECT_EQ(cuda::allocator_stats(0).device_allocs, mallocs) << what << ": cudaMalloc in steady state";
+  EXPECT_LT(last.item<double>(), first) << what << ": the loss did not fall on a fixed batch";
+}
 
 }  // namespace
 
@@ -41,16 +54,7 @@ TEST(TrainingOnTheGpu, CnnStepsAfterWarmUpCallNoCudaMalloc) {
       opt.step();
       return loss.detach();
     };
-    const double first = step().item<double>();
-    Tensor last;
-    for (int i = 0; i < 5; ++i) last = step();  // the same loop as below, so the same memory pattern
-    cuda::synchronize();
-    const int64_t mallocs = cuda::allocator_stats(0).device_allocs;
-    for (int i = 0; i < 30; ++i) last = step();
-    cuda::synchronize();
-    EXPECT_EQ(cuda::allocator_stats(0).device_allocs, mallocs)
-        << (bf16 ? "bf16" : "fp32") << ": cudaMalloc in steady state";
-    EXPECT_LT(last.item<double>(), first) << (bf16 ? "bf16" : "fp32") << ": the loss did not fall on a fixed batch";
+    expect_steady_state(step, 5, 30, bf16 ? "CNN bf16" : "CNN fp32");
   }
 }
 
@@ -76,13 +80,5 @@ TEST(TrainingOnTheGpu, TransformerStepsUnderBf16AutocastCallNoCudaMalloc) {
     opt.step();
     return loss.detach();
   };
-  const double first = step().item<double>();
-  Tensor last;
-  for (int i = 0; i < 5; ++i) last = step();  // the same loop as below, so the same memory pattern
-  cuda::synchronize();
-  const int64_t mallocs = cuda::allocator_stats(0).device_allocs;
-  for (int i = 0; i < 20; ++i) last = step();
-  cuda::synchronize();
-  EXPECT_EQ(cuda::allocator_stats(0).device_allocs, mallocs) << "cudaMalloc in steady state";
-  EXPECT_LT(last.item<double>(), first) << "the loss did not fall on a fixed batch";
+  expect_steady_state(step, 5, 20, "GPT-2 block bf16");
 }

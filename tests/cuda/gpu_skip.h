@@ -1,0 +1,26 @@
+// The one way tests/cuda skips a test that needs a real GPU: SKIP_WITHOUT_GPU() says why (this
+// build has no CUDA, or this machine has no device or driver).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <brisk/kernels/cuda.h>
+#include <brisk/version.h>
+
+#include <string>
+
+namespace brisk::testing {
+
+// Why a GPU-only test cannot run here; empty when it can.
+inline std::string gpu_unavailable_reason() {
+  if (cuda::is_available()) return "";
+  return BRISK_BUILD_WITH_CUDA ? "no CUDA device (or driver) on this machine"
+                               : "this build of brisk has no CUDA support";
+}
+
+}  // namespace brisk::testing
+
+#define SKIP_WITHOUT_GPU()                                                                                      \
+  do {                                                                                                          \
+    if (const std::string brisk_skip_why = ::brisk::testing::gpu_unavailable_reason(); !brisk_skip_why.empty()) \
+      GTEST_SKIP() << brisk_skip_why;                                                                           \
+  } while (0)
