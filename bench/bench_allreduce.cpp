@@ -3,14 +3,18 @@
 //
 //   mpirun -n 4 --oversubscribe ./build/bench/bench_allreduce --algos mpi,ring,rhd
 //
-// time = mean over a block of iterations of the slowest rank, the best of --repeats blocks
-// (timed interleaved with the other algorithms, so background load hits all alike);
+// time = mean over a block of iterations of the slowest rank; --repeats blocks per size and
+// algorithm, timed interleaved with the other algorithms (so background load hits all alike);
+// the median block is reported with the fastest and slowest beside it (the run-to-run spread).
 // algbw = bytes / time; busbw = algbw * 2(n-1)/n (the bytes each rank must send and
-// receive in a bandwidth-optimal all-reduce).
+// receive in a bandwidth-optimal all-reduce). minflt/it = minor page faults per all-reduce,
+// averaged over ranks; sys% = share of the ranks' CPU time spent in the kernel (both from
+// getrusage over the timed blocks): a message that page-faults on every call shows up there.
 #include <brisk/brisk.h>
 #include <brisk/kernels/elementwise.h>
 #include <brisk/util/cli.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +44,23 @@ int64_t parse_bytes(const std::string& s) {
   return static_cast<int64_t>(v * mult);
 }
 
+struct Usage {
+  double minflt = 0, user_s = 0, sys_s = 0;
+};
+
+Usage usage_now() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);  // every thread of this process (the communication thread too)
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return {static_cast<double>(r.ru_minflt), sec(r.ru_utime), sec(r.ru_stime)};
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -52,7 +73,7 @@ std::string cpu_model() {
 
 int main(int argc, char** argv) {
   std::string algos = "mpi,ring,rhd", min_s = "8", max_s = "256M", dtype_s = "f32";
-  int iters = 20, warmup = 2, repeats = 3;
+  int iters = 20, warmup = 2, repeats = 5;
   double step = 2;
   bool check = true;
   cli::Parser p("bench_allreduce",
@@ -63,7 +84,9 @@ int main(int argc, char** argv) {
   p.add("step_factor", "multiply the size by this each step", &step);
   p.add("iters", "timed iterations per size (fewer for big sizes: at most ~2 GiB moved per measurement)", &iters);
   p.add("warmup", "untimed iterations before each timed block", &warmup);
-  p.add("repeats", "timed blocks per size and algorithm (interleaved); the fastest is reported", &repeats);
+  p.add("repeats",
+        "timed blocks per size and algorithm (interleaved); the median is reported, the fastest and slowest beside it",
+        &repeats);
   p.add("dtype", "element type: f32, f16, bf16, i32, i64, u8, f64", &dtype_s);
   p.add("check", "verify each algorithm's result once per size", &check);
   if (!p.parse(argc, argv)) return p.exit_code();
@@ -88,10 +111,11 @@ int main(int argc, char** argv) {
                   pg.backend().c_str(), dtype_name(dt), date);
       std::printf("# host %s: %s, %ld cores\n", host, cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
       std::printf(
-          "# time: mean per iteration of the slowest rank, best of %d interleaved blocks; busbw = algbw * 2(n-1)/n\n",
+          "# time: mean per iteration of the slowest rank, median of %d interleaved blocks (min, max beside it);"
+          " busbw = algbw * 2(n-1)/n\n",
           repeats);
-      std::printf("#%11s %12s %6s %6s %11s %11s %11s %7s\n", "size", "count", "type", "algo", "time(us)", "algbw(GB/s)",
-                  "busbw(GB/s)", "#wrong");
+      std::printf("#%11s %12s %6s %6s %11s %10s %10s %11s %11s %9s %5s %7s\n", "size", "count", "type", "algo",
+                  "time(us)", "min(us)", "max(us)", "algbw(GB/s)", "busbw(GB/s)", "minflt/it", "sys%", "#wrong");
     }
     for (double sz = static_cast<double>(lo); sz <= static_cast<double>(hi) * 1.0001; sz *= step) {
       const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(sz) / es);
@@ -100,8 +124,9 @@ int main(int argc, char** argv) {
       const int n_iter = static_cast<int>(std::clamp<int64_t>((int64_t{2} << 30) / bytes, 3, iters));
       Tensor buf = zeros({count}, {.dtype = dt});  // zeros stay zeros: no overflow, no denormals
       // Each repeat times every algorithm once, interleaved, so that a burst of load from
-      // other programs hits them alike; the best repeat is reported (noisy shared machines).
-      std::vector<double> best(list.size(), 1e300);
+      // other programs hits them alike; the median repeat is reported.
+      std::vector<std::vector<double>> times(list.size());
+      std::vector<Usage> used(list.size());
       std::vector<int64_t> wrong(list.size(), 0);
       for (size_t a = 0; a < list.size(); ++a) {
         if (!check) break;
@@ -115,24 +140,40 @@ int main(int argc, char** argv) {
           dist::AllReduceOptions o{.op = dist::ReduceOp::Sum, .algorithm = list[a]};
           for (int i = 0; i < warmup; ++i) pg.all_reduce(buf, o);
           pg.barrier();
+          const Usage u0 = usage_now();
           auto t0 = std::chrono::steady_clock::now();
           for (int i = 0; i < n_iter; ++i) pg.all_reduce(buf, o);
           double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n_iter;
+          const Usage u1 = usage_now();
+          used[a].minflt += (u1.minflt - u0.minflt) / n_iter;
+          used[a].user_s += u1.user_s - u0.user_s;
+          used[a].sys_s += u1.sys_s - u0.sys_s;
           Tensor slowest = from_vector<double>({us}, {1});
           pg.all_reduce(slowest, {.op = dist::ReduceOp::Max, .algorithm = dist::Algorithm::Backend});
-          best[a] = std::min(best[a], slowest.item<double>());
+          times[a].push_back(slowest.item<double>());
         }
       }
       Tensor w = from_vector<int64_t>(wrong, {static_cast<int64_t>(wrong.size())});
       pg.all_reduce(w, {.op = dist::ReduceOp::Sum, .algorithm = dist::Algorithm::Backend});
       auto wrong_all = w.to_vector<int64_t>();
+      // Faults and CPU seconds summed over the ranks.
+      std::vector<double> u;
+      for (const Usage& x : used) u.insert(u.end(), {x.minflt, x.user_s, x.sys_s});
+      Tensor ut = from_vector<double>(u, {static_cast<int64_t>(u.size())});
+      pg.all_reduce(ut, {.op = dist::ReduceOp::Sum, .algorithm = dist::Algorithm::Backend});
+      u = ut.to_vector<double>();
       for (size_t a = 0; a < list.size() && me == 0; ++a) {
-        double algbw = static_cast<double>(bytes) / (best[a] * 1e3);  // GB/s = bytes / us / 1e3
+        const double med = median_of(times[a]);
+        const double lo_t = *std::min_element(times[a].begin(), times[a].end());
+        const double hi_t = *std::max_element(times[a].begin(), times[a].end());
+        double algbw = static_cast<double>(bytes) / (med * 1e3);  // GB/s = bytes / us / 1e3
         double busbw = algbw * 2.0 * (W - 1) / W;
-        std::printf("%12lld %12lld %6s %6s %11.1f %11.3f %11.3f %7lld\n", static_cast<long long>(bytes),
-                    static_cast<long long>(count), dtype_name(dt),
-                    list[a] == dist::Algorithm::Backend ? pg.backend().c_str() : dist::algorithm_name(list[a]), best[a],
-                    algbw, busbw, static_cast<long long>(wrong_all[a]));
+        const double flt = u[3 * a] / (repeats * W), cpu = u[3 * a + 1] + u[3 * a + 2];
+        std::printf("%12lld %12lld %6s %6s %11.1f %10.1f %10.1f %11.3f %11.3f %9.0f %5.0f %7lld\n",
+                    static_cast<long long>(bytes), static_cast<long long>(count), dtype_name(dt),
+                    list[a] == dist::Algorithm::Backend ? pg.backend().c_str() : dist::algorithm_name(list[a]), med,
+                    lo_t, hi_t, algbw, busbw, flt, cpu > 0 ? 100.0 * u[3 * a + 2] / cpu : 0.0,
+                    static_cast<long long>(wrong_all[a]));
         std::fflush(stdout);
       }
     }

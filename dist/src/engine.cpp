@@ -1,5 +1,7 @@
 // The communication thread, the watchdog, Work handles, debug-mode signature checks and the
 // failure policy of a ProcessGroup (see group_impl.h).
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -143,6 +145,7 @@ ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o,
     std::string init_error;
     bool ready = false;
     comm_ = std::thread([&, make_transport] {
+      pthread_setname_np(pthread_self(), "brisk-comm");  // as `top -H` and `ps -L` show it
       std::unique_ptr<Transport> t;
       try {
         t = make_transport();
@@ -168,7 +171,11 @@ ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o,
   }
   rank_ = transport_->rank();
   size_ = transport_->size();
-  if (threaded_) watchdog_ = std::thread([this] { watchdog_loop(); });
+  if (threaded_)
+    watchdog_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "brisk-watchdog");
+      watchdog_loop();
+    });
 }
 
 ProcessGroupImpl::~ProcessGroupImpl() {
