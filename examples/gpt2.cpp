@@ -48,6 +48,7 @@ struct Args {
   std::string output_dir = "out/gpt2";
   bool resume = false;
   int64_t bench = 0;
+  double peak_tflops = 989.0;  // MFU's yardstick on a GPU: an H100 SXM's dense bf16 peak
 };
 
 struct SampleArgs {
@@ -255,6 +256,7 @@ int main(int argc, char** argv) {
   p.add("output_dir", "folder for metrics.jsonl and checkpoints/", &a.output_dir);
   p.add("resume", "continue from the newest checkpoint under <output_dir>/checkpoints", &a.resume);
   p.add("bench", "time this many training steps after 2 warm-up steps, print train tokens/s, then exit", &a.bench);
+  p.add("peak_tflops", "the GPU's peak TFLOP/s for --bench's MFU (H100 SXM dense bf16: 989)", &a.peak_tflops);
   if (!p.parse(argc, argv)) return p.exit_code();
   if (a.batch_size < 1 || a.max_steps < 1 || a.warmup_steps < 0 || !(a.learning_rate > 0) || a.log_every < 1 ||
       a.eval_every < 0 || a.eval_steps < 1 || a.gradient_accumulation_steps < 1 || a.bench < 0 || a.grad_clip < 0 ||
@@ -390,7 +392,16 @@ int main(int argc, char** argv) {
       acc.print("gpt2: ", model.num_parameters(), " parameters, ", N, " process(es) x batch ", a.batch_size, " x ", T,
                 " tokens, mixed precision ", enum_name(acc.mixed_precision()), ", ", get_num_threads(),
                 " thread(s) per process");
-      acc.print("train tokens/s: ", static_cast<int64_t>(static_cast<double>(a.bench * a.batch_size * T * N) / s));
+      const double tokens_s = static_cast<double>(a.bench * a.batch_size * T * N) / s;
+      acc.print("train tokens/s: ", static_cast<int64_t>(tokens_s));
+      if (acc.device().is_cuda()) {
+        // Model FLOPs utilisation as nanoGPT and llm.c count it: 6 N + 12 L C T per token, N the
+        // parameters in matrix products (all but the position embedding), against the GPU's peak.
+        const double n_matmul = static_cast<double>(model.num_parameters() - model.wpe.weight.numel());
+        const double flops_per_token = 6.0 * n_matmul + 12.0 * static_cast<double>(cfg.n_layer * cfg.n_embd * T);
+        acc.print("MFU: ", 100.0 * tokens_s / static_cast<double>(N) * flops_per_token / (a.peak_tflops * 1e12),
+                  " % of ", a.peak_tflops, " TFLOP/s per GPU, step ", 1e3 * s / static_cast<double>(a.bench), " ms");
+      }
       // Peak bytes of the main process by category over the timed steps (activations are counted as
       // "other" here).
       const MemoryStats m = memory_stats(acc.device().is_cuda() ? DeviceKind::CUDA : DeviceKind::CPU);

@@ -10,6 +10,10 @@
 #   memcheck  compute-sanitizer memcheck on the every-op test (where the tool is there and works)
 #   train     examples/fashion_mnist on the GPU in fp32 and in bf16 (8 epochs each)
 #   trainsh   scripts/train.sh --epochs 1 (the main job's script, on this machine's GPU)
+#   gpt2      GPT-2 124M against PyTorch: bench/gpt2/gpt2_reference + torch_gpt2.py check (loss,
+#             logits, gradients, 10 AdamW steps; fp32 and bf16) into OUT/gpt2_check.jsonl, then the
+#             training step at batch 16 x 1024 in bf16, brisk (bench/gpt2/brisk_bench.sh) and
+#             PyTorch eager in alternating rounds and torch.compile once, into OUT/gpt2_bench.jsonl
 # OUT/check.log holds everything printed; OUT/summary.json what scripts/gpu-results.py needs to
 # write bench/results/gpu-<date>.json.
 # Usage: scripts/gpu-check.sh DEPS OUT [stage...]
@@ -27,7 +31,7 @@ deps=$1
 out=$2
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh)
+((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh gpt2)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -81,7 +85,7 @@ if has env; then
   free -g | head -2
 fi
 
-targets=${BRISK_BUILD_TARGETS:-test_cuda bench_gpu fashion_mnist brisk_cli brisk_test_job}
+targets=${BRISK_BUILD_TARGETS:-test_cuda bench_gpu fashion_mnist brisk_cli brisk_test_job gpt2 gpt2_reference}
 if ! BRISK_BUILD_TARGETS=$targets stage build 60 bash scripts/gpu-build.sh "$deps"; then
   echo "=== build failed: nothing else runs"
   echo "  \"done\": true" >> "$summary"
@@ -149,6 +153,19 @@ if has train; then
 fi
 if has trainsh; then
   stage trainsh 5 bash scripts/train.sh --epochs 1 --out /tmp/fm_trainsh
+fi
+if has gpt2; then
+  for mp in no bf16; do
+    rm -rf "/tmp/gpt2_ref_$mp"
+    stage "gpt2_ref_$mp" 30 "$build/bench/gpt2/gpt2_reference" --out "/tmp/gpt2_ref_$mp" --preset 124M --batch 4 \
+      --seq 64 --steps 10 --device cuda --mixed_precision "$mp" &&
+      stage "gpt2_check_$mp" 30 python3 bench/gpt2/torch_gpt2.py check "/tmp/gpt2_ref_$mp" --json "$out/gpt2_check.jsonl"
+  done
+  for round in 1 2; do
+    stage "gpt2_brisk_round$round" 30 bash bench/gpt2/brisk_bench.sh "$build" "$out/gpt2_bench.jsonl"
+    stage "gpt2_torch_round$round" 30 python3 bench/gpt2/torch_gpt2.py bench --json "$out/gpt2_bench.jsonl"
+  done
+  stage gpt2_torch_compile 10 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
 fi
 echo "  \"done\": true" >> "$summary"
 echo "}" >> "$summary"
