@@ -131,6 +131,14 @@ class MpiTransport final : public Transport {
     BRISK_MPI_CHECK(MPI_Alltoall(in, c, type(dt), out, c, type(dt), coll_));
   }
   void barrier() override { BRISK_MPI_CHECK(MPI_Barrier(coll_)); }
+  Request ibarrier() override {
+    MPI_Request m;
+    BRISK_MPI_CHECK(MPI_Ibarrier(coll_, &m));
+    Request r;
+    store(r, m);
+    r.active = true;
+    return r;
+  }
 
   Request isend(const void* buf, int64_t bytes, int peer, int tag, Channel ch) override {
     MPI_Request m;

@@ -69,7 +69,19 @@ bool Signature::operator==(const Signature& o) const {
 // --- Work ---------------------------------------------------------------------------------
 void WorkImpl::wait() {
   std::unique_lock lk(m_);
-  cv_.wait(lk, [&] { return done_; });
+  if (!done_) {
+    if (on_wait_) {
+      lk.unlock();
+      on_wait_(+1);
+      lk.lock();
+    }
+    cv_.wait(lk, [&] { return done_; });
+    if (on_wait_) {
+      lk.unlock();
+      on_wait_(-1);
+      lk.lock();
+    }
+  }
   if (!error_.empty()) throw_error(error_, __FILE__, __LINE__);
 }
 
@@ -136,6 +148,8 @@ ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o,
   timeout_s_ = o.timeout_seconds ? *o.timeout_seconds : env_timeout();
   BRISK_CHECK(timeout_s_ > 0, "dist::init: timeout_seconds must be positive, got ", timeout_s_);
   debug_ = o.debug ? *o.debug : env_debug();
+  gate_ = envvar::get_bool("BRISK_COMM_GATE", true);
+  poll_max_ = std::chrono::microseconds(envvar::get_int("BRISK_COMM_POLL_MAX_US", 1000, kPollMin.count(), 1000000));
   on_error_ = o.on_error;
   if (!threaded_) {
     transport_ = make_transport();
@@ -203,7 +217,7 @@ WorkPtr ProcessGroupImpl::submit(Signature sig, bool collective, Body run) {
   std::lock_guard lk(m_);
   BRISK_CHECK(!shut_down_, sig.op, ": the process group was shut down (dist::finalize)");
   if (collective) sig.seq = next_seq_++;
-  auto work = std::make_shared<WorkImpl>(sig.op, sig.seq);
+  auto work = std::make_shared<WorkImpl>(sig.op, sig.seq, [this](int delta) { waiters_add(delta); });
   if (poisoned_) {
     work->fail(std::string(sig.op) + ": the process group is unusable after an earlier failure: " + poison_message_);
     return work;
@@ -234,16 +248,19 @@ void ProcessGroupImpl::comm_loop() {
           cv_.wait(lk);
         } else {
           // Nonblocking sends/receives are outstanding: MPI only moves them while we are
-          // inside MPI, so poll them (briefly sleeping) until something new arrives.
+          // inside MPI, so poll them (sleeping between polls, longer and longer while nobody
+          // waits for them: group_impl.h) until something new arrives.
           lk.unlock();
-          poll_inflight();
+          const bool progressed = poll_inflight();
           lk.lock();
-          if (queue_.empty() && !stop_comm_) cv_.wait_for(lk, std::chrono::microseconds(50));
+          poll_every_ = progressed || waiters_ > 0 ? kPollMin : std::min(poll_every_ * 2, poll_max_);
+          if (queue_.empty() && !stop_comm_) cv_.wait_for(lk, poll_every_);
         }
       }
       if (queue_.empty()) return;  // stop_comm_ and drained
       task = std::move(queue_.front());
       queue_.pop_front();
+      poll_every_ = kPollMin;  // a new request may finish soon: look early
       if (!task.control) {
         current_ = task.work;
         current_sig_ = task.sig;
@@ -287,6 +304,7 @@ void ProcessGroupImpl::run_task(Task& task) {
   Request req;
   std::string error;
   try {
+    if (gate_ && task.collective && size_ > 1) wait_for_peers(task.sig);
     if (debug_ && task.collective) check_signature(task.sig);
     req = task.run();
   } catch (const std::exception& e) {
@@ -304,7 +322,30 @@ void ProcessGroupImpl::run_task(Task& task) {
   }
 }
 
-void ProcessGroupImpl::poll_inflight() {
+void ProcessGroupImpl::wait_for_peers(const Signature& sig) {
+  Request r = transport_->ibarrier();
+  auto every = kPollMin;
+  while (!transport_->test(r)) {
+    if (!inflight_.empty()) poll_inflight();
+    std::unique_lock lk(m_);
+    // The watchdog poisons the group when this wait outlives the timeout (or a peer left).
+    BRISK_CHECK(!poisoned_, sig.op, ": ", poison_message_);
+    every = waiters_ > 0 ? kPollMin : std::min(every * 2, poll_max_);
+    cv_.wait_for(lk, every);
+  }
+}
+
+void ProcessGroupImpl::waiters_add(int delta) {
+  bool wake = false;
+  {
+    std::lock_guard lk(m_);
+    waiters_ += delta;
+    wake = delta > 0;  // the thread may be sleeping a long poll interval (comm_loop, wait_for_peers)
+  }
+  if (wake) cv_.notify_one();
+}
+
+bool ProcessGroupImpl::poll_inflight() {
   std::vector<std::shared_ptr<WorkImpl>> done;
   {
     std::lock_guard lk(m_);
@@ -318,6 +359,7 @@ void ProcessGroupImpl::poll_inflight() {
     }
   }
   for (auto& w : done) w->finish();
+  return !done.empty();
 }
 
 // Debug mode: every rank contributes its signature; all compare against rank 0's, so every

@@ -40,6 +40,11 @@ struct Signature {
 class WorkImpl final : public Work {
  public:
   using Work::Work;
+  // on_wait(+1) runs when a thread starts waiting for this work while it is not done yet, and
+  // on_wait(-1) when that wait ends (the group polls its requests at full speed meanwhile: see
+  // ProcessGroupImpl::comm_loop).
+  WorkImpl(std::string op, int64_t seq, std::function<void(int)> on_wait)
+      : Work(std::move(op), seq), on_wait_(std::move(on_wait)) {}
   void wait() override;
   bool is_completed() const override;
   void finish();                          // success (no-op when already failed)
@@ -50,6 +55,7 @@ class WorkImpl final : public Work {
   std::condition_variable cv_;
   bool done_ = false;
   std::string error_;
+  std::function<void(int)> on_wait_;
 };
 
 // The Work of an operation on a communication stream: `done` is recorded on that stream right
@@ -145,7 +151,12 @@ class ProcessGroupImpl {
   // Debug mode for a stream operation: the signature check runs on the communication thread, in
   // order with the host collectives queued before it; waits for it (rethrows a mismatch).
   void check_signature_in_order(const Signature& sig);
-  void poll_inflight();
+  bool poll_inflight();  // true when a request completed
+  // The arrival gate (BRISK_COMM_GATE): waits, sleeping between polls, until every rank has
+  // reached this collective, so that the backend's blocking call that follows does not spin
+  // while a slower rank is still computing.
+  void wait_for_peers(const Signature& sig);
+  void waiters_add(int delta);  // threads waiting for a work (on_wait): poll at full speed while any
   // Peers that announced they are leaving; returns a failure message when one of them will
   // never take part in a collective this rank has queued or is running.
   std::string check_peer_exits_locked();
@@ -178,6 +189,14 @@ class ProcessGroupImpl {
   std::condition_variable cv_watch_;  // wakes the watchdog (to stop it)
   std::deque<Task> queue_;
   std::vector<InFlight> inflight_;
+  // Polling requests in flight: every kPollMin at first, doubling after each poll that found
+  // nothing done up to poll_max_ (BRISK_COMM_POLL_MAX_US) while no thread waits for them, so a
+  // bucket launched early in backward does not wake this thread 20,000 times a second on the
+  // cores the training threads need; at kPollMin while a thread waits (waiters_ > 0).
+  static constexpr std::chrono::microseconds kPollMin{50};
+  std::chrono::microseconds poll_max_{1000}, poll_every_{kPollMin};
+  int waiters_ = 0;
+  bool gate_ = true;
   std::vector<StreamInFlight> stream_inflight_;
   std::shared_ptr<WorkImpl> current_;  // the operation the communication thread is running
   bool in_backend_ = false;            // ... and it is inside the backend (or brisk's algorithm) now

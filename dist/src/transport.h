@@ -60,6 +60,12 @@ class Transport {
   virtual void reduce_scatter(const void* in, void* out, int64_t n, DType dt, ReduceOp op) = 0;  // in: size()*n
   virtual void all_to_all(const void* in, void* out, int64_t n, DType dt) = 0;                   // both: size()*n
   virtual void barrier() = 0;
+  // A barrier that does not block: test() the request until every rank has entered it. The
+  // default (transports without peers to wait for) completes at once.
+  virtual Request ibarrier() {
+    barrier();
+    return {};
+  }
 
   // --- point to point, in bytes ----------------------------------------------------------
   virtual Request isend(const void* buf, int64_t bytes, int peer, int tag, Channel ch) = 0;
