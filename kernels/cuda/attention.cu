@@ -1,0 +1,688 @@
+// Fused scaled dot-product attention on the GPU, flash-attention-2 style, for f16 and bf16 with
+// tensor-core mma.sync (m16n8k16, f32 accumulation) and head dims 32, 64, 80, 96 and 128.
+//
+// Forward: a CTA of 4 warps per (64-query tile, batch * head); each warp owns 16 query rows,
+// keeps their Q fragments in registers and walks the key tiles (64 keys; only those at or
+// before the query tile when causal), staging K (row-major) and V (transposed) in shared memory.
+// Scores stay in registers: scaled to log2 units, masked, an online softmax in f32 (running
+// row max and sum, the output accumulator rescaled when the max grows), then P (rounded to the
+// input dtype) times V accumulates the output. It writes O and the row logsumexp L (f32).
+//
+// Backward, three kernels: delta = rowsum(dO * O) per query row (f32); dK, dV with a CTA per
+// (64-key tile, batch * head), each warp owning 16 keys over every query tile that sees them
+// (P^T recomputed from L, dV += P^T dO, dP^T = V dO^T, dS^T = P^T * (dP^T - delta),
+// dK += dS^T Q); dQ with a CTA per query tile walking the key tiles like the forward (dQ += dS K).
+// The separate dQ pass recomputes S and dP instead of adding into dQ with atomics, so results
+// are bitwise reproducible (the library's deterministic default).
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16 with .row.col, lane = 4 * g + t): A (16 x 16) a0 =
+// (g, 2t..2t+1), a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8, 2t + 8..); B (16 x 8, k x n)
+// b0 = (k 2t..2t+1, n g), b1 = (k 2t + 8.., n g); C (16 x 8) c0, c1 = (g, 2t..2t+1), c2, c3 =
+// (g + 8, 2t..). So a C tile pair (columns 16j..16j+15) is an A fragment as it stands, and a B
+// fragment reads 2 consecutive elements from a shared-memory matrix that holds B^T row-major.
+// Every operand a kernel multiplies is staged so that the k dimension is contiguous.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "brisk/kernels/device/convert.h"
+#include "brisk/kernels/dispatch.h"
+#include "cuda/attention.h"
+#include "cuda/launch.cuh"
+
+namespace brisk::kernels::cuda {
+
+namespace {
+
+using brisk::cuda::detail::launch;
+
+constexpr int kTile = 64;              // queries per CTA (forward, dQ), keys per CTA (dK, dV), keys/queries per step
+constexpr int kWarps = kTile / 16;     // each warp owns 16 rows
+constexpr int kThreads = kWarps * 32;  // 128
+constexpr int kPad = 8;                // elements added to each shared row: 16-byte aligned rows, spread banks
+constexpr int kTileLd = kTile + kPad;  // row stride of transposed tiles (D rows of kTile)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr unsigned kFull = 0xffffffffu;
+
+// One (B, H, T, D) operand: element strides of b, h and t (d is contiguous).
+struct View {
+  const uint16_t* p;
+  int64_t sb, sh, st;
+};
+
+struct Args {
+  View q, k, v, o, g;  // o: the forward's output; g: its gradient (backward only)
+  uint16_t* out;       // forward: O; dQ kernel: dQ; dK/dV kernel: dK
+  uint16_t* out2;      // dK/dV kernel: dV
+  float* lse;          // (B * H, tq)
+  float* delta;        // (B * H, tq)
+  int64_t batch_heads, heads, tq, tk;
+  float scale, scale_log2;  // scale, and scale * log2(e) (scores in log2 units)
+};
+
+__device__ inline const uint16_t* head_ptr(const View& v, int64_t bh, int64_t heads) {
+  return v.p + (bh / heads) * v.sb + (bh % heads) * v.sh;
+}
+
+template <class T>
+__device__ inline uint32_t pack(float lo, float hi) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+// c += a * b (16 x 8 x 16, f32 accumulators).
+template <class T>
+__device__ inline void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+}
+
+__device__ inline uint32_t ld32(const uint16_t* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// The A fragment of the 16 x 16 block at (r0, c0) of a row-major shared matrix (row stride ld).
+__device__ inline void load_a(uint32_t a[4], const uint16_t* s, int ld, int r0, int c0, int lane) {
+  const int g = lane >> 2, t = (lane & 3) * 2;
+  a[0] = ld32(s + (r0 + g) * ld + c0 + t);
+  a[1] = ld32(s + (r0 + g + 8) * ld + c0 + t);
+  a[2] = ld32(s + (r0 + g) * ld + c0 + t + 8);
+  a[3] = ld32(s + (r0 + g + 8) * ld + c0 + t + 8);
+}
+
+// The B fragment (k0..k0+15, n0..n0+7) of B, from a shared matrix holding B^T row-major: s[n][k].
+__device__ inline void load_b(uint32_t b[2], const uint16_t* s, int ld, int n0, int k0, int lane) {
+  const int g = lane >> 2, t = (lane & 3) * 2;
+  b[0] = ld32(s + (n0 + g) * ld + k0 + t);
+  b[1] = ld32(s + (n0 + g) * ld + k0 + t + 8);
+}
+
+// The C tiles c[2j], c[2j + 1] (16 rows, columns 16j..16j+15) as an A fragment, rounded to T.
+template <class T>
+__device__ inline void c_to_a(uint32_t a[4], const float c0[4], const float c1[4]) {
+  a[0] = pack<T>(c0[0], c0[1]);
+  a[1] = pack<T>(c0[2], c0[3]);
+  a[2] = pack<T>(c1[0], c1[1]);
+  a[3] = pack<T>(c1[2], c1[3]);
+}
+
+// Rows [row0, row0 + kTile) of a (rows, D) slice (row stride st) into s[r][c] (row stride D +
+// kPad); rows past `rows` are zeros (so they add nothing and never bring NaN from stale memory).
+template <int D>
+__device__ inline void stage_rows(uint16_t* s, const uint16_t* src, int64_t st, int64_t row0, int64_t rows) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kTile * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = (i % kChunks) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row0 + r < rows) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * st + c);
+    *reinterpret_cast<uint4*>(s + r * (D + kPad) + c) = v;
+  }
+}
+
+// The same tile transposed: s[c][r] (row stride kTileLd).
+template <int D>
+__device__ inline void stage_rows_t(uint16_t* s, const uint16_t* src, int64_t st, int64_t row0, int64_t rows) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kTile * kChunks; i += kThreads) {
+    const int r = i % kTile, c = (i / kTile) * 8;  // consecutive threads: consecutive rows (spread the stores)
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row0 + r < rows) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * st + c);
+    const uint16_t* e = reinterpret_cast<const uint16_t*>(&v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s[(c + j) * kTileLd + r] = e[j];
+  }
+}
+
+__device__ inline int64_t ceil_tiles(int64_t n) {
+  return (n + kTile - 1) / kTile;
+}
+
+template <int D>
+constexpr size_t forward_smem_bytes() {
+  return sizeof(uint16_t) * (2 * kTile * (D + kPad) + D * kTileLd);
+}
+
+// grid (B * H, query tiles), the largest tile index first (the causal tiles with the most keys
+// start first). Dynamic shared memory: forward_smem_bytes<D>().
+template <class T, int D, bool Causal>
+__global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Args a) {
+  static_assert(D % 16 == 0 && D <= 128, "attention: head dim must be a multiple of 16, at most 128");
+  extern __shared__ uint4 smem_words[];
+  constexpr int kLd = D + kPad;
+  uint16_t* qs = reinterpret_cast<uint16_t*>(smem_words);
+  uint16_t* ks = qs + kTile * kLd;
+  uint16_t* vt = ks + kTile * kLd;  // V^T: (D, kTile)
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, t2 = (lane & 3) * 2;
+  const int64_t bh = blockIdx.x;
+  const int64_t tile = static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y;
+  const int64_t q0 = tile * kTile;
+  const uint16_t* q = head_ptr(a.q, bh, a.heads);
+  const uint16_t* k = head_ptr(a.k, bh, a.heads);
+  const uint16_t* v = head_ptr(a.v, bh, a.heads);
+
+  stage_rows<D>(qs, q, a.q.st, q0, a.tq);
+  __syncthreads();
+  uint32_t qa[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) load_a(qa[kk], qs, kLd, warp * 16, kk * 16, lane);
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  int64_t key_tiles = ceil_tiles(a.tk);
+  if (Causal)
+    key_tiles = key_tiles < tile + 1 ? key_tiles : tile + 1;  // causal: tq == tk, so key tile j > tile is all future
+
+  for (int64_t j = 0; j < key_tiles; ++j) {
+    const int64_t k0 = j * kTile;
+    __syncthreads();  // every warp is done with the previous K and V
+    stage_rows<D>(ks, k, a.k.st, k0, a.tk);
+    stage_rows_t<D>(vt, v, a.v.st, k0, a.tk);
+    __syncthreads();
+
+    float s[kTile / 8][4];
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n) {
+        uint32_t b[2];
+        load_b(b, ks, kLd, n * 8, kk * 16, lane);
+        mma<T>(s[n], qa[kk], b);
+      }
+    }
+    // Scores in log2 units; keys past tk and (causal) after the query are -inf.
+    const bool edge = (Causal && j == tile) || k0 + kTile > a.tk;
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t col = k0 + n * 8 + t2 + (e & 1);
+        float x = s[n][e] * a.scale_log2;
+        if (edge && (col >= a.tk || (Causal && col > rows[e >> 1]))) x = -INFINITY;
+        s[n][e] = x;
+      }
+    }
+    // Online softmax: the rows' new max over this lane's columns, then over the 4 lanes of the row.
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+    }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 2));
+      // A row that has seen only masked keys keeps max -inf; subtracting 0 then gives exp2(-inf)
+      // = 0 for its scores instead of exp2(-inf + inf) = NaN.
+      base[r] = mx[r] == -INFINITY ? 0.f : mx[r];
+      const float alpha = exp2f(m[r] - base[r]);  // 0 while m is -inf
+      m[r] = mx[r];
+      l[r] *= alpha;
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d) {
+        o[d][2 * r] *= alpha;
+        o[d][2 * r + 1] *= alpha;
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2f(s[n][e] - base[e >> 1]);
+        s[n][e] = p;
+        l[e >> 1] += p;
+      }
+    }
+    // O += P V (P rounded to T, as the tensor cores take it; the row sums keep the f32 values).
+#pragma unroll
+    for (int kc = 0; kc < kTile / 16; ++kc) {
+      uint32_t pa[4];
+      c_to_a<T>(pa, s[2 * kc], s[2 * kc + 1]);
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d) {
+        uint32_t b[2];
+        load_b(b, vt, kTileLd, d * 8, kc * 16, lane);
+        mma<T>(o[d], pa, b);
+      }
+    }
+  }
+
+  uint16_t* out = a.out + bh * a.tq * D;
+  float* lse = a.lse + bh * a.tq;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFull, l[r], 1);
+    l[r] += __shfl_xor_sync(kFull, l[r], 2);
+    if (rows[r] >= a.tq) continue;
+    // A row with no key to see (not reachable from the public op) gets zeros and L = -inf.
+    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d)
+      *reinterpret_cast<uint32_t*>(out + rows[r] * D + d * 8 + t2) = pack<T>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+    if ((lane & 3) == 0) lse[rows[r]] = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
+  }
+}
+
+// delta[row] = sum_d dO[row, d] * O[row, d] in f32: a warp per row of (B * H * tq).
+template <class T, int D>
+__global__ void __launch_bounds__(256) attention_delta_kernel(const Args a) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  if (row >= a.batch_heads * a.tq) return;
+  const int64_t bh = row / a.tq, t = row % a.tq;
+  const uint16_t* go = head_ptr(a.g, bh, a.heads) + t * a.g.st;
+  const uint16_t* o = head_ptr(a.o, bh, a.heads) + t * a.o.st;
+  float acc = 0.f;
+  for (int d = lane; d < D; d += 32)
+    acc += kernels::device::to_acc(T::from_bits(go[d])) * kernels::device::to_acc(T::from_bits(o[d]));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(kFull, acc, off);
+  if (lane == 0) a.delta[row] = acc;
+}
+
+template <int D>
+constexpr size_t backward_kv_smem_bytes() {
+  return sizeof(uint16_t) * (4 * kTile * (D + kPad) + 2 * D * kTileLd) + sizeof(float) * 2 * kTile;
+}
+
+// dK, dV of one (64-key tile, batch * head): grid (B * H, key tiles). Shared: K, V, Q, dO
+// row-major, Q^T, dO^T, and the query tile's L (in log2 units) and delta.
+template <class T, int D, bool Causal>
+__global__ void __launch_bounds__(kThreads) attention_backward_kv_kernel(const Args a) {
+  static_assert(D % 16 == 0 && D <= 128, "attention: head dim must be a multiple of 16, at most 128");
+  extern __shared__ uint4 smem_words[];
+  constexpr int kLd = D + kPad;
+  uint16_t* ks = reinterpret_cast<uint16_t*>(smem_words);
+  uint16_t* vs = ks + kTile * kLd;
+  uint16_t* qs = vs + kTile * kLd;
+  uint16_t* gs = qs + kTile * kLd;  // dO
+  uint16_t* qt = gs + kTile * kLd;  // Q^T (D, kTile)
+  uint16_t* gt = qt + D * kTileLd;  // dO^T (D, kTile)
+  float* lse_s = reinterpret_cast<float*>(gt + D * kTileLd);
+  float* delta_s = lse_s + kTile;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, t2 = (lane & 3) * 2;
+  const int64_t bh = blockIdx.x;
+  const int64_t j = blockIdx.y;  // key tile: the first ones see the most query tiles when causal
+  const int64_t k0 = j * kTile;
+  const uint16_t* q = head_ptr(a.q, bh, a.heads);
+  const uint16_t* k = head_ptr(a.k, bh, a.heads);
+  const uint16_t* v = head_ptr(a.v, bh, a.heads);
+  const uint16_t* go = head_ptr(a.g, bh, a.heads);
+  const float* lse = a.lse + bh * a.tq;
+  const float* delta = a.delta + bh * a.tq;
+
+  stage_rows<D>(ks, k, a.k.st, k0, a.tk);
+  stage_rows<D>(vs, v, a.v.st, k0, a.tk);
+  float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+  for (int d = 0; d < D / 8; ++d) {
+    dk[d][0] = dk[d][1] = dk[d][2] = dk[d][3] = 0.f;
+    dv[d][0] = dv[d][1] = dv[d][2] = dv[d][3] = 0.f;
+  }
+  const int64_t keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  const int64_t query_tiles = ceil_tiles(a.tq);
+
+  for (int64_t i = Causal ? j : 0; i < query_tiles; ++i) {
+    const int64_t q0 = i * kTile;
+    __syncthreads();  // every warp is done with the previous query tile (and K, V are staged)
+    stage_rows<D>(qs, q, a.q.st, q0, a.tq);
+    stage_rows<D>(gs, go, a.g.st, q0, a.tq);
+    stage_rows_t<D>(qt, q, a.q.st, q0, a.tq);
+    stage_rows_t<D>(gt, go, a.g.st, q0, a.tq);
+    for (int r = static_cast<int>(threadIdx.x); r < kTile; r += kThreads) {
+      const int64_t row = q0 + r;
+      // +inf for rows past tq or without any key (L = -inf): exp2(x - inf) = 0 drops them.
+      const float l2 = row < a.tq ? lse[row] * kLog2e : INFINITY;
+      lse_s[r] = l2 == -INFINITY ? INFINITY : l2;
+      delta_s[r] = row < a.tq ? delta[row] : 0.f;
+    }
+    __syncthreads();
+
+    // S^T = K Q^T: this warp's 16 keys x the tile's 64 queries; then P^T from L.
+    float s[kTile / 8][4];
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t ka[4];
+      load_a(ka, ks, kLd, warp * 16, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n) {
+        uint32_t b[2];
+        load_b(b, qs, kLd, n * 8, kk * 16, lane);
+        mma<T>(s[n], ka, b);
+      }
+    }
+    const bool edge = (Causal && i == j) || q0 + kTile > a.tq || k0 + kTile > a.tk;
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = n * 8 + t2 + (e & 1);
+        float p = exp2f(s[n][e] * a.scale_log2 - lse_s[c]);
+        const int64_t row = q0 + c, key = keys[e >> 1];
+        if (edge && (row >= a.tq || key >= a.tk || (Causal && key > row))) p = 0.f;
+        s[n][e] = p;
+      }
+    }
+    // dV += P^T dO (B[k = query][n = d] from dO^T).
+#pragma unroll
+    for (int kc = 0; kc < kTile / 16; ++kc) {
+      uint32_t pa[4];
+      c_to_a<T>(pa, s[2 * kc], s[2 * kc + 1]);
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d) {
+        uint32_t b[2];
+        load_b(b, gt, kTileLd, d * 8, kc * 16, lane);
+        mma<T>(dv[d], pa, b);
+      }
+    }
+    // dP^T = V dO^T (B[k = d][n = query] from dO row-major).
+    float dp[kTile / 8][4];
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t va[4];
+      load_a(va, vs, kLd, warp * 16, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n) {
+        uint32_t b[2];
+        load_b(b, gs, kLd, n * 8, kk * 16, lane);
+        mma<T>(dp[n], va, b);
+      }
+    }
+    // dS^T = P^T * (dP^T - delta); dK += dS^T Q (B[k = query][n = d] from Q^T).
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[n][e] = s[n][e] * (dp[n][e] - delta_s[n * 8 + t2 + (e & 1)]);
+    }
+#pragma unroll
+    for (int kc = 0; kc < kTile / 16; ++kc) {
+      uint32_t da[4];
+      c_to_a<T>(da, dp[2 * kc], dp[2 * kc + 1]);
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d) {
+        uint32_t b[2];
+        load_b(b, qt, kTileLd, d * 8, kc * 16, lane);
+        mma<T>(dk[d], da, b);
+      }
+    }
+  }
+
+  uint16_t* dk_out = a.out + bh * a.tk * D;
+  uint16_t* dv_out = a.out2 + bh * a.tk * D;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (keys[r] >= a.tk) continue;
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+      const int64_t at = keys[r] * D + d * 8 + t2;
+      *reinterpret_cast<uint32_t*>(dk_out + at) = pack<T>(dk[d][2 * r] * a.scale, dk[d][2 * r + 1] * a.scale);
+      *reinterpret_cast<uint32_t*>(dv_out + at) = pack<T>(dv[d][2 * r], dv[d][2 * r + 1]);
+    }
+  }
+}
+
+template <int D>
+constexpr size_t backward_q_smem_bytes() {
+  return sizeof(uint16_t) * (4 * kTile * (D + kPad) + D * kTileLd);
+}
+
+// dQ of one (64-query tile, batch * head): grid (B * H, query tiles), the largest first. Shared:
+// Q, dO (this tile), K, V row-major and K^T (the key tile).
+template <class T, int D, bool Causal>
+__global__ void __launch_bounds__(kThreads) attention_backward_q_kernel(const Args a) {
+  static_assert(D % 16 == 0 && D <= 128, "attention: head dim must be a multiple of 16, at most 128");
+  extern __shared__ uint4 smem_words[];
+  constexpr int kLd = D + kPad;
+  uint16_t* qs = reinterpret_cast<uint16_t*>(smem_words);
+  uint16_t* gs = qs + kTile * kLd;  // dO
+  uint16_t* ks = gs + kTile * kLd;
+  uint16_t* vs = ks + kTile * kLd;
+  uint16_t* kt = vs + kTile * kLd;  // K^T (D, kTile)
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, t2 = (lane & 3) * 2;
+  const int64_t bh = blockIdx.x;
+  const int64_t tile = static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y;
+  const int64_t q0 = tile * kTile;
+  const uint16_t* q = head_ptr(a.q, bh, a.heads);
+  const uint16_t* k = head_ptr(a.k, bh, a.heads);
+  const uint16_t* v = head_ptr(a.v, bh, a.heads);
+  const uint16_t* go = head_ptr(a.g, bh, a.heads);
+
+  stage_rows<D>(qs, q, a.q.st, q0, a.tq);
+  stage_rows<D>(gs, go, a.g.st, q0, a.tq);
+  const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  float l2[2], dl[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float x = rows[r] < a.tq ? a.lse[bh * a.tq + rows[r]] * kLog2e : INFINITY;
+    l2[r] = x == -INFINITY ? INFINITY : x;
+    dl[r] = rows[r] < a.tq ? a.delta[bh * a.tq + rows[r]] : 0.f;
+  }
+  float dq[D / 8][4];
+#pragma unroll
+  for (int d = 0; d < D / 8; ++d) dq[d][0] = dq[d][1] = dq[d][2] = dq[d][3] = 0.f;
+  int64_t key_tiles = ceil_tiles(a.tk);
+  if (Causal) key_tiles = key_tiles < tile + 1 ? key_tiles : tile + 1;
+
+  for (int64_t j = 0; j < key_tiles; ++j) {
+    const int64_t k0 = j * kTile;
+    __syncthreads();
+    stage_rows<D>(ks, k, a.k.st, k0, a.tk);
+    stage_rows<D>(vs, v, a.v.st, k0, a.tk);
+    stage_rows_t<D>(kt, k, a.k.st, k0, a.tk);
+    __syncthreads();
+
+    // S = Q K^T and dP = dO V^T: this warp's 16 queries x the tile's 64 keys.
+    float s[kTile / 8][4], dp[kTile / 8][4];
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
+    }
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t qa[4], ga[4];
+      load_a(qa, qs, kLd, warp * 16, kk * 16, lane);
+      load_a(ga, gs, kLd, warp * 16, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n) {
+        uint32_t b[2];
+        load_b(b, ks, kLd, n * 8, kk * 16, lane);
+        mma<T>(s[n], qa, b);
+        load_b(b, vs, kLd, n * 8, kk * 16, lane);
+        mma<T>(dp[n], ga, b);
+      }
+    }
+    // dS = P * (dP - delta), P = exp2(S * scale * log2 e - L * log2 e), 0 where masked.
+    const bool edge = (Causal && j == tile) || k0 + kTile > a.tk || q0 + kTile > a.tq;
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t col = k0 + n * 8 + t2 + (e & 1), row = rows[e >> 1];
+        float p = exp2f(s[n][e] * a.scale_log2 - l2[e >> 1]);
+        if (edge && (row >= a.tq || col >= a.tk || (Causal && col > row))) p = 0.f;
+        s[n][e] = p * (dp[n][e] - dl[e >> 1]);
+      }
+    }
+    // dQ += dS K (B[k = key][n = d] from K^T).
+#pragma unroll
+    for (int kc = 0; kc < kTile / 16; ++kc) {
+      uint32_t da[4];
+      c_to_a<T>(da, s[2 * kc], s[2 * kc + 1]);
+#pragma unroll
+      for (int d = 0; d < D / 8; ++d) {
+        uint32_t b[2];
+        load_b(b, kt, kTileLd, d * 8, kc * 16, lane);
+        mma<T>(dq[d], da, b);
+      }
+    }
+  }
+
+  uint16_t* dq_out = a.out + bh * a.tq * D;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= a.tq) continue;
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d)
+      *reinterpret_cast<uint32_t*>(dq_out + rows[r] * D + d * 8 + t2) =
+          pack<T>(dq[d][2 * r] * a.scale, dq[d][2 * r + 1] * a.scale);
+  }
+}
+
+View view_of(const Tensor& t) {
+  return View{static_cast<const uint16_t*>(t.data_ptr()), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+Args make_args(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  Args a{};
+  a.q = view_of(q);
+  a.k = view_of(k);
+  a.v = view_of(v);
+  a.batch_heads = q.size(0) * q.size(1);
+  a.heads = q.size(1);
+  a.tq = q.size(2);
+  a.tk = k.size(2);
+  a.scale = static_cast<float>(scale);
+  a.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  return a;
+}
+
+// Calls f(std::integral_constant<int, D>{}) for the supported head dims.
+template <class F>
+void visit_head_dim(int64_t d, F&& f) {
+  switch (d) {
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 80:
+      return f(std::integral_constant<int, 80>{});
+    case 96:
+      return f(std::integral_constant<int, 96>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      BRISK_THROW("attention (CUDA): head dim ", d, " is not supported by the fused kernels (32, 64, 80, 96, 128)");
+  }
+}
+
+// Calls f(T{}) for f16 and bf16.
+template <class F>
+void visit_half(const Tensor& t, const char* op, F&& f) {
+  switch (t.dtype()) {
+    case DType::F16:
+      return f(Half{});
+    case DType::BF16:
+      return f(BFloat16{});
+    default:
+      throw_not_implemented(op, t.dtype(), t.device());
+  }
+}
+
+unsigned tiles_of(int64_t n) {
+  return static_cast<unsigned>((n + kTile - 1) / kTile);
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale, const Tensor& out,
+                       const Tensor& lse) {
+  OpScope scope("attention_forward", &q, &k, &v);
+  if (q.numel() == 0) return;
+  brisk::cuda::DeviceGuard guard(q.device().index);
+  cudaStream_t stream = brisk::cuda::detail::current_native_stream(q.device().index);
+  Args a = make_args(q, k, v, scale);
+  a.out = static_cast<uint16_t*>(out.data_ptr());
+  a.lse = static_cast<float*>(lse.data_ptr());
+  const dim3 grid(static_cast<unsigned>(q.size(0) * q.size(1)), tiles_of(a.tq));
+  visit_half(q, "attention_forward", [&](auto tag) {
+    using T = decltype(tag);
+    visit_head_dim(q.size(3), [&](auto dim) {
+      constexpr int D = decltype(dim)::value;
+      if (causal)
+        launch("attention_forward", attention_forward_kernel<T, D, true>, grid, dim3(kThreads), forward_smem_bytes<D>(),
+               stream, a);
+      else
+        launch("attention_forward", attention_forward_kernel<T, D, false>, grid, dim3(kThreads),
+               forward_smem_bytes<D>(), stream, a);
+    });
+  });
+}
+
+void attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, bool causal, double scale, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dv, const Tensor& delta) {
+  OpScope scope("attention_backward", &grad, &q, &k);
+  if (q.numel() == 0 || k.numel() == 0) return;
+  brisk::cuda::DeviceGuard guard(q.device().index);
+  cudaStream_t stream = brisk::cuda::detail::current_native_stream(q.device().index);
+  Args a = make_args(q, k, v, scale);
+  a.o = view_of(out);
+  a.g = view_of(grad);
+  a.lse = static_cast<float*>(lse.data_ptr());
+  a.delta = static_cast<float*>(delta.data_ptr());
+  const int64_t bh = q.size(0) * q.size(1);
+  visit_half(q, "attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    visit_head_dim(q.size(3), [&](auto dim) {
+      constexpr int D = decltype(dim)::value;
+      constexpr int kRowsPerBlock = 8;  // warps of the delta kernel
+      launch("attention_backward_delta", attention_delta_kernel<T, D>,
+             dim3(brisk::cuda::detail::blocks_for(bh * a.tq, kRowsPerBlock), 1, 1), dim3(kRowsPerBlock * 32), 0, stream,
+             a);
+      Args kv = a;
+      kv.out = static_cast<uint16_t*>(dk.data_ptr());
+      kv.out2 = static_cast<uint16_t*>(dv.data_ptr());
+      const dim3 kv_grid(static_cast<unsigned>(bh), tiles_of(a.tk));
+      Args qa = a;
+      qa.out = static_cast<uint16_t*>(dq.data_ptr());
+      const dim3 q_grid(static_cast<unsigned>(bh), tiles_of(a.tq));
+      if (causal) {
+        launch("attention_backward_kv", attention_backward_kv_kernel<T, D, true>, kv_grid, dim3(kThreads),
+               backward_kv_smem_bytes<D>(), stream, kv);
+        launch("attention_backward_q", attention_backward_q_kernel<T, D, true>, q_grid, dim3(kThreads),
+               backward_q_smem_bytes<D>(), stream, qa);
+      } else {
+        launch("attention_backward_kv", attention_backward_kv_kernel<T, D, false>, kv_grid, dim3(kThreads),
+               backward_kv_smem_bytes<D>(), stream, kv);
+        launch("attention_backward_q", attention_backward_q_kernel<T, D, false>, q_grid, dim3(kThreads),
+               backward_q_smem_bytes<D>(), stream, qa);
+      }
+    });
+  });
+}
+
+}  // namespace brisk::kernels::cuda
