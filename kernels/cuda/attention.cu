@@ -1,5 +1,6 @@
 // Fused scaled dot-product attention on the GPU, flash-attention-2 style, for f16 and bf16 with
-// tensor-core mma.sync (m16n8k16, f32 accumulation) and head dims 32, 64, 80, 96 and 128.
+// tensor-core mma.sync (m16n8k16, f32 accumulation), and f32 with plain FMAs; head dims 32, 64,
+// 80, 96 and 128.
 //
 // Forward: a CTA of 4 warps per (64-query tile, batch * head); each warp owns 16 query rows,
 // keeps their Q fragments in registers and walks the key tiles (64 keys; only those at or
@@ -21,6 +22,9 @@
 // (g + 8, 2t..). So a C tile pair (columns 16j..16j+15) is an A fragment as it stands, and a B
 // fragment reads 2 consecutive elements from a shared-memory matrix that holds B^T row-major.
 // Every operand a kernel multiplies is staged so that the k dimension is contiguous.
+//
+// f32 takes the same tiles, grids and passes without tensor cores (two threads per row, plain
+// fmaf; see the f32 section below), so f32 results are as accurate as the unfused ops'.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -50,22 +54,23 @@ constexpr unsigned kFull = 0xffffffffu;
 
 // One (B, H, T, D) operand: element strides of b, h and t (d is contiguous).
 struct View {
-  const uint16_t* p;
+  const void* p;
   int64_t sb, sh, st;
 };
 
 struct Args {
   View q, k, v, o, g;  // o: the forward's output; g: its gradient (backward only)
-  uint16_t* out;       // forward: O; dQ kernel: dQ; dK/dV kernel: dK
-  uint16_t* out2;      // dK/dV kernel: dV
+  void* out;           // forward: O; dQ kernel: dQ; dK/dV kernel: dK
+  void* out2;          // dK/dV kernel: dV
   float* lse;          // (B * H, tq)
   float* delta;        // (B * H, tq)
   int64_t batch_heads, heads, tq, tk;
   float scale, scale_log2;  // scale, and scale * log2(e) (scores in log2 units)
 };
 
-__device__ inline const uint16_t* head_ptr(const View& v, int64_t bh, int64_t heads) {
-  return v.p + (bh / heads) * v.sb + (bh % heads) * v.sh;
+template <class E = uint16_t>
+__device__ inline const E* head_ptr(const View& v, int64_t bh, int64_t heads) {
+  return static_cast<const E*>(v.p) + (bh / heads) * v.sb + (bh % heads) * v.sh;
 }
 
 template <class T>
@@ -274,7 +279,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Args 
     }
   }
 
-  uint16_t* out = a.out + bh * a.tq * D;
+  uint16_t* out = static_cast<uint16_t*>(a.out) + bh * a.tq * D;
   float* lse = a.lse + bh * a.tq;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -290,18 +295,27 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Args 
   }
 }
 
+// One stored element as f32.
+template <class T>
+__device__ inline float load_acc(const void* p, int64_t i) {
+  if constexpr (std::is_same_v<T, float>)
+    return static_cast<const float*>(p)[i];
+  else
+    return kernels::device::to_acc(T::from_bits(static_cast<const uint16_t*>(p)[i]));
+}
+
 // delta[row] = sum_d dO[row, d] * O[row, d] in f32: a warp per row of (B * H * tq).
 template <class T, int D>
 __global__ void __launch_bounds__(256) attention_delta_kernel(const Args a) {
+  using E = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  if (row >= a.batch_heads * a.tq) return;
+  if (row >= a.batch_heads * a.tq) return;  // whole warps
   const int64_t bh = row / a.tq, t = row % a.tq;
-  const uint16_t* go = head_ptr(a.g, bh, a.heads) + t * a.g.st;
-  const uint16_t* o = head_ptr(a.o, bh, a.heads) + t * a.o.st;
+  const E* go = head_ptr<E>(a.g, bh, a.heads) + t * a.g.st;
+  const E* o = head_ptr<E>(a.o, bh, a.heads) + t * a.o.st;
   float acc = 0.f;
-  for (int d = lane; d < D; d += 32)
-    acc += kernels::device::to_acc(T::from_bits(go[d])) * kernels::device::to_acc(T::from_bits(o[d]));
+  for (int d = lane; d < D; d += 32) acc += load_acc<T>(go, d) * load_acc<T>(o, d);
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(kFull, acc, off);
   if (lane == 0) a.delta[row] = acc;
@@ -439,8 +453,8 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kv_kernel(const A
     }
   }
 
-  uint16_t* dk_out = a.out + bh * a.tk * D;
-  uint16_t* dv_out = a.out2 + bh * a.tk * D;
+  uint16_t* dk_out = static_cast<uint16_t*>(a.out) + bh * a.tk * D;
+  uint16_t* dv_out = static_cast<uint16_t*>(a.out2) + bh * a.tk * D;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= a.tk) continue;
@@ -551,7 +565,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_q_kernel(const Ar
     }
   }
 
-  uint16_t* dq_out = a.out + bh * a.tq * D;
+  uint16_t* dq_out = static_cast<uint16_t*>(a.out) + bh * a.tq * D;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (rows[r] >= a.tq) continue;
@@ -562,8 +576,249 @@ __global__ void __launch_bounds__(kThreads) attention_backward_q_kernel(const Ar
   }
 }
 
+// ---- f32: plain FMA kernels (no tensor cores), the same tiles and passes ----
+// Two threads per row of a 64-row tile (lanes 2r and 2r + 1): thread h of the pair holds dims
+// 2i + h (i < D / 2), so the pair reads neighbouring words. Shared tiles are f32 with rows padded
+// to D + 2 words: a warp's 16 rows read at 2 * 16 different banks when each thread reads its own
+// row, and at 2 when all read one row (a broadcast). The pair's dot products combine with one
+// shuffle between its two lanes (the pair always takes the same branches: one row).
+
+template <int D>
+constexpr int f32_ld() {
+  return D + 2;
+}
+
+// Rows [row0, row0 + kTile) of a (rows, D) f32 slice into s[r][c] (row stride D + 2), zeros past `rows`.
+template <int D>
+__device__ inline void stage_rows_f32(float* s, const float* src, int64_t st, int64_t row0, int64_t rows) {
+  constexpr int kChunks = D / 4;
+  for (int i = threadIdx.x; i < kTile * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = (i % kChunks) * 4;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row0 + r < rows) v = *reinterpret_cast<const float4*>(src + (row0 + r) * st + c);
+    float* d = s + r * f32_ld<D>() + c;  // padded rows are 8-byte aligned only: scalar stores
+    d[0] = v.x;
+    d[1] = v.y;
+    d[2] = v.z;
+    d[3] = v.w;
+  }
+}
+
+// sum_i x[i] * row[2i + h] over the pair (both lanes get the full dot product).
+template <int D>
+__device__ inline float pair_dot(const float (&x)[D / 2], const float* row, int h, unsigned pair) {
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) acc = fmaf(x[i], row[2 * i + h], acc);
+  return acc + __shfl_xor_sync(pair, acc, 1);
+}
+
+// sum_d a[d] * b[d] of two shared rows over the pair.
+template <int D>
+__device__ inline float pair_dot_rows(const float* a, const float* b, int h, unsigned pair) {
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) acc = fmaf(a[2 * i + h], b[2 * i + h], acc);
+  return acc + __shfl_xor_sync(pair, acc, 1);
+}
+
+template <int D>
+constexpr size_t forward_f32_smem_bytes() {
+  return sizeof(float) * 2 * kTile * f32_ld<D>();
+}
+
+// Forward, f32: grid (B * H, query tiles), the largest first; shared K, V. Each pair keeps its
+// query row (pre-scaled to log2 units) and output row in registers and takes the keys one at a
+// time with the online softmax.
+template <int D, bool Causal>
+__global__ void __launch_bounds__(kThreads) attention_forward_f32_kernel(const Args a) {
+  static_assert(D % 4 == 0 && D <= 128, "attention (f32): head dim must be a multiple of 4, at most 128");
+  extern __shared__ uint4 smem_words[];
+  constexpr int kLd = f32_ld<D>();
+  float* ks = reinterpret_cast<float*>(smem_words);
+  float* vs = ks + kTile * kLd;
+  const int lane = static_cast<int>(threadIdx.x) & 31, h = lane & 1;
+  const unsigned pair = 3u << (lane & 30);
+  const int64_t bh = blockIdx.x;
+  const int64_t tile = static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y;
+  const int64_t q0 = tile * kTile, row = q0 + (threadIdx.x >> 1);
+  const float* q = head_ptr<float>(a.q, bh, a.heads);
+  const float* k = head_ptr<float>(a.k, bh, a.heads);
+  const float* v = head_ptr<float>(a.v, bh, a.heads);
+  float qr[D / 2], acc[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) {
+    qr[i] = row < a.tq ? q[row * a.q.st + 2 * i + h] * a.scale_log2 : 0.f;
+    acc[i] = 0.f;
+  }
+  float m = -INFINITY, l = 0.f;
+  int64_t key_tiles = ceil_tiles(a.tk);
+  if (Causal) key_tiles = key_tiles < tile + 1 ? key_tiles : tile + 1;
+  for (int64_t j = 0; j < key_tiles; ++j) {
+    const int64_t k0 = j * kTile;
+    __syncthreads();
+    stage_rows_f32<D>(ks, k, a.k.st, k0, a.tk);
+    stage_rows_f32<D>(vs, v, a.v.st, k0, a.tk);
+    __syncthreads();
+    const int n = static_cast<int>(a.tk - k0 < kTile ? a.tk - k0 : kTile);
+    for (int c = 0; c < n; ++c) {
+      if (Causal && k0 + c > row) break;  // the pair breaks together
+      const float x = pair_dot<D>(qr, ks + c * kLd, h, pair);
+      const float* vr = vs + c * kLd;
+      if (x > m) {  // a new max: rescale what was summed (alpha = 0 the first time)
+        const float alpha = exp2f(m - x);
+        l = l * alpha + 1.f;
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) acc[i] = fmaf(acc[i], alpha, vr[2 * i + h]);
+        m = x;
+      } else {
+        const float p = exp2f(x - m);
+        l += p;
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) acc[i] = fmaf(p, vr[2 * i + h], acc[i]);
+      }
+    }
+  }
+  if (row >= a.tq) return;
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  float* out = static_cast<float*>(a.out) + (bh * a.tq + row) * D;
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) out[2 * i + h] = acc[i] * inv;
+  if (h == 0) a.lse[bh * a.tq + row] = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
+}
+
+// L in log2 units for the backward, +inf where the row has no key (so its p = 0).
+__device__ inline float lse_log2(const Args& a, int64_t bh, int64_t row) {
+  const float x = row < a.tq ? a.lse[bh * a.tq + row] * kLog2e : INFINITY;
+  return x == -INFINITY ? INFINITY : x;
+}
+
+// dQ, f32: grid (B * H, query tiles), the largest first; shared K, V. Each pair keeps its q, dO
+// and dq rows in registers.
+template <int D, bool Causal>
+__global__ void __launch_bounds__(kThreads) attention_backward_q_f32_kernel(const Args a) {
+  static_assert(D % 4 == 0 && D <= 128, "attention (f32): head dim must be a multiple of 4, at most 128");
+  extern __shared__ uint4 smem_words[];
+  constexpr int kLd = f32_ld<D>();
+  float* ks = reinterpret_cast<float*>(smem_words);
+  float* vs = ks + kTile * kLd;
+  const int lane = static_cast<int>(threadIdx.x) & 31, h = lane & 1;
+  const unsigned pair = 3u << (lane & 30);
+  const int64_t bh = blockIdx.x;
+  const int64_t tile = static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y;
+  const int64_t q0 = tile * kTile, row = q0 + (threadIdx.x >> 1);
+  const float* q = head_ptr<float>(a.q, bh, a.heads);
+  const float* k = head_ptr<float>(a.k, bh, a.heads);
+  const float* v = head_ptr<float>(a.v, bh, a.heads);
+  const float* go = head_ptr<float>(a.g, bh, a.heads);
+  float qr[D / 2], gr[D / 2], dq[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) {
+    qr[i] = row < a.tq ? q[row * a.q.st + 2 * i + h] : 0.f;
+    gr[i] = row < a.tq ? go[row * a.g.st + 2 * i + h] : 0.f;
+    dq[i] = 0.f;
+  }
+  const float l2 = lse_log2(a, bh, row);
+  const float dl = row < a.tq ? a.delta[bh * a.tq + row] : 0.f;
+  int64_t key_tiles = ceil_tiles(a.tk);
+  if (Causal) key_tiles = key_tiles < tile + 1 ? key_tiles : tile + 1;
+  for (int64_t j = 0; j < key_tiles; ++j) {
+    const int64_t k0 = j * kTile;
+    __syncthreads();
+    stage_rows_f32<D>(ks, k, a.k.st, k0, a.tk);
+    stage_rows_f32<D>(vs, v, a.v.st, k0, a.tk);
+    __syncthreads();
+    const int n = static_cast<int>(a.tk - k0 < kTile ? a.tk - k0 : kTile);
+    for (int c = 0; c < n; ++c) {
+      if (Causal && k0 + c > row) break;
+      const float* kr = ks + c * kLd;
+      const float p = exp2f(pair_dot<D>(qr, kr, h, pair) * a.scale_log2 - l2);
+      const float ds = p * (pair_dot<D>(gr, vs + c * kLd, h, pair) - dl);
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) dq[i] = fmaf(ds, kr[2 * i + h], dq[i]);
+    }
+  }
+  if (row >= a.tq) return;
+  float* out = static_cast<float*>(a.out) + (bh * a.tq + row) * D;
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) out[2 * i + h] = dq[i] * a.scale;
+}
+
+template <int D>
+constexpr size_t backward_kv_f32_smem_bytes() {
+  return sizeof(float) * (4 * kTile * f32_ld<D>() + 2 * kTile);
+}
+
+// dK, dV, f32: grid (B * H, key tiles); shared K, V (this key tile), Q, dO, L and delta (the
+// query tile). Each pair owns a key row; its dk and dv rows stay in registers.
+template <int D, bool Causal>
+__global__ void __launch_bounds__(kThreads) attention_backward_kv_f32_kernel(const Args a) {
+  static_assert(D % 4 == 0 && D <= 128, "attention (f32): head dim must be a multiple of 4, at most 128");
+  extern __shared__ uint4 smem_words[];
+  constexpr int kLd = f32_ld<D>();
+  float* ks = reinterpret_cast<float*>(smem_words);
+  float* vs = ks + kTile * kLd;
+  float* qs = vs + kTile * kLd;
+  float* gs = qs + kTile * kLd;
+  float* lse_s = gs + kTile * kLd;
+  float* delta_s = lse_s + kTile;
+  const int lane = static_cast<int>(threadIdx.x) & 31, h = lane & 1;
+  const unsigned pair = 3u << (lane & 30);
+  const int64_t bh = blockIdx.x;
+  const int64_t j = blockIdx.y;
+  const int64_t k0 = j * kTile;
+  const int r = static_cast<int>(threadIdx.x) >> 1;
+  const int64_t key = k0 + r;
+  const float* q = head_ptr<float>(a.q, bh, a.heads);
+  const float* k = head_ptr<float>(a.k, bh, a.heads);
+  const float* v = head_ptr<float>(a.v, bh, a.heads);
+  const float* go = head_ptr<float>(a.g, bh, a.heads);
+  stage_rows_f32<D>(ks, k, a.k.st, k0, a.tk);
+  stage_rows_f32<D>(vs, v, a.v.st, k0, a.tk);
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+  const float* kr = ks + r * kLd;
+  const float* vr = vs + r * kLd;
+  const int64_t query_tiles = ceil_tiles(a.tq);
+  for (int64_t i = Causal ? j : 0; i < query_tiles; ++i) {
+    const int64_t q0 = i * kTile;
+    __syncthreads();
+    stage_rows_f32<D>(qs, q, a.q.st, q0, a.tq);
+    stage_rows_f32<D>(gs, go, a.g.st, q0, a.tq);
+    for (int c = static_cast<int>(threadIdx.x); c < kTile; c += kThreads) {
+      lse_s[c] = lse_log2(a, bh, q0 + c);
+      delta_s[c] = q0 + c < a.tq ? a.delta[bh * a.tq + q0 + c] : 0.f;
+    }
+    __syncthreads();
+    if (key >= a.tk) continue;  // a pair past the keys (no shuffle partner elsewhere; barriers above)
+    const int n = static_cast<int>(a.tq - q0 < kTile ? a.tq - q0 : kTile);
+    int first = 0;
+    if (Causal && key > q0) first = static_cast<int>(key - q0);  // queries before the key see nothing
+    for (int c = first; c < n; ++c) {
+      const float* qc = qs + c * kLd;
+      const float* gc = gs + c * kLd;
+      const float p = exp2f(pair_dot_rows<D>(kr, qc, h, pair) * a.scale_log2 - lse_s[c]);
+      const float ds = p * (pair_dot_rows<D>(vr, gc, h, pair) - delta_s[c]);
+#pragma unroll
+      for (int d = 0; d < D / 2; ++d) {
+        dv[d] = fmaf(p, gc[2 * d + h], dv[d]);
+        dk[d] = fmaf(ds, qc[2 * d + h], dk[d]);
+      }
+    }
+  }
+  if (key >= a.tk) return;
+  float* dk_out = static_cast<float*>(a.out) + (bh * a.tk + key) * D;
+  float* dv_out = static_cast<float*>(a.out2) + (bh * a.tk + key) * D;
+#pragma unroll
+  for (int d = 0; d < D / 2; ++d) {
+    dk_out[2 * d + h] = dk[d] * a.scale;
+    dv_out[2 * d + h] = dv[d];
+  }
+}
+
 View view_of(const Tensor& t) {
-  return View{static_cast<const uint16_t*>(t.data_ptr()), t.stride(0), t.stride(1), t.stride(2)};
+  return View{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)};
 }
 
 Args make_args(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
@@ -599,10 +854,12 @@ void visit_head_dim(int64_t d, F&& f) {
   }
 }
 
-// Calls f(T{}) for f16 and bf16.
+// Calls f(T{}) for f32, f16 and bf16.
 template <class F>
-void visit_half(const Tensor& t, const char* op, F&& f) {
+void visit_attention_dtype(const Tensor& t, const char* op, F&& f) {
   switch (t.dtype()) {
+    case DType::F32:
+      return f(float{});
     case DType::F16:
       return f(Half{});
     case DType::BF16:
@@ -616,6 +873,31 @@ unsigned tiles_of(int64_t n) {
   return static_cast<unsigned>((n + kTile - 1) / kTile);
 }
 
+template <class T, int D, bool Causal>
+void launch_forward(dim3 grid, cudaStream_t stream, const Args& a) {
+  if constexpr (std::is_same_v<T, float>)
+    launch("attention_forward", attention_forward_f32_kernel<D, Causal>, grid, dim3(kThreads),
+           forward_f32_smem_bytes<D>(), stream, a);
+  else
+    launch("attention_forward", attention_forward_kernel<T, D, Causal>, grid, dim3(kThreads), forward_smem_bytes<D>(),
+           stream, a);
+}
+
+template <class T, int D, bool Causal>
+void launch_backward(dim3 kv_grid, dim3 q_grid, cudaStream_t stream, const Args& kv, const Args& qa) {
+  if constexpr (std::is_same_v<T, float>) {
+    launch("attention_backward_kv", attention_backward_kv_f32_kernel<D, Causal>, kv_grid, dim3(kThreads),
+           backward_kv_f32_smem_bytes<D>(), stream, kv);
+    launch("attention_backward_q", attention_backward_q_f32_kernel<D, Causal>, q_grid, dim3(kThreads),
+           forward_f32_smem_bytes<D>(), stream, qa);
+  } else {
+    launch("attention_backward_kv", attention_backward_kv_kernel<T, D, Causal>, kv_grid, dim3(kThreads),
+           backward_kv_smem_bytes<D>(), stream, kv);
+    launch("attention_backward_q", attention_backward_q_kernel<T, D, Causal>, q_grid, dim3(kThreads),
+           backward_q_smem_bytes<D>(), stream, qa);
+  }
+}
+
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale, const Tensor& out,
@@ -625,19 +907,17 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   brisk::cuda::DeviceGuard guard(q.device().index);
   cudaStream_t stream = brisk::cuda::detail::current_native_stream(q.device().index);
   Args a = make_args(q, k, v, scale);
-  a.out = static_cast<uint16_t*>(out.data_ptr());
+  a.out = out.data_ptr();
   a.lse = static_cast<float*>(lse.data_ptr());
   const dim3 grid(static_cast<unsigned>(q.size(0) * q.size(1)), tiles_of(a.tq));
-  visit_half(q, "attention_forward", [&](auto tag) {
+  visit_attention_dtype(q, "attention_forward", [&](auto tag) {
     using T = decltype(tag);
     visit_head_dim(q.size(3), [&](auto dim) {
       constexpr int D = decltype(dim)::value;
       if (causal)
-        launch("attention_forward", attention_forward_kernel<T, D, true>, grid, dim3(kThreads), forward_smem_bytes<D>(),
-               stream, a);
+        launch_forward<T, D, true>(grid, stream, a);
       else
-        launch("attention_forward", attention_forward_kernel<T, D, false>, grid, dim3(kThreads),
-               forward_smem_bytes<D>(), stream, a);
+        launch_forward<T, D, false>(grid, stream, a);
     });
   });
 }
@@ -655,32 +935,24 @@ void attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, co
   a.lse = static_cast<float*>(lse.data_ptr());
   a.delta = static_cast<float*>(delta.data_ptr());
   const int64_t bh = q.size(0) * q.size(1);
-  visit_half(q, "attention_backward", [&](auto tag) {
+  Args kv = a;
+  kv.out = dk.data_ptr();
+  kv.out2 = dv.data_ptr();
+  Args qa = a;
+  qa.out = dq.data_ptr();
+  const dim3 kv_grid(static_cast<unsigned>(bh), tiles_of(a.tk)), q_grid(static_cast<unsigned>(bh), tiles_of(a.tq));
+  constexpr int kRowsPerBlock = 8;  // warps of the delta kernel: one per query row
+  const dim3 delta_grid(brisk::cuda::detail::blocks_for(bh * a.tq, kRowsPerBlock));
+  visit_attention_dtype(q, "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     visit_head_dim(q.size(3), [&](auto dim) {
       constexpr int D = decltype(dim)::value;
-      constexpr int kRowsPerBlock = 8;  // warps of the delta kernel
-      launch("attention_backward_delta", attention_delta_kernel<T, D>,
-             dim3(brisk::cuda::detail::blocks_for(bh * a.tq, kRowsPerBlock), 1, 1), dim3(kRowsPerBlock * 32), 0, stream,
+      launch("attention_backward_delta", attention_delta_kernel<T, D>, delta_grid, dim3(kRowsPerBlock * 32), 0, stream,
              a);
-      Args kv = a;
-      kv.out = static_cast<uint16_t*>(dk.data_ptr());
-      kv.out2 = static_cast<uint16_t*>(dv.data_ptr());
-      const dim3 kv_grid(static_cast<unsigned>(bh), tiles_of(a.tk));
-      Args qa = a;
-      qa.out = static_cast<uint16_t*>(dq.data_ptr());
-      const dim3 q_grid(static_cast<unsigned>(bh), tiles_of(a.tq));
-      if (causal) {
-        launch("attention_backward_kv", attention_backward_kv_kernel<T, D, true>, kv_grid, dim3(kThreads),
-               backward_kv_smem_bytes<D>(), stream, kv);
-        launch("attention_backward_q", attention_backward_q_kernel<T, D, true>, q_grid, dim3(kThreads),
-               backward_q_smem_bytes<D>(), stream, qa);
-      } else {
-        launch("attention_backward_kv", attention_backward_kv_kernel<T, D, false>, kv_grid, dim3(kThreads),
-               backward_kv_smem_bytes<D>(), stream, kv);
-        launch("attention_backward_q", attention_backward_q_kernel<T, D, false>, q_grid, dim3(kThreads),
-               backward_q_smem_bytes<D>(), stream, qa);
-      }
+      if (causal)
+        launch_backward<T, D, true>(kv_grid, q_grid, stream, kv, qa);
+      else
+        launch_backward<T, D, false>(kv_grid, q_grid, stream, kv, qa);
     });
   });
 }

@@ -1,7 +1,7 @@
 // CUDA entry points of fused scaled dot-product attention (internal; see cuda/api.h): the
 // forward and backward of softmax(q k^T * scale) v in the flash-attention-2 manner, without the
 // (T, T) scores ever reaching global memory. Arguments as kernels/src/attention.cpp prepares them:
-// q, k, v (B, H, T, D) f16 or bf16 of one dtype, the last dim contiguous, every other stride a
+// q, k, v (B, H, T, D) f32, f16 or bf16 of one dtype, the last dim contiguous, every other stride a
 // multiple of 8 elements and 16-byte aligned data; D one of attention_head_dim_supported();
 // outputs preallocated and contiguous. None of them synchronises with the host.
 #pragma once

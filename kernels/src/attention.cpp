@@ -44,8 +44,8 @@ bool fused_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v
   if (!q.defined() || !k.defined() || !v.defined()) return no("undefined input");
   if (!q.device().is_cuda()) return no("inputs on ", q.device().str(), ", not a CUDA device");
   if (k.device() != q.device() || v.device() != q.device()) return no("q, k and v are on different devices");
-  if (q.dtype() != DType::F16 && q.dtype() != DType::BF16)
-    return no("dtype ", dtype_name(q.dtype()), " (f16, bf16 only)");
+  if (q.dtype() != DType::F32 && q.dtype() != DType::F16 && q.dtype() != DType::BF16)
+    return no("dtype ", dtype_name(q.dtype()), " (f32, f16 and bf16 only)");
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return no("q, k and v have different dtypes");
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
     return no("shapes ", q.sizes(), ", ", k.sizes(), ", ", v.sizes(), " (4 dims (B, H, T, D) needed)");

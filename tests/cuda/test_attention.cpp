@@ -1,6 +1,6 @@
 // Fused attention on the GPU (kernels/cuda/attention.cu) through scaled_dot_product_attention:
 // the output and all three gradients against the CPU (f32, from the same inputs) and against the
-// blocked GPU path (BRISK_CUDA_FUSED_ATTENTION=0), f16 and bf16, causal or not, T from 1 to 1024
+// blocked GPU path (BRISK_CUDA_FUSED_ATTENTION=0), f32, f16 and bf16, causal or not, T from 1 to 1024
 // (one row, a tile less one, a tile, a tile plus one, a ragged 200, GPT-2's 1024), head dims 64,
 // 128 and 80, B * H > 1; gradients written into NaN-filled memory (an element never written
 // stays NaN and fails); shapes and dtypes the fused kernels do not take fall back and agree. In
@@ -110,7 +110,8 @@ void expect_outputs_close(const Outputs& got, const Outputs& want, double bound,
 
 // Relative error bounds against the f32 CPU reference. The fused kernels round P (and dS) to the
 // input dtype before the tensor-core products and round their outputs; the blocked path also
-// rounds the scores and gradients of P to it, so it is compared with a wider bound.
+// rounds the scores and gradients of P to it, so it is compared with a wider bound. f32 (and
+// f64, blocked) differ from the CPU by summation order only.
 double fused_bound(DType dt) {
   return dt == DType::BF16 ? 2e-2 : dt == DType::F16 ? 4e-3 : 1e-5;
 }
@@ -140,7 +141,7 @@ TEST(CudaAttention, FusedMatchesTheCpuAndTheBlockedPath) {
     const Inputs in = make_inputs(B, H, s.T, s.D, seed += 10);
     for (bool causal : {true, false}) {
       const Outputs want = run(in, DType::F32, kCPU, causal);
-      for (DType dt : {DType::BF16, DType::F16}) {
+      for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
         const std::string what = describe(dt, causal, s.T, s.D);
         ASSERT_TRUE(kernels::fused_attention_supported(in.q.to(dt).to(cuda_device()), in.k.to(dt).to(cuda_device()),
                                                        in.v.to(dt).to(cuda_device()), causal))
@@ -169,7 +170,7 @@ TEST(CudaAttention, GivenScaleAndLeadingDimsOtherThanTwo) {
   const Inputs in{q, k, v, exact_input({3, 70, 64}, 4)};
   for (bool causal : {true, false}) {
     const Outputs want = run(in, DType::F32, kCPU, causal, 0.3);
-    for (DType dt : {DType::BF16, DType::F16})
+    for (DType dt : {DType::BF16, DType::F16, DType::F32})
       expect_outputs_close(run(in, dt, cuda_device(), causal, 0.3), want, fused_bound(dt),
                            describe(dt, causal, 70, 64) + " scale 0.3, 3 dims");
   }
@@ -182,7 +183,7 @@ TEST(CudaAttention, StridedInputsFromASplitProjection) {
   const int64_t B = 2, T = 130, H = 2, D = 64, C = H * D;
   const Tensor qkv = exact_input({B, T, 3 * C}, 7), gy = exact_input({B, H, T, D}, 8);
   auto split = [&](const Tensor& t, int i) { return t.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2); };
-  for (DType dt : {DType::BF16, DType::F16}) {
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
     Tensor x = leaf(qkv.to(dt).to(cuda_device()));
     Tensor y = scaled_dot_product_attention(split(x, 0), split(x, 1), split(x, 2), {.is_causal = true});
     y.backward(gy.to(dt).to(cuda_device()));
@@ -244,16 +245,16 @@ TEST(CudaAttention, UnsupportedShapesAndDtypesFallBackAndAgree) {
     int64_t D, Tq, Tk;
     bool causal;
   };
-  // f32 (no fused f32 kernel), head dims 48 and 16 (not instantiated), Tq != Tk (fused, not causal).
-  for (const Case& c :
-       {Case{DType::F32, 64, 65, 65, true}, Case{DType::F32, 128, 200, 200, false}, Case{DType::BF16, 48, 65, 65, true},
-        Case{DType::F16, 16, 100, 100, false}, Case{DType::BF16, 64, 70, 130, false}}) {
+  // f64 (no fused kernel), head dims 48 and 16 (not instantiated); Tq != Tk (fused, not causal).
+  for (const Case& c : {Case{DType::F64, 64, 65, 65, true}, Case{DType::F64, 128, 200, 200, false},
+                        Case{DType::BF16, 48, 65, 65, true}, Case{DType::F16, 16, 100, 100, false},
+                        Case{DType::BF16, 64, 70, 130, false}, Case{DType::F32, 128, 130, 70, false}}) {
     const Inputs in{exact_input({2, 2, c.Tq, c.D}, 1), exact_input({2, 2, c.Tk, c.D}, 2),
                     exact_input({2, 2, c.Tk, c.D}, 3), exact_input({2, 2, c.Tq, c.D}, 4)};
     const std::string what = describe(c.dt, c.causal, c.Tq, c.D) + " Tk=" + std::to_string(c.Tk);
     const bool fused = kernels::fused_attention_supported(
         in.q.to(c.dt).to(cuda_device()), in.k.to(c.dt).to(cuda_device()), in.v.to(c.dt).to(cuda_device()), c.causal);
-    EXPECT_EQ(fused, c.dt != DType::F32 && (c.D == 64 || c.D == 128)) << what;
+    EXPECT_EQ(fused, c.dt != DType::F64 && (c.D == 64 || c.D == 128)) << what;
     const Outputs want = run(in, DType::F32, kCPU, c.causal);
     expect_outputs_close(run(in, c.dt, cuda_device(), c.causal), want, fused ? fused_bound(c.dt) : blocked_bound(c.dt),
                          what);
@@ -316,6 +317,22 @@ TEST(CudaAttentionRecording, TheFusedKernelsRunForwardAndBackwardWithTheirLaunch
   ASSERT_EQ(kv128.size(), 1u);
   EXPECT_EQ(kv128[0].grid[1], 4u) << "200 keys: 4 tiles, the last one ragged";
   EXPECT_EQ(kv128[0].shared_bytes, 4u * 64 * 136 * 2 + 2u * 128 * 72 * 2 + 2 * 64 * 4);
+
+  // f32: the plain-FMA kernels, the same grids; f32 tiles with rows of D + 2 words.
+  rec.clear();
+  run_recorded(DType::F32, 2, 3, 130, 64, true);
+  const auto f32_fwd = launches_named(rec, "attention_forward");
+  const auto f32_kv = launches_named(rec, "attention_backward_kv");
+  const auto f32_q = launches_named(rec, "attention_backward_q");
+  ASSERT_EQ(f32_fwd.size(), 1u);
+  ASSERT_EQ(f32_kv.size(), 1u);
+  ASSERT_EQ(f32_q.size(), 1u);
+  EXPECT_EQ(f32_fwd[0].grid[0], 6u);
+  EXPECT_EQ(f32_fwd[0].grid[1], 3u);
+  EXPECT_EQ(f32_fwd[0].shared_bytes, 2u * 64 * 66 * 4);
+  EXPECT_EQ(f32_kv[0].shared_bytes, 4u * 64 * 66 * 4 + 2 * 64 * 4);
+  EXPECT_EQ(f32_q[0].shared_bytes, 2u * 64 * 66 * 4);
+  EXPECT_TRUE(launches_named(rec, "softmax").empty());
 }
 
 TEST(CudaAttentionRecording, TheSwitchAndUnsupportedInputsTakeTheBlockedPath) {
@@ -328,7 +345,7 @@ TEST(CudaAttentionRecording, TheSwitchAndUnsupportedInputsTakeTheBlockedPath) {
     EXPECT_FALSE(launches_named(rec, "softmax").empty()) << "the blocked path's softmax";
   }
   FusedAttentionSwitch on(true);
-  for (auto [dt, D] : {std::pair{DType::F32, int64_t{64}}, std::pair{DType::BF16, int64_t{48}}}) {
+  for (auto [dt, D] : {std::pair{DType::F64, int64_t{64}}, std::pair{DType::BF16, int64_t{48}}}) {
     rec.clear();
     run_recorded(dt, 2, 3, 130, D, true);
     EXPECT_TRUE(launches_named(rec, "attention_").empty()) << dtype_name(dt) << " D=" << D;

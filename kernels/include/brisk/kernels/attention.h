@@ -1,6 +1,7 @@
 // Fused scaled dot-product attention (CUDA only): the forward and backward of
-// softmax(q k^T * scale) v in the flash-attention-2 manner, for f16 and bf16 on a CUDA device,
-// head dims 32, 64, 80, 96 and 128, causal or not. The (T, T) scores never reach memory: the
+// softmax(q k^T * scale) v in the flash-attention-2 manner, for f16 and bf16 (tensor cores, f32
+// accumulation) and f32 (plain f32 arithmetic) on a CUDA device, head dims 32, 64, 80, 96 and
+// 128, causal or not. The (T, T) scores never reach memory: the
 // forward keeps only the output and each row's logsumexp, which the backward recomputes the
 // probabilities from. There is no CPU implementation (the autograd op computes attention in
 // blocks of queries there, and for any shape or dtype these kernels do not take); callers ask
@@ -13,7 +14,7 @@
 namespace brisk::kernels {
 
 // True when the fused kernels take q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, D): 4-dim
-// tensors of one floating dtype f16 or bf16 on one CUDA device, D in {32, 64, 80, 96, 128}, the
+// tensors of one dtype f32, f16 or bf16 on one CUDA device, D in {32, 64, 80, 96, 128}, the
 // same B and H, Tq, Tk >= 1 and Tq == Tk when causal, at most 65535 * 64 queries and keys. Any
 // strides (the ops copy what the kernels cannot read in place). Otherwise `why` (when given)
 // says what is not supported.
