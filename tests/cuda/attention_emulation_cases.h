@@ -163,6 +163,9 @@ inline void run_case(const Case& c) {
     case 80:
       with_dim(std::integral_constant<int, 80>{});
       break;
+    case 96:
+      with_dim(std::integral_constant<int, 96>{});
+      break;
     case 128:
       with_dim(std::integral_constant<int, 128>{});
       break;
