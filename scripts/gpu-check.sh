@@ -5,7 +5,8 @@
 #   env       nvidia-smi, the driver, python3's torch, the tools found
 #   test      ctest -L cuda (junit XML and counts of run / passed / skipped)
 #   bench     bench/gpu/bench_gpu (copy bandwidth, elementwise, rows, matmul vs cuBLASLt, fused vs
-#             blocked attention, CNN), and the CNN's per-op host profile (BRISK_PROFILE) into OUT/cnn_profile.txt
+#             blocked attention, CNN), and the CNN's per-op host profile (BRISK_PROFILE) into
+#             OUT/cnn_profile.txt
 #   torch     bench/gpu/torch_cnn.py, the PyTorch peer of the CNN figure (eager and compile)
 #   memcheck  compute-sanitizer memcheck on the every-op test (where the tool is there and works)
 #   train     examples/fashion_mnist on the GPU in fp32 and in bf16 (8 epochs each)
