@@ -4,8 +4,9 @@
 # every log and figure into OUT:
 #   env       nvidia-smi, the driver, python3's torch, the tools found
 #   test      ctest -L cuda (junit XML and counts of run / passed / skipped)
-#   bench     bench/gpu/bench_gpu (copy bandwidth, elementwise, rows, matmul vs cuBLASLt, CNN), and
-#             the CNN's per-op host profile (BRISK_PROFILE) into OUT/cnn_profile.txt
+#   bench     bench/gpu/bench_gpu (copy bandwidth, elementwise, rows, matmul vs cuBLASLt, fused vs
+#             blocked attention, CNN), and the CNN's per-op host profile (BRISK_PROFILE) into
+#             OUT/cnn_profile.txt
 #   torch     bench/gpu/torch_cnn.py, the PyTorch peer of the CNN figure (eager and compile)
 #   memcheck  compute-sanitizer memcheck on the every-op test (where the tool is there and works)
 #   train     examples/fashion_mnist on the GPU in fp32 and in bf16 (8 epochs each)
@@ -113,7 +114,7 @@ EOF
 fi
 
 if has bench; then
-  stage bench 60 "$build/bench/gpu/bench_gpu" --only "${BRISK_BENCH_ONLY:-copy,elementwise,rows,matmul,cnn}" \
+  stage bench 60 "$build/bench/gpu/bench_gpu" --only "${BRISK_BENCH_ONLY:-copy,elementwise,rows,matmul,attention,cnn}" \
     --json "$out/bench_gpu.jsonl"
   # Where the CNN's step goes: brisk's per-op profile (host time per op) of 300 steps.
   BRISK_PROFILE="$out/cnn_profile.txt" stage cnn_profile 50 "$build/bench/gpu/bench_gpu" --only cnn --cnn_steps 500 \

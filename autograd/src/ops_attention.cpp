@@ -8,6 +8,7 @@
 #include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
 #include "brisk/core/profiler.h"
+#include "brisk/kernels/attention.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/kernels/index.h"
@@ -42,6 +43,41 @@ Tensor future_bias(const Block& b, DType dtype, Device device) {
   return kernels::triu(full({b.n, b.n}, -INFINITY, {.dtype = dtype, .device = device}), 1);
 }
 
+// t (..., T, d) as the (B, H, T, d) the fused kernels take: itself when 4-dim, else a view (or
+// copy) (1, N, T, d) with N the product of the leading dims.
+Tensor as_bhtd(const Tensor& t) {
+  if (t.dim() == 4) return t;
+  int64_t n = 1;
+  for (int64_t i = 0; i < t.dim() - 2; ++i) n *= t.size(i);
+  return t.reshape({1, n, t.size(-2), t.size(-1)});
+}
+
+// The fused CUDA kernels (flash-attention style: neither the forward nor the backward keeps the
+// probabilities; the backward recomputes them from the output and each row's logsumexp), when
+// they take these inputs and BRISK_CUDA_FUSED_ATTENTION is not 0. Undefined otherwise.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+  if (!q.device().is_cuda() || !kernels::fused_attention_enabled()) return {};
+  const Tensor q4 = as_bhtd(q.detach()), k4 = as_bhtd(k.detach()), v4 = as_bhtd(v.detach());
+  if (!kernels::fused_attention_supported(q4, k4, v4, causal)) return {};
+  kernels::AttentionForwardResult r = kernels::attention_forward(q4, k4, v4, causal, scale);
+  Shape out_shape = q.sizes();
+  out_shape.back() = v.size(-1);
+  Tensor y = r.out.reshape(out_shape);
+  if (!autograd::any_requires_grad({&q, &k, &v})) return y;
+  const Tensor out4 = r.out.detach(), lse = r.lse;  // detached: y may share out4's handle
+  autograd::record("scaled_dot_product_attention", {q, k, v}, y,
+                   [q4, k4, v4, out4, lse, causal, scale, qs = q.sizes(), ks = k.sizes(),
+                    vs = v.sizes()](const autograd::GradCtx& g) -> std::vector<Tensor> {
+                     Tensor gy = g.grad().dtype() == out4.dtype() ? g.grad() : kernels::cast(g.grad(), out4.dtype());
+                     kernels::AttentionGrads d =
+                         kernels::attention_backward(gy.reshape(out4.sizes()), q4, k4, v4, out4, lse, causal, scale);
+                     return {g.needs(0) ? d.dq.reshape(qs) : Tensor(), g.needs(1) ? d.dk.reshape(ks) : Tensor(),
+                             g.needs(2) ? d.dv.reshape(vs) : Tensor()};
+                   },
+                   {q, k, v, y});
+  return y;
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const SdpaOptions& o) {
@@ -71,6 +107,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const Tensor v = autograd::autocast(v_in, AutocastCategory::LowerPrecision);
   BRISK_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "scaled_dot_product_attention: q, k and v are ",
               dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()), "; give one dtype");
+  if (Tensor y = fused_attention(q, k, v, o.is_causal, scale); y.defined()) return y;
+
   const DType dt = q.dtype();
   const DType soft_dt = autocast_state().enabled && dt != DType::F64 ? DType::F32 : dt;
   const Tensor qs = kernels::binary_scalar(kernels::BinaryOp::Mul, q.detach(), scale);  // contiguous

@@ -5,6 +5,10 @@
 //   rows        softmax and layer_norm over rows of 768, 4096 and 50304 (>= 256 MiB in total)
 //   matmul      brisk's matmul against cuBLASLt called directly (bf16; fp32 with TF32), n^3 for
 //               n = 4096 and 8192: TFLOP/s and the ratio
+//   attention   scaled_dot_product_attention at GPT-2 124M's shape (B 16, H 12, T 1024, D 64, bf16,
+//               causal): the fused kernels against the blocked path (BRISK_CUDA_FUSED_ATTENTION=0),
+//               forward alone and forward + backward, TFLOP/s as flash-attention counts them
+//               (forward 4 B H T^2 D / 2 for causal, backward 2.5 times that)
 //   cnn         the example CNN's training step (batch 64, Adam, fp32 and bf16 autocast, data
 //               already on the GPU, no host synchronisation inside the timed loop): images/s;
 //               bench/gpu/torch_cnn.py runs the same network in PyTorch for the comparison
@@ -20,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -253,6 +258,60 @@ void matmuls() {
   cuda::set_matmul_allow_tf32(false);
 }
 
+// Runs fn with scaled_dot_product_attention's fused CUDA kernels on or off.
+void with_fused_attention(bool on, const std::function<void()>& fn) {
+  setenv("BRISK_CUDA_FUSED_ATTENTION", on ? "1" : "0", 1);
+  fn();
+}
+
+void attention() {
+  const int64_t B = 16, H = 12, T = 1024, D = 64;
+  const DType dt = DType::BF16;
+  Tensor q = randn({B, H, T, D}, {.dtype = dt, .device = cuda_device()});
+  Tensor k = randn({B, H, T, D}, {.dtype = dt, .device = cuda_device()});
+  Tensor v = randn({B, H, T, D}, {.dtype = dt, .device = cuda_device()});
+  const Tensor gy = randn({B, H, T, D}, {.dtype = dt, .device = cuda_device()});
+  for (Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
+  const SdpaOptions causal{.is_causal = true};
+  // The two paths must agree before they are timed.
+  Tensor y_fused, y_blocked;
+  with_fused_attention(true,
+                       [&] { y_fused = scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), causal); });
+  with_fused_attention(false,
+                       [&] { y_blocked = scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), causal); });
+  const double diff = max(abs(y_fused.to(DType::F32) - y_blocked.to(DType::F32))).item<double>();
+  const double scale = max(abs(y_blocked.to(DType::F32))).item<double>();
+  if (!(diff <= 5e-2 * scale))
+    throw std::runtime_error("attention: the fused output differs from the blocked one by " + std::to_string(diff));
+  const double fwd_flop =
+      4.0 * static_cast<double>(B * H) * static_cast<double>(T) * static_cast<double>(T) * static_cast<double>(D) / 2.0;
+  auto forward = [&](bool fused) {
+    return [&, fused] {
+      with_fused_attention(fused, [&] {
+        NoGradGuard ng;
+        (void)scaled_dot_product_attention(q, k, v, causal);
+      });
+    };
+  };
+  auto forward_backward = [&](bool fused) {
+    return [&, fused] {
+      with_fused_attention(fused, [&] {
+        for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
+        scaled_dot_product_attention(q, k, v, causal).backward(gy);
+      });
+    };
+  };
+  const auto [tf, tf_ref] = time_pair(forward(true), forward(false));
+  emit("attention", "gpt2 sdpa fwd bf16 fused", "TFLOP/s", fwd_flop / tf / 1e12, "blocked (score blocks)",
+       fwd_flop / tf_ref / 1e12);
+  const auto [tb, tb_ref] = time_pair(forward_backward(true), forward_backward(false));
+  emit("attention", "gpt2 sdpa fwd+bwd bf16 fused", "TFLOP/s", 3.5 * fwd_flop / tb / 1e12, "blocked (score blocks)",
+       3.5 * fwd_flop / tb_ref / 1e12);
+  std::printf("%-12s %-34s fused %.2f ms fwd, %.2f ms fwd+bwd; blocked %.2f ms, %.2f ms\n", "attention",
+              "B16 H12 T1024 D64 causal", 1e3 * tf, 1e3 * tb, 1e3 * tf_ref, 1e3 * tb_ref);
+  unsetenv("BRISK_CUDA_FUSED_ATTENTION");
+}
+
 void cnn(int64_t steps, const std::string& modes) {
   // As PyTorch runs by default with torch.backends.cudnn.benchmark = True: cuDNN's fastest
   // algorithms, not only its deterministic ones.
@@ -297,13 +356,14 @@ void cnn(int64_t steps, const std::string& modes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only = "copy,elementwise,rows,matmul,cnn", json;
+  std::string only = "copy,elementwise,rows,matmul,attention,cnn", json;
   int64_t cnn_steps = 2000;
   std::string cnn_modes = "both";
   cli::Parser p("bench_gpu",
                 "GPU speed beside its references in one run: copy bandwidth, elementwise/softmax/layer_norm as a\n"
-                "fraction of it, matmul against cuBLASLt, the example CNN's training images/s.");
-  p.add("only", "comma-separated groups: copy, elementwise, rows, matmul, cnn", &only);
+                "fraction of it, matmul against cuBLASLt, fused against blocked attention, the example CNN's\n"
+                "training images/s.");
+  p.add("only", "comma-separated groups: copy, elementwise, rows, matmul, attention, cnn", &only);
   p.add("seconds", "time each figure over about this long (5 repeats, median)", &g_seconds);
   p.add("cnn_steps", "timed CNN training steps", &cnn_steps);
   p.add("cnn_modes", "fp32, bf16 or both", &cnn_modes);
@@ -324,6 +384,7 @@ int main(int argc, char** argv) {
     if (want("elementwise")) elementwise(copy_gbs);
     if (want("rows")) rows(copy_gbs);
     if (want("matmul")) matmuls();
+    if (want("attention")) attention();
     if (want("cnn")) cnn(cnn_steps, cnn_modes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu: %s\n", e.what());

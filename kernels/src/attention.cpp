@@ -1,0 +1,108 @@
+// Fused attention's public functions: argument checks, the layout the CUDA kernels read (last
+// dim contiguous, other strides multiples of 8 elements, 16-byte aligned data; anything else is
+// copied), output allocation. The kernels are in cuda/attention.cu.
+#include "brisk/kernels/attention.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "brisk/kernels/dispatch.h"
+#include "brisk/kernels/elementwise.h"
+#include "cuda/attention.h"
+
+namespace brisk::kernels {
+
+namespace {
+
+constexpr int64_t kMaxTiles = 65535;  // grid.y of the kernels: tiles of 64 rows
+constexpr int64_t kTileRows = 64;
+
+bool head_dim_supported(int64_t d) {
+  return d == 32 || d == 64 || d == 80 || d == 96 || d == 128;
+}
+
+// t itself when the kernels can read it in place, else a contiguous copy.
+Tensor readable(const Tensor& t) {
+  constexpr int64_t kVec = 8;  // elements per 16-byte load
+  const bool ok = t.stride(3) == 1 && t.stride(0) % kVec == 0 && t.stride(1) % kVec == 0 && t.stride(2) % kVec == 0 &&
+                  reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  return ok ? t : contiguous(t);
+}
+
+void require_supported(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  std::string why;
+  BRISK_CHECK(fused_attention_supported(q, k, v, causal, &why), op, ": ", why);
+}
+
+}  // namespace
+
+bool fused_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, std::string* why) {
+  auto no = [&](const auto&... parts) {
+    if (why) *why = ::brisk::detail::str_cat(parts...);
+    return false;
+  };
+  if (!q.defined() || !k.defined() || !v.defined()) return no("undefined input");
+  if (!q.device().is_cuda()) return no("inputs on ", q.device().str(), ", not a CUDA device");
+  if (k.device() != q.device() || v.device() != q.device()) return no("q, k and v are on different devices");
+  if (q.dtype() != DType::F32 && q.dtype() != DType::F16 && q.dtype() != DType::BF16)
+    return no("dtype ", dtype_name(q.dtype()), " (f32, f16 and bf16 only)");
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return no("q, k and v have different dtypes");
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    return no("shapes ", q.sizes(), ", ", k.sizes(), ", ", v.sizes(), " (4 dims (B, H, T, D) needed)");
+  const int64_t d = q.size(3);
+  if (!head_dim_supported(d)) return no("head dim ", d, " (32, 64, 80, 96 or 128 supported)");
+  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || k.size(1) != q.size(1) || v.size(1) != q.size(1) ||
+      k.size(3) != d || v.size(3) != d || v.size(2) != k.size(2))
+    return no("shapes ", q.sizes(), ", ", k.sizes(), ", ", v.sizes(), " do not match as (B, H, Tq, D), (B, H, Tk, D)");
+  const int64_t tq = q.size(2), tk = k.size(2);
+  if (tq < 1 || tk < 1 || q.size(0) < 1 || q.size(1) < 1) return no("empty inputs ", q.sizes(), ", ", k.sizes());
+  if (is_causal && tq != tk) return no("causal with ", tq, " queries and ", tk, " keys");
+  if ((tq + kTileRows - 1) / kTileRows > kMaxTiles || (tk + kTileRows - 1) / kTileRows > kMaxTiles)
+    return no("sequence too long (", tq, ", ", tk, ")");
+  if (q.size(0) * q.size(1) > 0x7fffffff) return no("B * H = ", q.size(0) * q.size(1), " too large");
+  return true;
+}
+
+bool fused_attention_enabled() {
+  const char* env = std::getenv("BRISK_CUDA_FUSED_ATTENTION");
+  if (!env) return true;
+  for (const char* off : {"0", "false", "off", "no", "FALSE", "OFF", "NO", "False", "Off", "No"})
+    if (std::strcmp(env, off) == 0) return false;
+  return true;
+}
+
+AttentionForwardResult attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
+                                         double scale) {
+  require_supported("attention_forward", q_in, k_in, v_in, is_causal);
+  const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
+  AttentionForwardResult r{empty(q.sizes(), q.dtype(), q.device()),
+                           empty({q.size(0), q.size(1), q.size(2)}, DType::F32, q.device())};
+  cuda::attention_forward(q, k, v, is_causal, scale, r.out, r.lse);
+  return r;
+}
+
+AttentionGrads attention_backward(const Tensor& grad_in, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                  const Tensor& out_in, const Tensor& lse, bool is_causal, double scale) {
+  require_supported("attention_backward", q_in, k_in, v_in, is_causal);
+  BRISK_CHECK(grad_in.sizes() == q_in.sizes() && grad_in.dtype() == q_in.dtype() && out_in.sizes() == q_in.sizes() &&
+                  out_in.dtype() == q_in.dtype(),
+              "attention_backward: grad ", grad_in.sizes(), " ", dtype_name(grad_in.dtype()), " and out ",
+              out_in.sizes(), " ", dtype_name(out_in.dtype()), " must match q ", q_in.sizes(), " ",
+              dtype_name(q_in.dtype()));
+  BRISK_CHECK(lse.dtype() == DType::F32 && lse.sizes() == Shape({q_in.size(0), q_in.size(1), q_in.size(2)}),
+              "attention_backward: lse must be f32 ", Shape({q_in.size(0), q_in.size(1), q_in.size(2)}), ", got ",
+              lse.sizes(), " ", dtype_name(lse.dtype()));
+  check_same_device("attention_backward", grad_in, q_in);
+  check_same_device("attention_backward", out_in, q_in);
+  check_same_device("attention_backward", lse, q_in);
+  const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
+  const Tensor grad = readable(grad_in), out = readable(out_in);
+  const Tensor l = lse.is_contiguous() ? lse : contiguous(lse);
+  AttentionGrads r{empty(q.sizes(), q.dtype(), q.device()), empty(k.sizes(), k.dtype(), k.device()),
+                   empty(v.sizes(), v.dtype(), v.device())};
+  const Tensor delta = empty({q.size(0), q.size(1), q.size(2)}, DType::F32, q.device());
+  cuda::attention_backward(grad, q, k, v, out, l, is_causal, scale, r.dq, r.dk, r.dv, delta);
+  return r;
+}
+
+}  // namespace brisk::kernels

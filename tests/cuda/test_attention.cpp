@@ -1,0 +1,366 @@
+// Fused attention on the GPU (kernels/cuda/attention.cu) through scaled_dot_product_attention:
+// the output and all three gradients against the CPU (f32, from the same inputs) and against the
+// blocked GPU path (BRISK_CUDA_FUSED_ATTENTION=0), f32, f16 and bf16, causal or not, T from 1 to 1024
+// (one row, a tile less one, a tile, a tile plus one, a ragged 200, GPT-2's 1024), head dims 64,
+// 128 and 80, B * H > 1; gradients written into NaN-filled memory (an element never written
+// stays NaN and fails); shapes and dtypes the fused kernels do not take fall back and agree. In
+// recording mode (no GPU needed): which kernels the op launches, with which grids and shared
+// memory, and that the switch and unsupported shapes take the blocked path.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <brisk/brisk.h>
+#include <brisk/kernels/attention.h>
+#include <brisk/kernels/cuda.h>
+#include <brisk/kernels/cuda_recording.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/gradcheck.h"
+#include "cuda/gpu_skip.h"
+
+using namespace brisk;
+using brisk::testing::leaf;
+
+namespace {
+
+// Sets BRISK_CUDA_FUSED_ATTENTION for a scope (the op reads it at each call).
+class FusedAttentionSwitch {
+ public:
+  explicit FusedAttentionSwitch(bool on) {
+    if (const char* p = std::getenv(kName)) old_ = p;
+    setenv(kName, on ? "1" : "0", 1);
+  }
+  ~FusedAttentionSwitch() {
+    if (old_)
+      setenv(kName, old_->c_str(), 1);
+    else
+      unsetenv(kName);
+  }
+  FusedAttentionSwitch(const FusedAttentionSwitch&) = delete;
+  FusedAttentionSwitch& operator=(const FusedAttentionSwitch&) = delete;
+
+ private:
+  static constexpr const char* kName = "BRISK_CUDA_FUSED_ATTENTION";
+  std::optional<std::string> old_;
+};
+
+// f32 values i / 32 with |i| <= 32: exact in f16 and bf16, so every dtype attends over the same
+// numbers and one CPU reference serves them all.
+Tensor exact_input(const Shape& s, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> dist(-32, 32);
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = static_cast<float>(dist(rng)) / 32.f;
+  return from_vector(v, s);
+}
+
+struct Outputs {
+  Tensor y, dq, dk, dv;  // on the CPU
+};
+
+struct Inputs {
+  Tensor q, k, v, gy;  // f32 on the CPU
+};
+
+Inputs make_inputs(int64_t B, int64_t H, int64_t T, int64_t D, uint64_t seed) {
+  return {exact_input({B, H, T, D}, seed), exact_input({B, H, T, D}, seed + 1), exact_input({B, H, T, D}, seed + 2),
+          exact_input({B, H, T, D}, seed + 3)};
+}
+
+// The op's output and gradients (for the upstream gradient gy) on `dev` in `dt`.
+Outputs run(const Inputs& in, DType dt, Device dev, bool causal, std::optional<double> scale = std::nullopt) {
+  Tensor q = leaf(in.q.to(dt).to(dev)), k = leaf(in.k.to(dt).to(dev)), v = leaf(in.v.to(dt).to(dev));
+  Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = causal, .scale = scale});
+  y.backward(in.gy.to(dt).to(dev));
+  return {y.detach().to(kCPU), q.grad().to(kCPU), k.grad().to(kCPU), v.grad().to(kCPU)};
+}
+
+// max |got - want| / max |want| (the error relative to the tensor's scale); infinity when a value
+// of got is NaN or infinite, or the shapes differ.
+double relative_error(const Tensor& got, const Tensor& want) {
+  if (!got.defined() || got.sizes() != want.sizes()) return INFINITY;
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!std::isfinite(g[i])) return INFINITY;
+    err = std::max(err, std::fabs(g[i] - w[i]));
+    scale = std::max(scale, std::fabs(w[i]));
+  }
+  return err / scale;
+}
+
+void expect_outputs_close(const Outputs& got, const Outputs& want, double bound, const std::string& what) {
+  const char* names[] = {"output", "dq", "dk", "dv"};
+  const Tensor* g[] = {&got.y, &got.dq, &got.dk, &got.dv};
+  const Tensor* w[] = {&want.y, &want.dq, &want.dk, &want.dv};
+  for (int i = 0; i < 4; ++i) {
+    const double e = relative_error(*g[i], *w[i]);
+    EXPECT_LE(e, bound) << what << ": " << names[i] << " relative error " << e << " > " << bound;
+  }
+}
+
+// Relative error bounds against the f32 CPU reference. The fused kernels round P (and dS) to the
+// input dtype before the tensor-core products and round their outputs; the blocked path also
+// rounds the scores and gradients of P to it, so it is compared with a wider bound. f32 (and
+// f64, blocked) differ from the CPU by summation order only.
+double fused_bound(DType dt) {
+  return dt == DType::BF16 ? 2e-2 : dt == DType::F16 ? 4e-3 : 1e-5;
+}
+double blocked_bound(DType dt) {
+  return dt == DType::BF16 ? 6e-2 : dt == DType::F16 ? 1e-2 : 1e-5;
+}
+
+std::string describe(DType dt, bool causal, int64_t T, int64_t D) {
+  return std::string(dtype_name(dt)) + (causal ? " causal" : " full") + " T=" + std::to_string(T) +
+         " D=" + std::to_string(D);
+}
+
+}  // namespace
+
+TEST(CudaAttention, FusedMatchesTheCpuAndTheBlockedPath) {
+  SKIP_WITHOUT_GPU();
+  const int64_t B = 2, H = 3;
+  struct Shape2 {
+    int64_t T, D;
+  };
+  std::vector<Shape2> shapes;
+  for (int64_t T : {1, 63, 64, 65, 200})
+    for (int64_t D : {64, 128, 80}) shapes.push_back({T, D});
+  shapes.push_back({1024, 64});  // GPT-2's shape (the CPU reference is the slow part)
+  uint64_t seed = 100;
+  for (const Shape2& s : shapes) {
+    const Inputs in = make_inputs(B, H, s.T, s.D, seed += 10);
+    for (bool causal : {true, false}) {
+      const Outputs want = run(in, DType::F32, kCPU, causal);
+      for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+        const std::string what = describe(dt, causal, s.T, s.D);
+        ASSERT_TRUE(kernels::fused_attention_supported(in.q.to(dt).to(cuda_device()), in.k.to(dt).to(cuda_device()),
+                                                       in.v.to(dt).to(cuda_device()), causal))
+            << what;
+        Outputs fused, blocked;
+        {
+          FusedAttentionSwitch on(true);
+          fused = run(in, dt, cuda_device(), causal);
+        }
+        {
+          FusedAttentionSwitch off(false);
+          blocked = run(in, dt, cuda_device(), causal);
+        }
+        expect_outputs_close(fused, want, fused_bound(dt), what + " fused vs cpu");
+        expect_outputs_close(blocked, want, blocked_bound(dt), what + " blocked vs cpu");
+        expect_outputs_close(fused, blocked, blocked_bound(dt), what + " fused vs blocked");
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, GivenScaleAndLeadingDimsOtherThanTwo) {
+  SKIP_WITHOUT_GPU();
+  // (3, 70, 64): one leading dim; scale 0.3 instead of 1/sqrt(64).
+  const Tensor q = exact_input({3, 70, 64}, 1), k = exact_input({3, 70, 64}, 2), v = exact_input({3, 70, 64}, 3);
+  const Inputs in{q, k, v, exact_input({3, 70, 64}, 4)};
+  for (bool causal : {true, false}) {
+    const Outputs want = run(in, DType::F32, kCPU, causal, 0.3);
+    for (DType dt : {DType::BF16, DType::F16, DType::F32})
+      expect_outputs_close(run(in, dt, cuda_device(), causal, 0.3), want, fused_bound(dt),
+                           describe(dt, causal, 70, 64) + " scale 0.3, 3 dims");
+  }
+}
+
+TEST(CudaAttention, StridedInputsFromASplitProjection) {
+  SKIP_WITHOUT_GPU();
+  // q, k, v as nn::CausalSelfAttention makes them: views of one (B, T, 3C) projection, heads
+  // split and transposed to (B, H, T, D) (T stride 3C, not contiguous).
+  const int64_t B = 2, T = 130, H = 2, D = 64, C = H * D;
+  const Tensor qkv = exact_input({B, T, 3 * C}, 7), gy = exact_input({B, H, T, D}, 8);
+  auto split = [&](const Tensor& t, int i) { return t.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2); };
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    Tensor x = leaf(qkv.to(dt).to(cuda_device()));
+    Tensor y = scaled_dot_product_attention(split(x, 0), split(x, 1), split(x, 2), {.is_causal = true});
+    y.backward(gy.to(dt).to(cuda_device()));
+    Tensor xc = leaf(qkv);
+    Tensor yc = scaled_dot_product_attention(split(xc, 0), split(xc, 1), split(xc, 2), {.is_causal = true});
+    yc.backward(gy);
+    EXPECT_LE(relative_error(y.detach().to(kCPU), yc.detach()), fused_bound(dt)) << dtype_name(dt);
+    EXPECT_LE(relative_error(x.grad().to(kCPU), xc.grad()), fused_bound(dt)) << dtype_name(dt);
+  }
+}
+
+TEST(CudaAttention, EveryGradientElementIsWritten) {
+  SKIP_WITHOUT_GPU();
+  // dq, dk and dv land in blocks that held NaN just before (the caching allocator hands the same
+  // blocks back): an element the kernels never write stays NaN and fails the comparison.
+  for (bool causal : {true, false}) {
+    for (int64_t T : {65, 200}) {
+      const Inputs in = make_inputs(2, 3, T, 64, 40 + static_cast<uint64_t>(T));
+      const DType dt = DType::BF16;
+      const Tensor q = in.q.to(dt).to(cuda_device()), k = in.k.to(dt).to(cuda_device()),
+                   v = in.v.to(dt).to(cuda_device()), gy = in.gy.to(dt).to(cuda_device());
+      const kernels::AttentionForwardResult fwd = kernels::attention_forward(q, k, v, causal, 0.125);
+      std::set<const void*> poisoned;
+      {
+        std::vector<Tensor> nan;
+        for (int i = 0; i < 3; ++i) nan.push_back(full(q.sizes(), NAN, {.dtype = dt, .device = cuda_device()}));
+        for (const Tensor& t : nan) poisoned.insert(t.data_ptr());
+      }
+      const kernels::AttentionGrads g = kernels::attention_backward(gy, q, k, v, fwd.out, fwd.lse, causal, 0.125);
+      const std::set<const void*> got = {g.dq.data_ptr(), g.dk.data_ptr(), g.dv.data_ptr()};
+      ASSERT_EQ(got, poisoned) << "the allocator did not hand the NaN-filled blocks to the gradients; the check "
+                                  "cannot tell written from unwritten memory";
+      const Outputs want = run(in, DType::F32, kCPU, causal, 0.125);
+      EXPECT_LE(relative_error(g.dq.to(kCPU), want.dq), fused_bound(dt)) << "dq T=" << T;
+      EXPECT_LE(relative_error(g.dk.to(kCPU), want.dk), fused_bound(dt)) << "dk T=" << T;
+      EXPECT_LE(relative_error(g.dv.to(kCPU), want.dv), fused_bound(dt)) << "dv T=" << T;
+      EXPECT_LE(relative_error(fwd.out.to(kCPU), want.y), fused_bound(dt)) << "out T=" << T;
+    }
+  }
+}
+
+TEST(CudaAttention, AComparisonOfAnUnwrittenGradientFails) {
+  // What the checks above rely on: NaN (memory never written) is an error, however small the
+  // bound, and so is a missing tensor.
+  const Tensor want = exact_input({2, 3}, 1);
+  Tensor got = want.clone();
+  EXPECT_EQ(relative_error(got, want), 0.0);
+  got = full({2, 3}, NAN);
+  EXPECT_EQ(relative_error(got, want), INFINITY);
+  EXPECT_EQ(relative_error(Tensor(), want), INFINITY);
+  EXPECT_NONFATAL_FAILURE(expect_outputs_close({got, want, want, want}, {want, want, want, want}, 1.0, "poisoned"),
+                          "output relative error inf");
+}
+
+TEST(CudaAttention, UnsupportedShapesAndDtypesFallBackAndAgree) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    DType dt;
+    int64_t D, Tq, Tk;
+    bool causal;
+  };
+  // f64 (no fused kernel), head dims 48 and 16 (not instantiated); Tq != Tk (fused, not causal).
+  for (const Case& c : {Case{DType::F64, 64, 65, 65, true}, Case{DType::F64, 128, 200, 200, false},
+                        Case{DType::BF16, 48, 65, 65, true}, Case{DType::F16, 16, 100, 100, false},
+                        Case{DType::BF16, 64, 70, 130, false}, Case{DType::F32, 128, 130, 70, false}}) {
+    const Inputs in{exact_input({2, 2, c.Tq, c.D}, 1), exact_input({2, 2, c.Tk, c.D}, 2),
+                    exact_input({2, 2, c.Tk, c.D}, 3), exact_input({2, 2, c.Tq, c.D}, 4)};
+    const std::string what = describe(c.dt, c.causal, c.Tq, c.D) + " Tk=" + std::to_string(c.Tk);
+    const bool fused = kernels::fused_attention_supported(
+        in.q.to(c.dt).to(cuda_device()), in.k.to(c.dt).to(cuda_device()), in.v.to(c.dt).to(cuda_device()), c.causal);
+    EXPECT_EQ(fused, c.dt != DType::F64 && (c.D == 64 || c.D == 128)) << what;
+    const Outputs want = run(in, DType::F32, kCPU, c.causal);
+    expect_outputs_close(run(in, c.dt, cuda_device(), c.causal), want, fused ? fused_bound(c.dt) : blocked_bound(c.dt),
+                         what);
+  }
+}
+
+// ---- recording mode: no GPU needed ----
+
+namespace {
+
+std::vector<cuda::recording::Entry> launches_named(const cuda::recording::Session& rec, const std::string& prefix) {
+  std::vector<cuda::recording::Entry> out;
+  for (const cuda::recording::Entry& e : rec.entries(cuda::recording::Kind::Launch))
+    if (e.name.rfind(prefix, 0) == 0) out.push_back(e);
+  return out;
+}
+
+// Forward and backward of sdpa on recorded "device" tensors (values meaningless).
+void run_recorded(DType dt, int64_t B, int64_t H, int64_t T, int64_t D, bool causal) {
+  Tensor q = leaf(empty({B, H, T, D}, dt, cuda_device())), k = leaf(empty({B, H, T, D}, dt, cuda_device()));
+  Tensor v = leaf(empty({B, H, T, D}, dt, cuda_device()));
+  Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = causal});
+  y.backward(empty(y.sizes(), dt, cuda_device()));
+}
+
+}  // namespace
+
+TEST(CudaAttentionRecording, TheFusedKernelsRunForwardAndBackwardWithTheirLaunchShapes) {
+  if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
+  cuda::recording::Session rec;
+  FusedAttentionSwitch on(true);
+  // GPT-2 124M's attention: B = 16, H = 12, T = 1024, D = 64, bf16, causal.
+  run_recorded(DType::BF16, 16, 12, 1024, 64, true);
+  const auto fwd = launches_named(rec, "attention_forward");
+  const auto kv = launches_named(rec, "attention_backward_kv");
+  const auto q = launches_named(rec, "attention_backward_q");
+  const auto delta = launches_named(rec, "attention_backward_delta");
+  ASSERT_EQ(fwd.size(), 1u);
+  ASSERT_EQ(kv.size(), 1u);
+  ASSERT_EQ(q.size(), 1u);
+  ASSERT_EQ(delta.size(), 1u);
+  // Grids (B * H, 64-row tiles), 4 warps; shared memory: forward Q, K (64 x (64 + 8)) and V^T
+  // (64 x 72) in bf16; dK/dV K, V, Q, dO and Q^T, dO^T plus 2 x 64 f32; dQ Q, dO, K, V and K^T.
+  for (const auto* e : {&fwd[0], &kv[0], &q[0]}) {
+    EXPECT_EQ(e->grid[0], 192u) << e->name;
+    EXPECT_EQ(e->grid[1], 16u) << e->name;
+    EXPECT_EQ(e->block[0], 128u) << e->name;
+  }
+  EXPECT_EQ(fwd[0].shared_bytes, 3u * 64 * 72 * 2);
+  EXPECT_EQ(kv[0].shared_bytes, 6u * 64 * 72 * 2 + 2 * 64 * 4);
+  EXPECT_EQ(q[0].shared_bytes, 5u * 64 * 72 * 2);
+  EXPECT_EQ(delta[0].grid[0] * delta[0].block[0] / 32, 16u * 12 * 1024) << "a warp per query row";
+  EXPECT_TRUE(launches_named(rec, "softmax").empty()) << "no score blocks: no softmax kernel";
+  EXPECT_EQ(rec.count(cuda::recording::Kind::Library), 0u) << "no cuBLAS products";
+
+  // D = 128 needs more than the default 48 KiB of shared memory: still under the 227 KiB limit.
+  rec.clear();
+  run_recorded(DType::F16, 1, 2, 200, 128, false);
+  const auto kv128 = launches_named(rec, "attention_backward_kv");
+  ASSERT_EQ(kv128.size(), 1u);
+  EXPECT_EQ(kv128[0].grid[1], 4u) << "200 keys: 4 tiles, the last one ragged";
+  EXPECT_EQ(kv128[0].shared_bytes, 4u * 64 * 136 * 2 + 2u * 128 * 72 * 2 + 2 * 64 * 4);
+
+  // f32: the plain-FMA kernels, the same grids; f32 tiles with rows of D + 2 words.
+  rec.clear();
+  run_recorded(DType::F32, 2, 3, 130, 64, true);
+  const auto f32_fwd = launches_named(rec, "attention_forward");
+  const auto f32_kv = launches_named(rec, "attention_backward_kv");
+  const auto f32_q = launches_named(rec, "attention_backward_q");
+  ASSERT_EQ(f32_fwd.size(), 1u);
+  ASSERT_EQ(f32_kv.size(), 1u);
+  ASSERT_EQ(f32_q.size(), 1u);
+  EXPECT_EQ(f32_fwd[0].grid[0], 6u);
+  EXPECT_EQ(f32_fwd[0].grid[1], 3u);
+  EXPECT_EQ(f32_fwd[0].shared_bytes, 2u * 64 * 66 * 4);
+  EXPECT_EQ(f32_kv[0].shared_bytes, 4u * 64 * 66 * 4 + 2 * 64 * 4);
+  EXPECT_EQ(f32_q[0].shared_bytes, 2u * 64 * 66 * 4);
+  EXPECT_TRUE(launches_named(rec, "softmax").empty());
+}
+
+TEST(CudaAttentionRecording, TheSwitchAndUnsupportedInputsTakeTheBlockedPath) {
+  if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
+  cuda::recording::Session rec;
+  {
+    FusedAttentionSwitch off(false);
+    run_recorded(DType::BF16, 2, 3, 130, 64, true);
+    EXPECT_TRUE(launches_named(rec, "attention_").empty()) << "BRISK_CUDA_FUSED_ATTENTION=0";
+    EXPECT_FALSE(launches_named(rec, "softmax").empty()) << "the blocked path's softmax";
+  }
+  FusedAttentionSwitch on(true);
+  for (auto [dt, D] : {std::pair{DType::F64, int64_t{64}}, std::pair{DType::BF16, int64_t{48}}}) {
+    rec.clear();
+    run_recorded(dt, 2, 3, 130, D, true);
+    EXPECT_TRUE(launches_named(rec, "attention_").empty()) << dtype_name(dt) << " D=" << D;
+    EXPECT_FALSE(launches_named(rec, "softmax").empty()) << dtype_name(dt) << " D=" << D;
+  }
+  std::string why;
+  EXPECT_FALSE(kernels::fused_attention_supported(empty({2, 3, 130, 48}, DType::BF16, cuda_device()),
+                                                  empty({2, 3, 130, 48}, DType::BF16, cuda_device()),
+                                                  empty({2, 3, 130, 48}, DType::BF16, cuda_device()), true, &why));
+  EXPECT_NE(why.find("head dim 48"), std::string::npos) << why;
+  EXPECT_THROW(kernels::attention_forward(empty({2, 3, 130, 48}, DType::BF16, cuda_device()),
+                                          empty({2, 3, 130, 48}, DType::BF16, cuda_device()),
+                                          empty({2, 3, 130, 48}, DType::BF16, cuda_device()), true, 0.1),
+               Error);
+  EXPECT_FALSE(kernels::fused_attention_supported(empty({2, 3, 130, 64}, DType::BF16, kCPU),
+                                                  empty({2, 3, 130, 64}, DType::BF16, kCPU),
+                                                  empty({2, 3, 130, 64}, DType::BF16, kCPU), false));
+}
