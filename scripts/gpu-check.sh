@@ -15,6 +15,8 @@
 #             logits, gradients, 10 AdamW steps; fp32 and bf16) into OUT/gpt2_check.jsonl, then the
 #             training step at batch 16 x 1024 in bf16, brisk (bench/gpt2/brisk_bench.sh) and
 #             PyTorch eager in alternating rounds and torch.compile once, into OUT/gpt2_bench.jsonl
+#   zero      the same brisk step under BRISK_SHARDING none, zero1, zero2, zero3 (a world of one:
+#             the sharded code paths on the GPU), into OUT/zero_gpu.jsonl
 # OUT/check.log holds everything printed; OUT/summary.json what scripts/gpu-results.py needs to
 # write bench/results/gpu-<date>.json.
 # Usage: scripts/gpu-check.sh DEPS OUT [stage...]
@@ -32,7 +34,7 @@ deps=$1
 out=$2
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh gpt2)
+((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh gpt2 zero)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -167,6 +169,11 @@ if has gpt2; then
     stage "gpt2_torch_round$round" 30 python3 bench/gpt2/torch_gpt2.py bench --json "$out/gpt2_bench.jsonl"
   done
   stage gpt2_torch_compile 10 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
+fi
+if has zero; then
+  for s in none zero1 zero2 zero3; do
+    BRISK_SHARDING=$s stage "zero_$s" 10 bash bench/gpt2/brisk_bench.sh "$build" "$out/zero_gpu.jsonl" 10
+  done
 fi
 echo "  \"done\": true" >> "$summary"
 echo "}" >> "$summary"

@@ -8,6 +8,10 @@ were not measured are left out, never filled in.
 Usage: scripts/gpu-results.py OUT [OUT...] [--commit SHA] [--output FILE]
 Several OUT folders (one per GPU window of the same day) are merged, later ones winning. A figure
 measured in several rounds (the CNN's, alternating with PyTorch's) is the median of its rounds.
+When the gpt2 or zero stages ran, it also writes bench/results/gpt2-<date>.json: the GPU, driver,
+date and commit, the configuration, brisk's tokens/s, MFU, step time and peak memory beside
+PyTorch eager's and torch.compile's (medians of the rounds), the correctness differences against
+PyTorch (fp32 and bf16), and the step under each sharding stage.
 """
 import argparse
 import json
@@ -36,6 +40,7 @@ def main():
 
     result = {"figures": {}}
     torch_cnn = {}
+    gpt2 = {"bench": [], "check": [], "zero": []}
     for out in a.out:
         summary_path = os.path.join(out, "summary.json")
         if not os.path.exists(summary_path):
@@ -70,6 +75,9 @@ def main():
                 fig["runs"] = [x["value"] for x in rs]
             fig["commit"] = a.commit if len(a.out) == 1 and a.commit else s.get("commit", "")
             result["figures"][name] = fig
+        gpt2["bench"] += read_jsonl(os.path.join(out, "gpt2_bench.jsonl"))
+        gpt2["check"] += read_jsonl(os.path.join(out, "gpt2_check.jsonl"))
+        gpt2["zero"] += read_jsonl(os.path.join(out, "zero_gpu.jsonl"))
         peers = {}
         for row in read_jsonl(os.path.join(out, "torch_cnn.jsonl")):
             peers.setdefault(row["name"], []).append(row)
@@ -95,6 +103,40 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(result, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(f"gpu-results: wrote {os.path.normpath(path)}")
+    if any(gpt2.values()):
+        write_gpt2(result, gpt2, a.output and os.path.join(os.path.dirname(a.output), f"gpt2-{date}.json"), date)
+
+
+def write_gpt2(result, gpt2, path, date):
+    out = {k: result.get(k) for k in ("gpu", "driver", "date", "commit")}
+    impls = {}
+    for row in gpt2["bench"]:
+        key = "brisk" if row.get("impl") == "brisk" else ("pytorch_compile" if row.get("compile") else "pytorch_eager")
+        impls.setdefault(key, []).append(row)
+    for key, rows in impls.items():
+        fig = {k: median([r[k] for r in rows]) for k in ("tokens_per_s", "step_ms", "mfu", "peak_bytes")
+               if all(r.get(k) is not None for r in rows)}
+        fig["runs_tokens_per_s"] = [r["tokens_per_s"] for r in rows]
+        if rows[0].get("torch"):
+            fig["torch"] = rows[0]["torch"]
+        out[key] = fig
+        out["configuration"] = {k: rows[0].get(k) for k in ("preset", "batch", "seq", "mixed_precision")}
+    for key in ("pytorch_eager", "pytorch_compile"):
+        if "brisk" in out and key in out:
+            out[f"brisk_vs_{key}"] = out["brisk"]["tokens_per_s"] / out[key]["tokens_per_s"]
+    if gpt2["check"]:
+        out["correctness"] = {r["mixed_precision"]: {k: r[k] for k in ("preset", "batch", "seq", "steps", "loss",
+                                                                       "max_diff", "bounds", "ok", "torch")}
+                              for r in gpt2["check"]}
+    if gpt2["zero"]:
+        out["sharding_world_of_one"] = {r.get("sharding", "none"): {k: r.get(k) for k in ("tokens_per_s", "step_ms",
+                                                                              "peak_bytes")}
+                                        for r in gpt2["zero"]}
+    path = path or os.path.join(os.path.dirname(__file__), "..", "bench", "results", f"gpt2-{date}.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2, sort_keys=True)
         f.write("\n")
     print(f"gpu-results: wrote {os.path.normpath(path)}")
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # examples/gpt2 --bench on GPT-2 124M at batch 16 x 1024 in bf16 (the peer of torch_gpt2.py bench),
-# on random tokens in llm.c's format (no text needed); appends a JSON line to JSONL.
+# on random tokens in llm.c's format (no text needed); appends a JSON line to JSONL (with the
+# BRISK_SHARDING stage it ran under, when that is set).
 # Usage: bench/gpt2/brisk_bench.sh BUILD JSONL [STEPS]
 set -euo pipefail
 if [[ $# -lt 2 || $1 == -h || $1 == --help ]]; then
@@ -28,7 +29,9 @@ t = open(sys.argv[1]).read()
 def num(pat):
     m = re.search(pat, t)
     return float(m.group(1)) if m else None
+import os
 row = dict(mode="bench", impl="brisk", preset="124M", batch=16, seq=1024, mixed_precision="bf16",
+           sharding=os.environ.get("BRISK_SHARDING") or "none",
            steps=int(sys.argv[3]), tokens_per_s=num(r"train tokens/s: ([0-9.]+)"),
            mfu=(lambda v: v / 100 if v is not None else None)(num(r"MFU: ([0-9.]+) %")),
            step_ms=num(r"step ([0-9.]+) ms"), peak_bytes=num(r", total ([0-9]+)"))
