@@ -25,9 +25,17 @@ import json
 import os
 import sys
 
-import regex
+_PAT = None
 
-PAT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+def pat():
+    """GPT-2's pre-tokenisation regex (the `regex` module is imported only when it is needed, so
+    scripts/hf_bpe_fixtures.py can read TEST_STRINGS and corpus_text() without it)."""
+    global _PAT
+    if _PAT is None:
+        import regex
+        _PAT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+    return _PAT
 EOT = "<|endoftext|>"
 
 
@@ -53,7 +61,7 @@ def get_pairs(word):
 
 def pieces(text):
     """The pre-tokens of a str (surrogate-escaped bytes allowed), each as its UTF-8 bytes."""
-    return [t.encode("utf-8", "surrogateescape") for t in PAT.findall(text)]
+    return [t.encode("utf-8", "surrogateescape") for t in pat().findall(text)]
 
 
 class Encoder:

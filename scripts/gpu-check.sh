@@ -14,7 +14,9 @@
 #   gpt2      GPT-2 124M against PyTorch: bench/gpt2/gpt2_reference + torch_gpt2.py check (loss,
 #             logits, gradients, 10 AdamW steps; fp32 and bf16) into OUT/gpt2_check.jsonl, then the
 #             training step at batch 16 x 1024 in bf16, brisk (bench/gpt2/brisk_bench.sh) and
-#             PyTorch eager in alternating rounds and torch.compile once, into OUT/gpt2_bench.jsonl
+#             PyTorch eager in alternating rounds and torch.compile once, into OUT/gpt2_bench.jsonl;
+#             and Hugging Face tokenizers' own small BPE and encodings (scripts/hf_bpe_fixtures.py)
+#             into OUT/bpe_hf, to be committed as tests/data/fixtures/bpe_hf
 #   zero      the same brisk step under BRISK_SHARDING none, zero1, zero2, zero3 (a world of one:
 #             the sharded code paths on the GPU), into OUT/zero_gpu.jsonl
 # OUT/check.log holds everything printed; OUT/summary.json what scripts/gpu-results.py needs to
@@ -158,6 +160,7 @@ if has trainsh; then
   stage trainsh 5 bash scripts/train.sh --epochs 1 --out /tmp/fm_trainsh
 fi
 if has gpt2; then
+  stage hf_bpe 60 python3 scripts/hf_bpe_fixtures.py --out "$out/bpe_hf"
   for mp in no bf16; do
     rm -rf "/tmp/gpt2_ref_$mp"
     stage "gpt2_ref_$mp" 30 "$build/bench/gpt2/gpt2_reference" --out "/tmp/gpt2_ref_$mp" --preset 124M --batch 4 \

@@ -8,6 +8,7 @@
 #include <brisk/util/json.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -104,6 +105,19 @@ TEST(GPT2Tokenizer, MatchesTheReferenceImplementationsGoldenEncodings) {
   size_t merged = 0;
   EXPECT_GE(check_goldens(tok, kFixtures + "goldens.json", &merged), 30u);
   EXPECT_GT(merged, 50u);  // the merges matter, not only the bytes
+}
+
+TEST(GPT2Tokenizer, MatchesHuggingFaceTokenizersOnAVocabularyItTrained) {
+  // Vocabulary, merges and encodings all made by Hugging Face `tokenizers` (scripts/hf_bpe_fixtures.py,
+  // run where that package is installed: the GPU machines).
+  const std::string dir = std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/bpe_hf/";
+  if (!std::filesystem::exists(dir + "goldens.json"))
+    GTEST_SKIP() << "no " << dir << "goldens.json: run scripts/hf_bpe_fixtures.py where Hugging Face tokenizers is "
+                 << "installed (scripts/gpu-check.sh's gpt2 stage does) and commit its files";
+  GPT2Tokenizer tok = GPT2Tokenizer::from_files(dir + "vocab.json", dir + "merges.txt");
+  size_t merged = 0;
+  EXPECT_GE(check_goldens(tok, dir + "goldens.json", &merged), 25u);
+  EXPECT_GT(merged, 50u);
 }
 
 TEST(GPT2Tokenizer, GPT2sOwnVocabularyMatchesEncoderPyAndTiktoken) {
