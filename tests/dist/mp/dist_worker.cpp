@@ -5,6 +5,7 @@
 #include <brisk/brisk.h>
 #include <brisk/kernels/elementwise.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 #include <chrono>
 #include <cmath>
@@ -214,6 +215,35 @@ uint64_t expected_work(uint64_t chunks) {
   uint64_t s = 0;
   for (uint64_t n = 0; n < chunks * 20000; ++n) s += n % 7;
   return s;
+}
+
+// A rank that arrives 1.5 s late is waited for asleep: the communication thread tests a
+// nonblocking barrier between sleeps instead of spinning inside MPI's all-reduce, so the waiting
+// processes spend well under half a core meanwhile (spinning costs a whole one; BRISK_COMM_GATE=0
+// brings that back and fails this). The result is still right.
+void late_peer(dist::ProcessGroup& pg) {
+  const int W = pg.size(), me = pg.rank();
+  Tensor t = full({1 << 18}, me + 1.0);
+  pg.barrier();
+  if (me == W - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto cpu_s = [] {
+    rusage r{};
+    getrusage(RUSAGE_SELF, &r);
+    return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+           static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+  };
+  const double c0 = cpu_s();
+  const auto t0 = std::chrono::steady_clock::now();
+  pg.all_reduce(t);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = cpu_s() - c0;
+  auto v = values(t);
+  CHECK(v.front() == W * (W + 1) / 2.0 && v.back() == W * (W + 1) / 2.0, "sum ", v.front());
+  if (me != W - 1) {
+    std::printf("[rank %d] waited %.2f s for the late rank using %.2f s of CPU\n", me, wall, cpu);
+    CHECK(wall > 1.0, "the all-reduce returned after ", wall, " s, before the late rank arrived");
+    CHECK(cpu < 0.5 * wall, "waiting ", wall, " s for a late rank cost ", cpu, " s of CPU: spinning, not sleeping");
+  }
 }
 
 // Two outstanding collectives complete in submission order while the caller computes, and
@@ -482,6 +512,8 @@ int main(int argc, char** argv) {
         uneven_all_gather(pg);
       } else if (scenario == "async") {
         async_overlap(pg);
+      } else if (scenario == "late_peer") {
+        late_peer(pg);
       } else if (scenario == "algorithms") {
         algorithms(pg);
       } else if (scenario == "mismatch") {
