@@ -152,9 +152,10 @@ class ProcessGroupImpl {
   // order with the host collectives queued before it; waits for it (rethrows a mismatch).
   void check_signature_in_order(const Signature& sig);
   bool poll_inflight();  // true when a request completed
-  // The arrival gate (BRISK_COMM_GATE): waits, sleeping between polls, until every rank has
-  // reached this collective, so that the backend's blocking call that follows does not spin
-  // while a slower rank is still computing.
+  // The arrival gate (BRISK_COMM_GATE=1; off by default): waits, sleeping between polls, until
+  // every rank has reached this collective, so that the backend's blocking call that follows does
+  // not spin while a slower rank is still computing (docs/data-parallel.md, "Waiting for a late
+  // rank").
   void wait_for_peers(const Signature& sig);
   void waiters_add(int delta);  // threads waiting for a work (on_wait): poll at full speed while any
   // Peers that announced they are leaving; returns a failure message when one of them will
@@ -189,14 +190,14 @@ class ProcessGroupImpl {
   std::condition_variable cv_watch_;  // wakes the watchdog (to stop it)
   std::deque<Task> queue_;
   std::vector<InFlight> inflight_;
-  // Polling requests in flight: every kPollMin at first, doubling after each poll that found
-  // nothing done up to poll_max_ (BRISK_COMM_POLL_MAX_US) while no thread waits for them, so a
-  // bucket launched early in backward does not wake this thread 20,000 times a second on the
-  // cores the training threads need; at kPollMin while a thread waits (waiters_ > 0).
+  // Polling requests in flight (and the gate): every kPollMin at first, doubling after each poll
+  // that found nothing done up to poll_max_ (BRISK_COMM_POLL_MAX_US, default kPollMin: no
+  // growth) while no thread waits for them; at kPollMin while a thread waits (waiters_ > 0).
+  // A larger maximum costs fewer wake-ups during a long wait nobody is blocked on.
   static constexpr std::chrono::microseconds kPollMin{50};
-  std::chrono::microseconds poll_max_{1000}, poll_every_{kPollMin};
+  std::chrono::microseconds poll_max_{kPollMin}, poll_every_{kPollMin};
   int waiters_ = 0;
-  bool gate_ = true;
+  bool gate_ = false;
   std::vector<StreamInFlight> stream_inflight_;
   std::shared_ptr<WorkImpl> current_;  // the operation the communication thread is running
   bool in_backend_ = false;            // ... and it is inside the backend (or brisk's algorithm) now

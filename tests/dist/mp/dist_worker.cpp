@@ -217,10 +217,10 @@ uint64_t expected_work(uint64_t chunks) {
   return s;
 }
 
-// A rank that arrives 1.5 s late is waited for asleep: the communication thread tests a
-// nonblocking barrier between sleeps instead of spinning inside MPI's all-reduce, so the waiting
-// processes spend well under half a core meanwhile (spinning costs a whole one; BRISK_COMM_GATE=0
-// brings that back and fails this). The result is still right.
+// With BRISK_COMM_GATE=1 a rank that arrives 1.5 s late is waited for asleep: the communication
+// thread tests a nonblocking barrier between sleeps instead of spinning inside MPI's all-reduce,
+// so the waiting processes spend well under half a core meanwhile (spinning, the default, costs
+// a whole one and fails this). The result is right either way.
 void late_peer(dist::ProcessGroup& pg) {
   const int W = pg.size(), me = pg.rank();
   Tensor t = full({1 << 18}, me + 1.0);
