@@ -33,7 +33,8 @@ set(_reshard_cases
   4:zero2:2:zero2:resume 2:zero2:1:none:resume 2:none:4:zero1:resume 4:zero1:2:none:resume 1:none:2:zero2:resume
   2:zero2:1:zero2:refuse 4:none:2:zero1:refuse 2:none:1:none:warn 2:zero1:4:zero2:warn
   1:none:1:none:merge 2:zero2:2:zero2:merge 4:zero1:4:zero1:merge
-  2:zero3:1:none:resume 1:none:2:zero3:resume 4:zero3:2:zero3:resume 2:zero3:4:zero2:resume 2:zero3:1:zero3:refuse
+  2:zero3:1:none:resume 1:none:2:zero3:resume 4:zero3:2:zero3:resume 2:zero3:4:zero3:resume 2:zero3:4:zero2:resume
+  1:zero3:1:zero1:resume 2:zero3:1:zero3:refuse
   2:zero3:2:zero3:merge 4:zero3:4:zero3:merge)
 foreach(case ${_reshard_cases})
   string(REPLACE ":" ";" parts ${case})

@@ -309,8 +309,63 @@ void param_memory(Sharding stage) {
   EXPECT_OR_DIE(sharded >= full / N, "zero3 parameter peak " << sharded << " below 1/N of " << full);
 }
 
+// zero3: save_state and load_state (same processes) gather nothing: each rank writes and reads
+// its own parameter shard, so the Parameters bytes held during either stay the shard's (the
+// peak's rise over them at most 64 KiB; gathering would add the whole model, 4.2 MB).
+void save_memory() {
+  const int64_t N = dist::world().size();
+  const std::string dir = "zero_save_memory_np" + std::to_string(N);
+  const auto params_now = [] { return memory_stats().current[static_cast<int>(MemoryCategory::Parameters)]; };
+  const auto params_peak = [] { return memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)]; };
+  int64_t numel = 0, shard = 0, save_rise = 0, load_rise = 0;
+  {
+    Accelerator acc({.sharding = Sharding::Zero3, .seed = 1});
+    Deep net;
+    optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+    acc.prepare(net, opt);
+    for (const Tensor& p : net.parameters()) numel += p.numel();
+    Generator g(7 + static_cast<uint64_t>(acc.process_index()));
+    acc.backward(mean(square(net(randn({8, 256}, {}, &g)))));
+    opt.step();
+    opt.zero_grad();
+    for (const Tensor& s : opt.all_params()) shard += s.numel();
+    const int64_t before = params_now();
+    reset_peak_memory_stats();
+    acc.save_state(dir);
+    save_rise = params_peak() - before;
+  }
+  {
+    Accelerator acc({.sharding = Sharding::Zero3, .seed = 1});
+    Deep net;
+    optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+    acc.prepare(net, opt);
+    const int64_t before = params_now();
+    reset_peak_memory_stats();
+    acc.load_state(dir);
+    load_rise = params_peak() - before;
+  }
+  std::printf(
+      "memory zero3 rank %d of %lld: save_state raises the Parameters peak by %lld B, load_state by %lld B "
+      "(shard %lld B, full model %lld B)\n",
+      rank_for_messages, static_cast<long long>(N), static_cast<long long>(save_rise),
+      static_cast<long long>(load_rise), static_cast<long long>(4 * shard), static_cast<long long>(4 * numel));
+  EXPECT_OR_DIE(save_rise <= 64 * 1024, "save_state raised the Parameters peak by " << save_rise << " B");
+  EXPECT_OR_DIE(load_rise <= 64 * 1024, "load_state raised the Parameters peak by " << load_rise << " B");
+  if (rank_for_messages == 0) {
+    std::ifstream in(dir + "/manifest.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    for (int64_t r = 0; r < N; ++r)
+      EXPECT_OR_DIE(ss.str().find("\"model_shard" + std::to_string(r) + ".safetensors\"") != std::string::npos,
+                    "the manifest lacks rank " << r << "'s parameter shard: " << ss.str());
+  }
+}
+
 void memory(Sharding stage) {
-  if (stage == Sharding::Zero3) param_memory(stage);
+  if (stage == Sharding::Zero3) {
+    param_memory(stage);
+    save_memory();
+  }
   int64_t numel = 0;
   const Peaks sharded = peaks(stage, &numel);
   const Peaks full = peaks(Sharding::None, &numel);
@@ -390,9 +445,15 @@ void resume(Sharding stage) {
     std::ifstream in(dir + "/manifest.json");
     std::stringstream ss;
     ss << in.rdbuf();
-    for (int64_t r = 0; r < N; ++r)
+    for (int64_t r = 0; r < N; ++r) {
       EXPECT_OR_DIE(ss.str().find("\"optimizer_shard" + std::to_string(r) + ".safetensors\"") != std::string::npos,
                     "the manifest lacks rank " << r << "'s optimizer shard: " << ss.str());
+      // zero3: each rank's parameter shard too (the model file holds the rest: nothing here).
+      const bool listed = ss.str().find("\"model_shard" + std::to_string(r) + ".safetensors\"") != std::string::npos;
+      EXPECT_OR_DIE(listed == (stage == Sharding::Zero3), "rank " << r << "'s parameter shard "
+                                                                  << (listed ? "listed" : "not listed") << " under "
+                                                                  << enum_name(stage) << ": " << ss.str());
+    }
   }
   ResumeRun b(stage, N);
   b.acc.load_state(dir);
