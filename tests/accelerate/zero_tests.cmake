@@ -26,6 +26,18 @@ foreach(stage zero1 zero2 zero3)
     endif()
   endforeach()
 endforeach()
+# zero3: a missing parameter shard file is an error naming it on every rank (none left waiting).
+add_test(NAME accelerate.zero.shard_missing.zero3.np1
+  COMMAND ${BRISK_TEST_JOB} --timeout 100 --grep "PASS shard-missing zero3 rank 0 of 1" -- ${_zero_worker} shard-missing zero3)
+set_tests_properties(accelerate.zero.shard_missing.zero3.np1 PROPERTIES LABELS "unit;sharding" TIMEOUT 120
+  ENVIRONMENT "OMP_NUM_THREADS=1")
+if(BRISK_HAVE_MPI)
+  add_test(NAME accelerate.mp.zero.shard_missing.zero3.np2
+    COMMAND ${BRISK_TEST_JOB} --np 2 --timeout 120 --grep "PASS shard-missing zero3 rank 0 of 2"
+      -- ${_zero_worker} shard-missing zero3)
+  set_tests_properties(accelerate.mp.zero.shard_missing.zero3.np2 PROPERTIES LABELS "multiprocess;sharding"
+    RESOURCE_LOCK cpu_cores TIMEOUT 200 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
+endif()
 # Resuming on another number of processes and/or sharding stage (run_reshard.sh; docs/checkpoints.md):
 # SAVE_NP:SAVE_STAGE:LOAD_NP:LOAD_STAGE:MODE. Those with more than one process need MPI.
 set(_reshard_cases

@@ -7,6 +7,7 @@
 //   resume zero1|zero2: save_state / load_state of a sharded run is bit-exact on as many processes.
 //   gpt2 zero1|zero2: the tiny GPT-2 (tied embedding and head, two AdamW groups) likewise.
 //   memory zero1|zero2: peak optimizer-state bytes per rank fall to 1/N of the unsharded figure.
+//   shard-missing zero3: a missing parameter shard file is an error naming it on every rank.
 //   reshard-save / reshard-load / reshard-compare / reshard-refuse / reshard-warn / merge-save:
 //     the steps of run_reshard.sh (resuming on another number of processes or stage; merge-weights).
 #include <brisk/brisk.h>
@@ -471,6 +472,34 @@ void resume(Sharding stage) {
   EXPECT_OR_DIE(full_flat(plain.acc, plain.net) == loaded, "loaded unsharded: the parameters differ");
 }
 
+// shard-missing zero3: a zero3 checkpoint whose last rank's parameter shard file is gone: every
+// rank's load_state throws an error naming that file (each rank checks that the others' files are
+// there before reading its own), none waits in a collective, and nothing is changed.
+void shard_missing(Sharding stage) {
+  const int64_t N = dist::world().size();
+  const std::string dir = "zero_shard_missing_np" + std::to_string(N);
+  const std::string gone = "model_shard" + std::to_string(N - 1) + ".safetensors";
+  {
+    ResumeRun a(stage, N);
+    a.run(8, dir);
+    a.acc.wait_for_everyone();
+    if (rank_for_messages == 0) EXPECT_OR_DIE(std::remove((dir + "/" + gone).c_str()) == 0, "cannot remove " << gone);
+    a.acc.wait_for_everyone();
+  }
+  ResumeRun b(stage, N);
+  const std::vector<float> before = full_flat(b.acc, b.net);
+  std::string e;
+  try {
+    b.acc.load_state(dir);
+  } catch (const Error& err) {
+    e = err.message();
+  }
+  EXPECT_OR_DIE(e.find(gone + " is missing") != std::string::npos,
+                "expected an error naming " << gone << ", got: " << e);
+  std::printf("shard-missing rank %d of %lld: %s\n", rank_for_messages, static_cast<long long>(N), e.c_str());
+  EXPECT_OR_DIE(full_flat(b.acc, b.net) == before, "a refused load_state changed the parameters");
+}
+
 // --- resuming on another number of processes (docs/checkpoints.md) ------------------------------
 // OddNet with AdamW in two groups (weights decayed, biases not), a global batch of 8 examples
 // (8 / N per process, so that the loader's position carries over) or a per-process batch of
@@ -661,6 +690,8 @@ int main(int argc, char** argv) {
       resume(stage);
     } else if (scenario == "memory") {
       memory(stage);
+    } else if (scenario == "shard-missing") {
+      shard_missing(stage);
     } else if (scenario == "reshard-save" && argc == 6) {
       reshard_save(stage, argv[3], std::atoll(argv[4]), std::atoll(argv[5]));
     } else if (scenario == "reshard-load" && argc == 4) {
