@@ -1840,10 +1840,14 @@ std::string Accelerator::load_state(const std::string& dir) {
     const bool direct = !ck.param_blocks[i].empty();
     models_[i]->model->load_state_dict(ck.models[i], !direct);
     if (direct) {
-      const std::vector<Tensor> blocks =
-          param_shards(*models_[i]->model, param_engines(optimizers_, *models_[i]->model), world_size_).blocks;
-      NoGradGuard no_grad;
-      for (size_t k = 0; k < blocks.size(); ++k) kernels::copy_(blocks[k], ck.param_blocks[i][k]);
+      const auto engines = param_engines(optimizers_, *models_[i]->model);
+      const std::vector<Tensor> blocks = param_shards(*models_[i]->model, engines, world_size_).blocks;
+      {
+        NoGradGuard no_grad;
+        for (size_t k = 0; k < blocks.size(); ++k) kernels::copy_(blocks[k], ck.param_blocks[i][k]);
+      }
+      // Units gathered now (load_state inside a full_parameters guard) show the loaded values.
+      for (const accelerate::detail::ZeroEngine* e : engines) e->refresh_gathered();
     }
     for (auto& [name, p] : models_[i]->model->named_parameters()) {
       auto it = ck.gradients[i].find(name);

@@ -610,6 +610,20 @@ void ZeroEngine::scatter_gathered() const {
   }
 }
 
+void ZeroEngine::refresh_gathered() const {
+  Impl& im = *impl_;
+  if (im.stage != Sharding::Zero3) return;
+  NoGradGuard no_grad;
+  for (auto& u : im.units) {
+    if (!u.gathered) continue;
+    im.wait(u);
+    for (size_t k : u.buckets) {
+      Impl::Bucket& b = im.buckets[k];
+      im.pg.all_gather_async(b.full, im.shards[b.group].detach().narrow(0, b.shard_offset, b.block))->wait();
+    }
+  }
+}
+
 bool ZeroEngine::shards_parameters() const {
   return impl_->stage == Sharding::Zero3;
 }

@@ -103,6 +103,9 @@ class ZeroEngine {
   // zero3: the units gathered now (inside a full_parameters guard) written back into this rank's
   // shards, staying gathered (local: no collective), so that shard_blocks() holds edits made by hand.
   void scatter_gathered() const;
+  // zero3: the units gathered now all-gathered again from the shards (collective: every rank,
+  // whose gathered units are the same), after the shards were written (load_state).
+  void refresh_gathered() const;
 
   struct Impl;
 

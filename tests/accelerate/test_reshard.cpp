@@ -240,6 +240,35 @@ TEST(Reshard, Zero3CheckpointHoldsParameterShards) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 + 1e-5 * std::fabs(b[i])) << i;
 }
 
+// Inside a full_parameters guard (the units gathered): save_state writes the gathered values,
+// edits by hand included, and load_state's values show in the gathered parameters and stay after.
+TEST(Reshard, Zero3SaveAndLoadInsideAFullParametersGuard) {
+  const fs::path dir = fresh_folder("zero3_guard") / "ckpt";
+  std::vector<float> saved;
+  {
+    ShardTrainer t(Sharding::Zero3);
+    t.run(3);
+    auto full = t.acc.full_parameters(t.net);
+    {
+      NoGradGuard no_grad;
+      fill_(t.net.f1.bias.detach(), 0.5);
+    }
+    t.acc.save_state(dir.string());
+    saved = flat_params(t.net);
+  }
+  ShardTrainer plain(Sharding::None);
+  plain.acc.load_state(dir.string());
+  EXPECT_EQ(flat_params(plain.net), saved);
+  EXPECT_EQ(plain.net.f1.bias.to_vector<float>(), std::vector<float>(plain.net.f1.bias.numel(), 0.5f));
+  ShardTrainer z3(Sharding::Zero3);
+  {
+    auto full = z3.acc.full_parameters(z3.net);
+    z3.acc.load_state(dir.string());
+    EXPECT_EQ(flat_params(z3.net), saved);
+  }
+  EXPECT_EQ(params_of(z3), saved);
+}
+
 // A zero3 checkpoint of format version 2 (its model file held the full parameters, gathered by
 // the main process) still loads, under zero3 and unsharded.
 TEST(Reshard, Zero3CheckpointOfVersion2StillLoads) {
