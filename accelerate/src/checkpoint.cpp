@@ -1087,8 +1087,8 @@ std::vector<Tensor> read_param_shard(const Fields& f, const CheckpointFolder& fo
   if (meta("rank") != std::to_string(r))
     f.fail(at, file, " was written by rank ", quoted(meta("rank")), ", expected rank ", r);
   if (meta("num_processes") != std::to_string(s.world))
-    f.fail(at, file, " was written by one of ", quoted(meta("num_processes")), " processes, but the checkpoint ",
-           "(state.json num_processes, and its ", s.world, " shard files) has ", s.world);
+    f.fail(at, file, " was written by one of ", quoted(meta("num_processes")),
+           " processes, but the checkpoint was saved by ", s.world, " (state.json's num_processes)");
   if (meta("layout") != s.layout.dump())
     f.fail(at, file, "'s parameter layout differs from the one state.json records at ", key, ".layout");
   if (sf.tensors.size() != s.buckets.size())
