@@ -349,9 +349,9 @@ void save_memory() {
       "memory zero3 rank %d of %lld: save_state raises the Parameters peak by %lld B, load_state by %lld B "
       "(shard %lld B, full model %lld B)\n",
       rank_for_messages, static_cast<long long>(N), static_cast<long long>(save_rise),
-      static_cast<long long>(load_rise), static_cast<long long>(4 * shard), static_cast<long long>(4 * numel));
-  EXPECT_OR_DIE(save_rise <= 64 * 1024, "save_state raised the Parameters peak by " << save_rise << " B");
-  EXPECT_OR_DIE(load_rise <= 64 * 1024, "load_state raised the Parameters peak by " << load_rise << " B");
+      static_cast<long long>(load_rise), static_cast<long long>(shard) * 4, static_cast<long long>(numel) * 4);
+  EXPECT_OR_DIE(save_rise <= int64_t{64} * 1024, "save_state raised the Parameters peak by " << save_rise << " B");
+  EXPECT_OR_DIE(load_rise <= int64_t{64} * 1024, "load_state raised the Parameters peak by " << load_rise << " B");
   if (rank_for_messages == 0) {
     std::ifstream in(dir + "/manifest.json");
     std::stringstream ss;
