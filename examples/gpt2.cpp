@@ -170,7 +170,9 @@ int sample_main(int argc, char** argv) {
     std::string tokenizer_dir = a.tokenizer_dir;  // the flag, else the one the model was trained with
     if (tokenizer_dir.empty() && cj.find("tokenizer_dir")) tokenizer_dir = (*cj.find("tokenizer_dir")).as_string();
     models::GPT2 model(cfg);
-    data::load_safetensors_into(model, (std::filesystem::path(dir) / "model.safetensors").string());
+    // The checkpoint's model as one state dict (under zero3 rebuilt from every rank's parameter
+    // shard: model.safetensors alone holds only the rest).
+    model.load_state_dict(data::parse_safetensors(accelerate::merged_model_weights(dir), dir).tensors);
 
     std::unique_ptr<data::Tokenizer> tok;  // none for a model trained on token files
     if (tokenizer != "token-ids") tok = make_tokenizer(tokenizer, tokenizer_dir);

@@ -24,6 +24,7 @@
 #include <set>
 
 #include "accelerator_impl.h"
+#include "brisk/autograd/grad_mode.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/safetensors.h"
 #include "brisk/kernels/elementwise.h"
@@ -44,7 +45,10 @@ constexpr const char* kFormat = "brisk-checkpoint";
 constexpr const char* kManifestFormat = "brisk-checkpoint-manifest";
 // state.json's version. 2: what differs between ranks (random state, data loader positions,
 // unsynchronised gradients) is in per-rank files; version 1 kept the main process's gradients only.
-constexpr int kVersion = 2;
+// 3: under zero3 each rank writes its shard of the parameters (the model file holds the rest);
+// version 2's zero3 model file held the full parameters, and is still read.
+constexpr int kVersion = 3;
+constexpr int kOldestVersion = 2;
 constexpr int kManifestVersion = 1;
 // The JSON files of a checkpoint are small (kilobytes; a manifest ~150 bytes per file): anything
 // bigger than 16 MiB is refused before it is read (a parsed JSON value takes many times its text).
@@ -254,6 +258,16 @@ class CheckpointFolder {
     });
     if (h.hex() != e.sha256) fail(name, "'s SHA-256 does not match the manifest");
     return bytes;
+  }
+
+  // Checks that listed file `name` is there, a regular file of the listed size, without reading it.
+  void check_present(const std::string& name) const {
+    const Entry& e = entry(name);
+    struct stat st {};
+    const int fd = open_regular(name, &st);
+    ::close(fd);
+    if (st.st_size != e.size)
+      fail(name, " has ", static_cast<int64_t>(st.st_size), " bytes, the manifest says ", e.size);
   }
 
   // Checks listed file `name` (type, size, SHA-256) without keeping its bytes.
@@ -858,6 +872,262 @@ optim::StateDict reshard_optimizer(const Fields& f, const CheckpointFolder& fold
   return sd;
 }
 
+// --- zero3: per-rank parameter shards ------------------------------------------------------------
+// Under zero3 each rank holds only its block of every bucket (a unit's parameters of one optimizer
+// group, flat, padded to a multiple of N). save_state writes rank r's blocks to
+// model_shard<r>.safetensors (model_<i>_shard<r> for model i), tensors "bucket.<k>", with the
+// layout that rebuilds the full tensors in its metadata and in state.json's model entry:
+//   {"num_processes": N, "buckets": [{"tensor": "bucket.0", "dtype": "F32", "padded": P, "shard": P/N,
+//     "params": [{"name": "h0.attn.c_attn.weight", "shape": [64, 192], "offset": 0}, ...]}, ...]}
+// The model file then holds the rest of the state dict (buffers, parameters no optimizer shards).
+
+constexpr const char* kParamShardFormat = "brisk-zero3-parameter-shard";
+
+std::string param_shard_file(size_t i, int rank) {
+  return (i == 0 ? std::string("model") : "model_" + std::to_string(i)) + "_shard" + std::to_string(rank) +
+         ".safetensors";
+}
+
+// This job's parameter shards of one model: the layout, this rank's blocks (views of the shards)
+// and the names of the sharded parameters.
+struct ParamShards {
+  json::Value layout;
+  std::vector<Tensor> blocks;
+  std::set<std::string> names;
+};
+
+ParamShards param_shards(const nn::Module& model, const std::vector<const accelerate::detail::ZeroEngine*>& engines,
+                         int world) {
+  ParamShards out;
+  const nn::NamedTensors named = nn::remove_tied_duplicates(model.state_dict());
+  json::Value buckets = json::Value::array();
+  for (const accelerate::detail::ZeroEngine* e : engines) {
+    const ZeroLayout l = e->layout();
+    const std::vector<Tensor>& params = e->params();
+    const std::vector<Tensor> blocks = e->shard_blocks();
+    for (size_t k = 0; k < l.buckets.size(); ++k) {
+      const ZeroLayout::Bucket& b = l.buckets[k];
+      json::Value jb = json::Value::object();
+      jb.set("tensor", "bucket." + std::to_string(out.blocks.size()));
+      jb.set("dtype", std::string(traits(blocks[k].dtype()).safetensors_name));
+      jb.set("padded", b.padded);
+      jb.set("shard", b.padded / l.num_processes);
+      json::Value ps = json::Value::array();
+      int64_t offset = 0;
+      for (const ZeroLayout::Member& m : b.members) {
+        const Tensor& p = params[m.param];
+        std::string name;
+        for (const auto& [n, t] : named)
+          if (t.is_same(p)) {
+            name = n;
+            break;
+          }
+        BRISK_CHECK(!name.empty(), "Accelerator::save_state (sharding zero3): a sharded parameter of shape ", p.sizes(),
+                    " is not in the model's state dict");
+        json::Value jp = json::Value::object();
+        jp.set("name", name);
+        json::Value shape = json::Value::array();
+        for (int64_t d : p.sizes()) shape.push_back(d);
+        jp.set("shape", shape);
+        jp.set("offset", offset);
+        ps.push_back(jp);
+        offset += m.numel;
+        out.names.insert(name);
+      }
+      jb.set("params", ps);
+      buckets.push_back(jb);
+      out.blocks.push_back(blocks[k]);
+    }
+  }
+  out.layout = json::Value::object();
+  out.layout.set("num_processes", world);
+  out.layout.set("buckets", buckets);
+  return out;
+}
+
+// The zero3 engines that shard `model`'s parameters (full_parameters' choice).
+template <class Optimizers>
+std::vector<const accelerate::detail::ZeroEngine*> param_engines(const Optimizers& optimizers,
+                                                                 const nn::Module& model) {
+  std::vector<const accelerate::detail::ZeroEngine*> out;
+  const std::vector<Tensor> params = model.parameters();
+  for (const auto& o : optimizers) {
+    if (!o->zero || !o->zero->shards_parameters()) continue;
+    bool mine = false;
+    for (const Tensor& p : params) mine = mine || o->zero->owns(p);
+    if (mine) out.push_back(o->zero.get());
+  }
+  return out;
+}
+
+// A model entry's parameter shards as state.json records them, checked: the layout's every value
+// (names once, offsets one after the other from 0, padding below num_processes, shard = padded /
+// num_processes) and, with `targets` (the prepared model's tensors), each name, shape and dtype.
+struct SavedParamShards {
+  struct Param {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t offset = 0, numel = 0;
+  };
+  struct Bucket {
+    std::string dtype;
+    int64_t padded = 0, shard = 0;
+    std::vector<Param> params;
+  };
+  int64_t world = 1;
+  std::vector<Bucket> buckets;
+  std::vector<std::string> files;  // per rank
+  json::Value layout;
+};
+
+SavedParamShards parse_param_shards(const Fields& f, const CheckpointFolder& folder, const json::Value& entry,
+                                    const std::string& key, int64_t saved_world,
+                                    const std::map<std::string, Tensor>* targets) {
+  SavedParamShards s;
+  s.world = saved_world;
+  const std::string lkey = key + ".layout";
+  s.layout = f.member(entry, key, "layout");
+  f.object(s.layout, lkey);
+  for (const auto& [k, v] : s.layout.items())
+    if (k != "num_processes" && k != "buckets") f.fail(Fields::join(lkey, k), "not a key of a parameter shard layout");
+  const int64_t world = f.integer(f.member(s.layout, lkey, "num_processes"), lkey + ".num_processes", 1, 1 << 20);
+  if (world != saved_world)
+    f.fail(lkey + ".num_processes", "is ", world, " but the checkpoint was saved by ", saved_world, " processes");
+  const json::Value& bs = f.member(s.layout, lkey, "buckets");
+  if (!bs.is_array() || bs.size() == 0) f.fail(lkey + ".buckets", "expected a non-empty array");
+  std::set<std::string> seen;
+  for (size_t k = 0; k < bs.size(); ++k) {
+    const std::string at = Fields::index(lkey + ".buckets", k);
+    const json::Value& jb = f.object(bs.at(k), at);
+    if (jb.size() != 5) f.fail(at, "expected exactly tensor, dtype, padded, shard and params");
+    SavedParamShards::Bucket b;
+    if (f.string(f.member(jb, at, "tensor"), at + ".tensor") != "bucket." + std::to_string(k))
+      f.fail(at + ".tensor", "expected \"bucket.", k, "\"");
+    b.dtype = f.string(f.member(jb, at, "dtype"), at + ".dtype");
+    bool known = false;
+    for (const DTypeTraits& t : kDTypeTable) known = known || (t.is_float && b.dtype == t.safetensors_name);
+    if (!known) f.fail(at + ".dtype", "expected F64, F32, F16 or BF16, got ", quoted(b.dtype));
+    b.padded = f.integer(f.member(jb, at, "padded"), at + ".padded", 1, kMaxCount);
+    b.shard = f.integer(f.member(jb, at, "shard"), at + ".shard", 1, kMaxCount);
+    if (b.padded % world != 0 || b.shard != b.padded / world)
+      f.fail(at + ".shard", "expected padded / num_processes = ", b.padded, " / ", world, " (padded a multiple of ",
+             world, "), got ", b.shard);
+    const json::Value& ps = f.member(jb, at, "params");
+    if (!ps.is_array() || ps.size() == 0) f.fail(at + ".params", "expected a non-empty array");
+    int64_t offset = 0;
+    for (size_t j = 0; j < ps.size(); ++j) {
+      const std::string pat = Fields::index(at + ".params", j);
+      const json::Value& jp = f.object(ps.at(j), pat);
+      if (jp.size() != 3) f.fail(pat, "expected exactly name, shape and offset");
+      SavedParamShards::Param p;
+      p.name = f.string(f.member(jp, pat, "name"), pat + ".name");
+      if (!seen.insert(p.name).second) f.fail(pat + ".name", quoted(p.name), " is listed a second time");
+      const json::Value& shape = f.member(jp, pat, "shape");
+      if (!shape.is_array() || shape.size() > 8) f.fail(pat + ".shape", "expected an array of at most 8 sizes");
+      p.numel = 1;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        p.shape.push_back(f.integer(shape.at(d), Fields::index(pat + ".shape", d), 0, kMaxCount));
+        if (p.shape.back() != 0 && p.numel > kMaxCount / p.shape.back())
+          f.fail(pat + ".shape", "more than 2^53 elements");
+        p.numel *= p.shape.back();
+      }
+      p.offset = f.integer(f.member(jp, pat, "offset"), pat + ".offset", 0, kMaxCount);
+      if (p.offset != offset)
+        f.fail(pat + ".offset", "expected ", offset, " (the parameters lie one after the other), got ", p.offset);
+      offset += p.numel;
+      if (offset > b.padded) f.fail(at + ".padded", "the parameters need ", offset, " elements, more than ", b.padded);
+      if (targets) {
+        auto it = targets->find(p.name);
+        if (it == targets->end()) f.fail(pat + ".name", quoted(p.name), " is not a tensor of the prepared model");
+        if (it->second.sizes() != p.shape || b.dtype != traits(it->second.dtype()).safetensors_name)
+          f.fail(pat, quoted(p.name), " is ", b.dtype, " ", p.shape, " but the prepared model's is ",
+                 traits(it->second.dtype()).safetensors_name, " ", it->second.sizes());
+      }
+      b.params.push_back(std::move(p));
+    }
+    if (b.padded - offset >= world)
+      f.fail(at + ".padded", "expected ", offset, " rounded up to a multiple of ", world, ", got ", b.padded);
+    s.buckets.push_back(std::move(b));
+  }
+  const json::Value& names = f.member(entry, key, "shards");
+  if (!names.is_array() || names.size() != static_cast<size_t>(saved_world))
+    f.fail(key + ".shards", "expected one parameter shard file for each of the ", saved_world,
+           " processes that saved the checkpoint, got ", names.is_array() ? std::to_string(names.size()) : "no array");
+  for (size_t r = 0; r < names.size(); ++r) {
+    const std::string at = Fields::index(key + ".shards", r);
+    s.files.push_back(listed_name(f, folder, f.string(names.at(r), at), at));
+  }
+  return s;
+}
+
+// Rank r's parameter shard file, checked against state.json's layout (its metadata: the format,
+// its rank, the number of processes and the same layout; one block per bucket of the right size
+// and dtype); its blocks in bucket order.
+std::vector<Tensor> read_param_shard(const Fields& f, const CheckpointFolder& folder, const SavedParamShards& s,
+                                     int64_t r, const std::string& key) {
+  const std::string& file = s.files[static_cast<size_t>(r)];
+  const std::string at = Fields::index(key + ".shards", static_cast<size_t>(r));
+  data::SafetensorsFile sf;
+  {
+    const std::string bytes = folder.read(file);
+    try {
+      sf = data::parse_safetensors(bytes, (folder.dir() / file).string());
+    } catch (const Error& e) {
+      f.fail(at, e.message());
+    }
+  }
+  auto meta = [&](const char* name) -> const std::string& {
+    auto it = sf.metadata.find(name);
+    if (it == sf.metadata.end()) f.fail(at, file, " lacks the metadata key ", quoted(name));
+    return it->second;
+  };
+  if (meta("format") != kParamShardFormat)
+    f.fail(at, file, " is not a parameter shard (its metadata's format is ", quoted(meta("format")), ", expected ",
+           quoted(kParamShardFormat), ")");
+  if (meta("rank") != std::to_string(r))
+    f.fail(at, file, " was written by rank ", quoted(meta("rank")), ", expected rank ", r);
+  if (meta("num_processes") != std::to_string(s.world))
+    f.fail(at, file, " was written by one of ", quoted(meta("num_processes")),
+           " processes, but the checkpoint was saved by ", s.world, " (state.json's num_processes)");
+  if (meta("layout") != s.layout.dump())
+    f.fail(at, file, "'s parameter layout differs from the one state.json records at ", key, ".layout");
+  if (sf.tensors.size() != s.buckets.size())
+    f.fail(at, file, " holds ", sf.tensors.size(), " tensor(s), the layout has ", s.buckets.size(), " bucket(s)");
+  std::vector<Tensor> blocks(s.buckets.size());
+  for (auto& [name, t] : sf.tensors) {
+    size_t k = s.buckets.size();
+    for (size_t j = 0; j < s.buckets.size(); ++j)
+      if (name == "bucket." + std::to_string(j)) k = j;
+    if (k == s.buckets.size()) f.fail(at, file, " has a tensor ", quoted(name), " that is not a bucket of the layout");
+    const SavedParamShards::Bucket& b = s.buckets[k];
+    if (t.sizes() != std::vector<int64_t>{b.shard} || b.dtype != traits(t.dtype()).safetensors_name)
+      f.fail(at, file, ": ", quoted(name), " is ", traits(t.dtype()).safetensors_name, " ", t.sizes(),
+             " but the layout gives ", b.dtype, " [", b.shard, "]");
+    blocks[k] = std::move(t);
+  }
+  return blocks;
+}
+
+// The full parameters rebuilt from every rank's shard file (read one at a time into the padded
+// buckets), by name in the layout's order.
+nn::NamedTensors gather_param_shards(const Fields& f, const CheckpointFolder& folder, const SavedParamShards& s,
+                                     const std::string& key) {
+  std::vector<Tensor> flats(s.buckets.size());
+  for (int64_t r = 0; r < s.world; ++r) {
+    const std::vector<Tensor> blocks = read_param_shard(f, folder, s, r, key);
+    for (size_t k = 0; k < s.buckets.size(); ++k) {
+      const SavedParamShards::Bucket& b = s.buckets[k];
+      if (!flats[k].defined()) flats[k] = empty({b.padded}, blocks[k].dtype(), Device(kCPU));
+      kernels::copy_(flats[k].narrow(0, r * b.shard, b.shard), blocks[k]);
+    }
+  }
+  nn::NamedTensors out;
+  for (size_t k = 0; k < s.buckets.size(); ++k)
+    for (const SavedParamShards::Param& p : s.buckets[k].params)
+      out.emplace_back(p.name, flats[k].narrow(0, p.offset, p.numel).view(p.shape));
+  return out;
+}
+
 }  // namespace
 
 namespace accelerate {
@@ -910,9 +1180,20 @@ std::string merged_model_weights(const std::string& dir, size_t model) {
       BRISK_THROW(where, e.message());
     }
   }
-  // Every rank holds the whole parameters under none, zero1 and zero2, and save_state gathers them
-  // under zero3, so the main process's file is the whole model: written again exactly as
-  // save_model writes it.
+  // Every rank holds the whole parameters under none, zero1 and zero2 (and zero3 checkpoints of
+  // format version 2 gathered them), so the main process's file is the whole model; a zero3
+  // checkpoint's sharded parameters are rebuilt from every rank's shard file. Written again
+  // exactly as save_model writes it (safetensors orders the tensors by dtype and name).
+  const json::Value* shards = models.at(model).find("shards");
+  if (shards && !shards->is_null()) {
+    const int64_t saved_world = sf.integer(sf.member(st, "", "num_processes"), "num_processes", 1, kMaxCount);
+    const SavedParamShards saved = parse_param_shards(sf, folder, models.at(model), key, saved_world, nullptr);
+    nn::NamedTensors full = gather_param_shards(sf, folder, saved, key);
+    for (const auto& [name, t] : full)
+      if (weights.contains(name))
+        sf.fail(key + ".file", file, " holds ", quoted(name), ", which the parameter shards hold too");
+    for (auto& e : full) weights.tensors.push_back(std::move(e));
+  }
   return data::safetensors_bytes(weights.tensors, {{"format", "pt"}});
 }
 
@@ -990,9 +1271,17 @@ void on_every_rank(dist::ProcessGroup* pg, int world_size, const char* op, const
 
 std::string Accelerator::save_state(const std::string& dir) {
   auto span = trace_span("save_state", "checkpoint");
-  // zero3: the full parameters for the model files, gathered on every rank for the save.
-  std::vector<FullParameters> gathered;
-  for (auto& m : models_) gathered.push_back(full_parameters(*m->model));
+  // zero3: nothing is gathered. Each rank writes its own shard of the parameters (edits made by
+  // hand inside a full_parameters guard are written back into the shards first).
+  std::vector<ParamShards> sharded(models_.size());
+  std::vector<bool> has_shards(models_.size(), false);
+  for (size_t i = 0; i < models_.size(); ++i) {
+    const auto engines = param_engines(optimizers_, *models_[i]->model);
+    if (engines.empty()) continue;
+    for (const accelerate::detail::ZeroEngine* e : engines) e->scatter_gathered();
+    sharded[i] = param_shards(*models_[i]->model, engines, world_size_);
+    has_shards[i] = true;
+  }
   fs::path final_dir;
   if (dir.empty()) {
     BRISK_CHECK(s_.automatic_checkpoint_naming,
@@ -1083,6 +1372,17 @@ std::string Accelerator::save_state(const std::string& dir) {
             grad_files.push_back(gradients_file(i, rank_));
           }
           r.set("gradients", grad_files);
+          for (size_t i = 0; i < models_.size(); ++i) {
+            if (!has_shards[i]) continue;
+            nn::NamedTensors blocks;
+            for (size_t k = 0; k < sharded[i].blocks.size(); ++k)
+              blocks.emplace_back("bucket." + std::to_string(k), sharded[i].blocks[k]);
+            put(param_shard_file(i, rank_),
+                data::safetensors_bytes(blocks, {{"format", kParamShardFormat},
+                                                 {"rank", std::to_string(rank_)},
+                                                 {"num_processes", std::to_string(world_size_)},
+                                                 {"layout", sharded[i].layout.dump()}}));
+          }
           for (size_t i = 0; i < optimizers_.size(); ++i)
             if (optimizers_[i]->zero)
               put(optimizer_shard_file(i, rank_), data::safetensors_bytes(optimizers_[i]->opt->state_dict().tensors));
@@ -1105,10 +1405,19 @@ std::string Accelerator::save_state(const std::string& dir) {
 
         json::Value models = json::Value::array();
         for (size_t i = 0; i < models_.size(); ++i) {
-          nn::NamedTensors sd = nn::remove_tied_duplicates(models_[i]->model->state_dict());
+          nn::NamedTensors sd;
+          for (auto& [name, t] : nn::remove_tied_duplicates(models_[i]->model->state_dict()))
+            if (!sharded[i].names.count(name)) sd.emplace_back(name, t);
           put(model_file(i), data::safetensors_bytes(sd, {{"format", "pt"}}));
           json::Value m = json::Value::object();
           m.set("file", model_file(i));
+          if (has_shards[i]) {
+            // zero3: the rest of the state dict above; the parameters in every rank's shard file.
+            json::Value shards = json::Value::array();
+            for (int r = 0; r < world_size_; ++r) shards.push_back(param_shard_file(i, r));
+            m.set("shards", shards);
+            m.set("layout", sharded[i].layout);
+          }
           models.push_back(m);
         }
         st.set("models", models);
@@ -1221,6 +1530,9 @@ struct Accelerator::LoadedCheckpoint {
   int64_t saved_world = 1;
   bool has_generator = true;  // false: this rank had no counterpart in the saved run
   std::vector<data::NamedTensors> models;
+  // zero3, per model: this rank's saved parameter blocks, loaded straight into its shards (the
+  // model file then holds the rest); empty: `models` holds the full parameters.
+  std::vector<std::vector<Tensor>> param_blocks;
   std::vector<std::map<std::string, Tensor>> gradients;  // per model; empty: none saved
   std::vector<optim::StateDict> optimizers;
   std::vector<optim::StateDict> schedulers;
@@ -1250,8 +1562,9 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
   const json::Value& st = sf.object(out.state, "");
   if (sf.string(sf.member(st, "", "format"), "format") != kFormat) sf.fail("format", "not a brisk checkpoint");
   const int64_t version = sf.integer(sf.member(st, "", "version"), "version", 0, kMaxCount);
-  if (version != kVersion)
-    sf.fail("version", "checkpoint format version ", version, "; this brisk reads version ", kVersion,
+  if (version < kOldestVersion || version > kVersion)
+    sf.fail("version", "checkpoint format version ", version, "; this brisk reads versions ", kOldestVersion, " to ",
+            kVersion,
             version == 1 ? " (version 1 kept only the main process's gradients: resume it with the brisk that wrote it)"
                          : "");
   const int64_t saved_world = sf.integer(sf.member(st, "", "num_processes"), "num_processes", 1, kMaxCount);
@@ -1266,8 +1579,34 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
     const std::string& file = sf.string(sf.member(models[i], key, "file"), key + ".file");
     std::map<std::string, Tensor> targets;
     for (auto& [name, t] : models_[i]->model->state_dict()) targets.emplace(name, t);
-    out.models.push_back(checked_tensors(sf, folder, file, key + ".file", targets, "tensor of the prepared model"));
+    out.param_blocks.emplace_back();
+    const json::Value* shards = models[i].find("shards");
     std::set<std::string> have;
+    if (version >= 3 && shards && !shards->is_null()) {
+      // zero3 parameter shards: checked against the prepared model, then either this rank's own
+      // file straight into its shards (the same processes and layout: nothing else is read but
+      // the other files' presence), or the full parameters rebuilt from every rank's file.
+      const SavedParamShards saved = parse_param_shards(sf, folder, models[i], key, saved_world, &targets);
+      std::map<std::string, Tensor> rest = targets;
+      for (const SavedParamShards::Bucket& b : saved.buckets)
+        for (const SavedParamShards::Param& p : b.params) {
+          rest.erase(p.name);
+          have.insert(p.name);
+        }
+      out.models.push_back(checked_tensors(sf, folder, file, key + ".file", rest,
+                                           "tensor of the prepared model outside its parameter shards"));
+      const auto engines = param_engines(optimizers_, *models_[i]->model);
+      if (saved_world == world_size_ && !engines.empty() &&
+          param_shards(*models_[i]->model, engines, world_size_).layout.dump() == saved.layout.dump()) {
+        for (int64_t r = 0; r < saved_world; ++r)
+          if (r != rank_) folder.check_present(saved.files[static_cast<size_t>(r)]);
+        out.param_blocks.back() = read_param_shard(sf, folder, saved, rank_, key);
+      } else {
+        for (auto& e : gather_param_shards(sf, folder, saved, key)) out.models.back().push_back(std::move(e));
+      }
+    } else {
+      out.models.push_back(checked_tensors(sf, folder, file, key + ".file", targets, "tensor of the prepared model"));
+    }
     for (auto& [name, t] : out.models.back()) have.insert(name);
     for (auto& [name, t] : nn::remove_tied_duplicates(models_[i]->model->state_dict()))
       if (!have.count(name)) sf.fail(key + ".file", file, " lacks the model's tensor ", quoted(name));
@@ -1466,9 +1805,6 @@ void Accelerator::read_checkpoint(const std::string& dir, LoadedCheckpoint& out)
 
 std::string Accelerator::load_state(const std::string& dir) {
   auto span = trace_span("load_state", "checkpoint");
-  // zero3: the parameters are loaded whole, then written back into this rank's shards.
-  std::vector<FullParameters> gathered;
-  for (auto& m : models_) gathered.push_back(full_parameters(*m->model));
   fs::path path;
   if (dir.empty()) {
     // The newest complete checkpoint, as the main process sees it.
@@ -1494,8 +1830,25 @@ std::string Accelerator::load_state(const std::string& dir) {
   LoadedCheckpoint ck;
   on_every_rank(pg_, world_size_, "Accelerator::load_state", [&] { read_checkpoint(path.string(), ck); });
 
+  // zero3: a checkpoint of this job's own layout goes straight into this rank's shards; full
+  // parameters (another layout or stage, an older format) are loaded into the gathered model and
+  // written back into the shards. Every rank decides alike (from state.json and the layout).
+  std::vector<FullParameters> gathered;
+  for (size_t i = 0; i < models_.size(); ++i)
+    if (ck.param_blocks[i].empty()) gathered.push_back(full_parameters(*models_[i]->model));
   for (size_t i = 0; i < models_.size(); ++i) {
-    models_[i]->model->load_state_dict(ck.models[i], true);
+    const bool direct = !ck.param_blocks[i].empty();
+    models_[i]->model->load_state_dict(ck.models[i], !direct);
+    if (direct) {
+      const auto engines = param_engines(optimizers_, *models_[i]->model);
+      const std::vector<Tensor> blocks = param_shards(*models_[i]->model, engines, world_size_).blocks;
+      {
+        NoGradGuard no_grad;
+        for (size_t k = 0; k < blocks.size(); ++k) kernels::copy_(blocks[k], ck.param_blocks[i][k]);
+      }
+      // Units gathered now (load_state inside a full_parameters guard) show the loaded values.
+      for (const accelerate::detail::ZeroEngine* e : engines) e->refresh_gathered();
+    }
     for (auto& [name, p] : models_[i]->model->named_parameters()) {
       auto it = ck.gradients[i].find(name);
       if (it == ck.gradients[i].end()) {

@@ -600,6 +600,30 @@ void ZeroEngine::scatter_and_release_all() {
   }
 }
 
+void ZeroEngine::scatter_gathered() const {
+  Impl& im = *impl_;
+  if (im.stage != Sharding::Zero3) return;
+  for (auto& u : im.units) {
+    if (!u.gathered) continue;
+    im.wait(u);
+    im.scatter(u);
+  }
+}
+
+void ZeroEngine::refresh_gathered() const {
+  Impl& im = *impl_;
+  if (im.stage != Sharding::Zero3) return;
+  NoGradGuard no_grad;
+  for (auto& u : im.units) {
+    if (!u.gathered) continue;
+    im.wait(u);
+    for (size_t k : u.buckets) {
+      Impl::Bucket& b = im.buckets[k];
+      im.pg.all_gather_async(b.full, im.shards[b.group].detach().narrow(0, b.shard_offset, b.block))->wait();
+    }
+  }
+}
+
 bool ZeroEngine::shards_parameters() const {
   return impl_->stage == Sharding::Zero3;
 }
@@ -667,6 +691,14 @@ ZeroLayout ZeroEngine::layout() const {
 
 const std::vector<Tensor>& ZeroEngine::params() const {
   return impl_->params;
+}
+
+std::vector<Tensor> ZeroEngine::shard_blocks() const {
+  const Impl& im = *impl_;
+  std::vector<Tensor> out;
+  out.reserve(im.buckets.size());
+  for (const auto& b : im.buckets) out.push_back(im.shards[b.group].detach().narrow(0, b.shard_offset, b.block));
+  return out;
 }
 
 int64_t ZeroLayout::shard_numel(size_t group) const {

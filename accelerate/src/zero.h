@@ -96,6 +96,16 @@ class ZeroEngine {
   // The layout, and the parameters it shards (the optimizer's own before they were replaced).
   ZeroLayout layout() const;
   const std::vector<Tensor>& params() const;
+  // zero3: this rank's block of each bucket (in layout()'s order; padded / num_processes elements
+  // each), views of the shards that hold the parameters: what a checkpoint saves per rank, and
+  // what load_state copies a saved block into. Nothing is gathered.
+  std::vector<Tensor> shard_blocks() const;
+  // zero3: the units gathered now (inside a full_parameters guard) written back into this rank's
+  // shards, staying gathered (local: no collective), so that shard_blocks() holds edits made by hand.
+  void scatter_gathered() const;
+  // zero3: the units gathered now all-gathered again from the shards (collective: every rank,
+  // whose gathered units are the same), after the shards were written (load_state).
+  void refresh_gathered() const;
 
   struct Impl;
 

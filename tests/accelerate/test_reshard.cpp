@@ -144,10 +144,269 @@ TEST(Reshard, ADamagedShardLayoutIsRefusedNamingTheKey) {
   }
 }
 
+// --- zero3: per-rank parameter shards ------------------------------------------------------------
+
+namespace {
+
+// The parameters as the model holds them (zero3: gathered for the read).
+std::vector<float> params_of(ShardTrainer& t) {
+  auto full = t.acc.full_parameters(t.net);
+  return flat_params(t.net);
+}
+
+// Removes `name` from the folder and from its manifest (resealed).
+void unlist(const fs::path& dir, const std::string& name) {
+  fs::remove(dir / name);
+  json::Value m = json::parse(slurp(dir / "manifest.json"));
+  json::Value files = json::Value::array();
+  for (const json::Value& f : m.at("files").as_array())
+    if (f.at("path").as_string() != name) files.push_back(f);
+  m.set("files", files);
+  spit(dir / "manifest.json", m.dump(2) + "\n");
+  reseal(dir);
+}
+
+// Rewrites the safetensors file `name` of the checkpoint through `edit` (its tensors and
+// metadata), then reseals the manifest.
+void edit_safetensors(const fs::path& dir, const std::string& name,
+                      const std::function<void(data::NamedTensors&, std::map<std::string, std::string>&)>& edit) {
+  data::SafetensorsFile f = data::parse_safetensors(slurp(dir / name));
+  data::NamedTensors tensors;
+  for (auto& [k, t] : f.tensors) tensors.emplace_back(k, contiguous(t));
+  edit(tensors, f.metadata);
+  spit(dir / name, data::safetensors_bytes(tensors, f.metadata));
+  reseal(dir);
+}
+
+}  // namespace
+
+// A zero3 checkpoint holds each rank's parameter shard (listed in the manifest and in state.json,
+// with the layout that rebuilds the full tensors), not the full parameters: the model file holds
+// none of them. It resumes under zero3 (the shard straight back) and unsharded (rebuilt), and
+// zero1 / zero2 / none checkpoints resume under zero3, all with the same parameters and state.
+TEST(Reshard, Zero3CheckpointHoldsParameterShards) {
+  const fs::path dir = fresh_folder("zero3_shards") / "ckpt";
+  std::vector<float> params;
+  {
+    ShardTrainer t(Sharding::Zero3);
+    t.run(5);
+    t.acc.save_state(dir.string());
+    params = params_of(t);
+  }
+  const std::string manifest = slurp(dir / "manifest.json");
+  EXPECT_HAS(manifest, "\"model_shard0.safetensors\"");
+  EXPECT_HAS(manifest, "\"optimizer_shard0.safetensors\"");
+  const json::Value st = json::parse(slurp(dir / "state.json"));
+  EXPECT_EQ(st.at("version").as_int(), 3);
+  const json::Value& m = st.at("models").as_array()[0];
+  ASSERT_TRUE(m.contains("shards") && m.contains("layout")) << m.dump();
+  EXPECT_EQ(m.at("shards").dump(), "[\"model_shard0.safetensors\"]");
+  EXPECT_EQ(m.at("layout").at("num_processes").as_int(), 1);
+  EXPECT_TRUE(data::parse_safetensors(slurp(dir / "model.safetensors")).empty());
+  const data::SafetensorsFile shard = data::parse_safetensors(slurp(dir / "model_shard0.safetensors"));
+  EXPECT_EQ(shard.metadata.at("rank"), "0");
+  EXPECT_EQ(shard.metadata.at("num_processes"), "1");
+  EXPECT_EQ(shard.metadata.at("layout"), m.at("layout").dump());
+  int64_t numel = 0;
+  for (const auto& [name, t] : shard) numel += t.numel();
+  EXPECT_EQ(numel, static_cast<int64_t>(params.size()));  // one process: no padding
+  // Back under zero3 (straight into the shard), under none (rebuilt), then none -> zero3 and
+  // zero2 -> zero3: the same parameters and optimizer state.
+  ShardTrainer z3(Sharding::Zero3), plain(Sharding::None);
+  z3.acc.load_state(dir.string());
+  plain.acc.load_state(dir.string());
+  EXPECT_EQ(params_of(z3), params);
+  EXPECT_EQ(flat_params(plain.net), params);
+  const auto state = state_of(plain.opt);
+  for (Sharding from : {Sharding::None, Sharding::Zero2, Sharding::Zero3}) {
+    const fs::path again = fresh_folder("zero3_shards_again_" + std::string(enum_name(from))) / "ckpt";
+    ShardTrainer a(from);
+    a.acc.load_state(dir.string());
+    a.acc.save_state(again.string());
+    ShardTrainer b(Sharding::Zero3), c(Sharding::None);
+    b.acc.load_state(again.string());
+    EXPECT_EQ(params_of(b), params) << "saved under " << enum_name(from);
+    const fs::path third = fresh_folder("zero3_shards_third_" + std::string(enum_name(from))) / "ckpt";
+    b.acc.save_state(third.string());
+    c.acc.load_state(third.string());
+    EXPECT_EQ(flat_params(c.net), params) << "saved under " << enum_name(from);
+    EXPECT_EQ(state_of(c.opt), state) << "saved under " << enum_name(from);
+  }
+  // And it trains on from there alike under zero3 and unsharded.
+  z3.run(3);
+  plain.run(3);
+  const std::vector<float> a = params_of(z3), b = flat_params(plain.net);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 + 1e-5 * std::fabs(b[i])) << i;
+}
+
+// Inside a full_parameters guard (the units gathered): save_state writes the gathered values,
+// edits by hand included, and load_state's values show in the gathered parameters and stay after.
+TEST(Reshard, Zero3SaveAndLoadInsideAFullParametersGuard) {
+  const fs::path dir = fresh_folder("zero3_guard") / "ckpt";
+  std::vector<float> saved;
+  {
+    ShardTrainer t(Sharding::Zero3);
+    t.run(3);
+    auto full = t.acc.full_parameters(t.net);
+    {
+      NoGradGuard no_grad;
+      fill_(t.net.f1.bias.detach(), 0.5);
+    }
+    t.acc.save_state(dir.string());
+    saved = flat_params(t.net);
+  }
+  ShardTrainer plain(Sharding::None);
+  plain.acc.load_state(dir.string());
+  EXPECT_EQ(flat_params(plain.net), saved);
+  EXPECT_EQ(plain.net.f1.bias.to_vector<float>(), std::vector<float>(plain.net.f1.bias.numel(), 0.5f));
+  ShardTrainer z3(Sharding::Zero3);
+  {
+    auto full = z3.acc.full_parameters(z3.net);
+    z3.acc.load_state(dir.string());
+    EXPECT_EQ(flat_params(z3.net), saved);
+  }
+  EXPECT_EQ(params_of(z3), saved);
+}
+
+// A zero3 checkpoint of format version 2 (its model file held the full parameters, gathered by
+// the main process) still loads, under zero3 and unsharded.
+TEST(Reshard, Zero3CheckpointOfVersion2StillLoads) {
+  const fs::path pristine = fresh_folder("zero3_v2_src") / "ckpt";
+  std::vector<float> params;
+  {
+    ShardTrainer t(Sharding::Zero3);
+    t.run(5);
+    t.acc.save_state(pristine.string());
+    params = params_of(t);
+  }
+  // What version 2 wrote: the full model in model.safetensors, no shard files, no shards/layout.
+  const fs::path dir = copy_checkpoint(pristine, "zero3_v2");
+  spit(dir / "model.safetensors", accelerate::merged_model_weights(dir.string()));
+  unlist(dir, "model_shard0.safetensors");
+  edit_json(dir, "state.json", [](json::Value& st) {
+    st.set("version", 2);
+    json::Value m = json::Value::object();
+    m.set("file", "model.safetensors");
+    st["models"].as_array()[0] = m;
+  });
+  ASSERT_TRUE(accelerate::is_complete_checkpoint(dir.string()));
+  ShardTrainer z3(Sharding::Zero3), plain(Sharding::None);
+  z3.acc.load_state(dir.string());
+  plain.acc.load_state(dir.string());
+  EXPECT_EQ(params_of(z3), params);
+  EXPECT_EQ(flat_params(plain.net), params);
+  EXPECT_TRUE(accelerate::merged_model_weights(dir.string()) == accelerate::merged_model_weights(pristine.string()));
+  // Version 2 knew no parameter shards: a version-2 state.json that lists them is read as version 2.
+  edit_json(dir, "state.json", [](json::Value& st) { st.set("version", 4); });
+  EXPECT_HAS(load_error_into(Sharding::Zero3, dir), "this brisk reads versions 2 to 3");
+}
+
+// A missing, damaged or inconsistent parameter shard file is an error naming the file and what
+// is wrong; nothing is loaded.
+TEST(Reshard, ABadZero3ParameterShardIsRefusedNamingTheFile) {
+  const fs::path pristine = fresh_folder("zero3_bad_src") / "ckpt";
+  {
+    ShardTrainer t(Sharding::Zero3);
+    t.run(5);
+    t.acc.save_state(pristine.string());
+  }
+  ASSERT_EQ(load_error_into(Sharding::Zero3, pristine), "");
+  ASSERT_EQ(load_error_into(Sharding::None, pristine), "");
+  auto both = [&](const fs::path& dir, const std::string& want) {
+    for (Sharding s : {Sharding::Zero3, Sharding::None}) {
+      ShardTrainer t(s);
+      const std::vector<float> before = params_of(t);
+      std::string e;
+      try {
+        t.acc.load_state(dir.string());
+      } catch (const Error& err) {
+        e = err.message();
+      }
+      EXPECT_HAS(e, want);
+      EXPECT_EQ(params_of(t), before) << "a refused checkpoint changed the parameters";
+    }
+  };
+  {  // missing (still listed in the manifest)
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_missing");
+    fs::remove(dir / "model_shard0.safetensors");
+    both(dir, "model_shard0.safetensors is missing");
+    EXPECT_FALSE(accelerate::is_complete_checkpoint(dir.string()));
+    try {
+      accelerate::merged_model_weights(dir.string());
+      ADD_FAILURE() << "merge-weights read a checkpoint without its parameter shard";
+    } catch (const Error& e) {
+      EXPECT_HAS(e.message(), "model_shard0.safetensors is missing");
+    }
+  }
+  {  // missing and no longer listed
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_unlisted");
+    unlist(dir, "model_shard0.safetensors");
+    both(dir, "\"model_shard0.safetensors\" is not listed in manifest.json");
+  }
+  {  // damaged: one byte changed, the manifest not resealed
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_hash");
+    std::string bytes = slurp(dir / "model_shard0.safetensors");
+    bytes.back() = static_cast<char>(bytes.back() ^ 1);
+    spit(dir / "model_shard0.safetensors", bytes);
+    both(dir, "model_shard0.safetensors's SHA-256 does not match the manifest");
+  }
+  {  // the file says it was written by one of 2 processes
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_world");
+    edit_safetensors(
+        dir, "model_shard0.safetensors",
+        [](data::NamedTensors&, std::map<std::string, std::string>& meta) { meta["num_processes"] = "2"; });
+    both(dir, "model_shard0.safetensors was written by one of \"2\" processes");
+  }
+  {  // another rank's file
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_rank");
+    edit_safetensors(dir, "model_shard0.safetensors",
+                     [](data::NamedTensors&, std::map<std::string, std::string>& meta) { meta["rank"] = "1"; });
+    both(dir, "model_shard0.safetensors was written by rank \"1\", expected rank 0");
+  }
+  {  // the file's layout is not state.json's
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_layout");
+    edit_safetensors(dir, "model_shard0.safetensors",
+                     [](data::NamedTensors&, std::map<std::string, std::string>& meta) {
+                       meta["layout"] = "{\"num_processes\":1,\"buckets\":[]}";
+                     });
+    both(dir, "model_shard0.safetensors's parameter layout differs from the one state.json records");
+  }
+  {  // a block of the wrong size
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_block");
+    edit_safetensors(dir, "model_shard0.safetensors", [](data::NamedTensors& t, std::map<std::string, std::string>&) {
+      t[0].second = t[0].second.narrow(0, 0, t[0].second.numel() - 1).clone();
+    });
+    both(dir, "model_shard0.safetensors: \"bucket.");
+  }
+  {  // a parameter of another shape in state.json's layout (and the file's, kept alike)
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_shape");
+    std::string layout;
+    edit_json(dir, "state.json", [&](json::Value& st) {
+      json::Value& p = st["models"].as_array()[0]["layout"]["buckets"].as_array()[0]["params"].as_array()[0];
+      json::Value shape = json::Value::array();  // [1, ...]: as many elements, another shape
+      shape.push_back(int64_t{1});
+      for (const json::Value& d : p.at("shape").as_array()) shape.push_back(d);
+      p.set("shape", shape);
+      layout = st["models"].as_array()[0]["layout"].dump();
+    });
+    edit_safetensors(dir, "model_shard0.safetensors",
+                     [&](data::NamedTensors&, std::map<std::string, std::string>& meta) { meta["layout"] = layout; });
+    both(dir, "\"f2.bias\" is F32 [1, 3] but the prepared model's is F32 [3]");
+  }
+  {  // state.json lists two shard files for a checkpoint of one process
+    const fs::path dir = copy_checkpoint(pristine, "zero3_bad_count");
+    edit_json(dir, "state.json", [](json::Value& st) {
+      st["models"].as_array()[0]["shards"].as_array().push_back(json::Value("model_shard1.safetensors"));
+    });
+    both(dir, "expected one parameter shard file for each of the 1 processes");
+  }
+}
+
 // --- brisk merge-weights ------------------------------------------------------------------------
 
 TEST(MergeWeights, EqualsSaveModelByteForByte) {
-  for (Sharding s : {Sharding::None, Sharding::Zero2}) {
+  for (Sharding s : {Sharding::None, Sharding::Zero2, Sharding::Zero3}) {
     const fs::path root = fresh_folder(std::string("merge_") + std::string(enum_name(s)));
     Accelerator acc({.sharding = s, .seed = 1});
     models::GPT2 net(models::GPT2Config::preset("tiny"));  // tied embedding and head

@@ -26,6 +26,18 @@ foreach(stage zero1 zero2 zero3)
     endif()
   endforeach()
 endforeach()
+# zero3: a missing parameter shard file is an error naming it on every rank (none left waiting).
+add_test(NAME accelerate.zero.shard_missing.zero3.np1
+  COMMAND ${BRISK_TEST_JOB} --timeout 100 --grep "PASS shard-missing zero3 rank 0 of 1" -- ${_zero_worker} shard-missing zero3)
+set_tests_properties(accelerate.zero.shard_missing.zero3.np1 PROPERTIES LABELS "unit;sharding" TIMEOUT 120
+  ENVIRONMENT "OMP_NUM_THREADS=1")
+if(BRISK_HAVE_MPI)
+  add_test(NAME accelerate.mp.zero.shard_missing.zero3.np2
+    COMMAND ${BRISK_TEST_JOB} --np 2 --timeout 120 --grep "PASS shard-missing zero3 rank 0 of 2"
+      -- ${_zero_worker} shard-missing zero3)
+  set_tests_properties(accelerate.mp.zero.shard_missing.zero3.np2 PROPERTIES LABELS "multiprocess;sharding"
+    RESOURCE_LOCK cpu_cores TIMEOUT 200 ENVIRONMENT "MPIEXEC=${BRISK_MPIEXEC}")
+endif()
 # Resuming on another number of processes and/or sharding stage (run_reshard.sh; docs/checkpoints.md):
 # SAVE_NP:SAVE_STAGE:LOAD_NP:LOAD_STAGE:MODE. Those with more than one process need MPI.
 set(_reshard_cases
@@ -33,7 +45,8 @@ set(_reshard_cases
   4:zero2:2:zero2:resume 2:zero2:1:none:resume 2:none:4:zero1:resume 4:zero1:2:none:resume 1:none:2:zero2:resume
   2:zero2:1:zero2:refuse 4:none:2:zero1:refuse 2:none:1:none:warn 2:zero1:4:zero2:warn
   1:none:1:none:merge 2:zero2:2:zero2:merge 4:zero1:4:zero1:merge
-  2:zero3:1:none:resume 1:none:2:zero3:resume 4:zero3:2:zero3:resume 2:zero3:4:zero2:resume 2:zero3:1:zero3:refuse
+  2:zero3:1:none:resume 1:none:2:zero3:resume 4:zero3:2:zero3:resume 2:zero3:4:zero3:resume 2:zero3:4:zero2:resume
+  1:zero3:1:zero1:resume 2:zero3:1:zero3:refuse
   2:zero3:2:zero3:merge 4:zero3:4:zero3:merge)
 foreach(case ${_reshard_cases})
   string(REPLACE ":" ";" parts ${case})

@@ -3,7 +3,7 @@
 // /dev/shm, then checked with is_complete_checkpoint and loaded with Accelerator::load_state into
 // prepared objects (a small net, Adam, StepLR, a data loader, a registered value). Any input must
 // load or throw brisk::Error, without a crash, a leak, a hang (a named pipe, /dev/zero) or a
-// read outside the folder.
+// read outside the folder. `brisk merge-weights` (accelerate::merged_model_weights) reads it too.
 //
 // Input: byte 0 = flags; then records (1 byte file index into kNames, 2 bytes little-endian
 // length, the bytes). Flag 1: the harness writes a manifest that lists every file with its true
@@ -43,7 +43,8 @@ const char* const kNames[] = {"manifest.json",
                               "optimizer.safetensors",
                               "gradients_rank0.safetensors",
                               "extra.json",
-                              "rank_1.json"};
+                              "rank_1.json",
+                              "model_shard0.safetensors"};
 constexpr size_t kNumNames = sizeof kNames / sizeof kNames[0];
 
 struct Net : nn::Module {
@@ -258,6 +259,39 @@ void write_seeds(const fs::path& out) {
             data::safetensors_bytes({{"state.0.exp_avg", full({23}, 0.25)}, {"state.0.exp_avg_sq", full({23}, 0.5)}});
     spit(out / "reshard_sharded", encode(1, copy));
   }
+  {
+    // zero3 parameter shards (docs/checkpoints.md): the model file empty, the parameters in
+    // model_shard0.safetensors (one bucket of all four, in reverse order), rebuilt for the
+    // unsharded net; then a shard file whose metadata claims 2 processes, and a layout whose
+    // offsets overlap.
+    const std::string layout =
+        R"({"num_processes":1,"buckets":[{"tensor":"bucket.0","dtype":"F32","padded":23,"shard":23,"params":[)"
+        R"({"name":"f2.bias","shape":[2],"offset":0},{"name":"f2.weight","shape":[2,3],"offset":2},)"
+        R"({"name":"f1.bias","shape":[3],"offset":8},{"name":"f1.weight","shape":[3,4],"offset":11}]}]})";
+    auto shards = [&](const std::string& file_layout, const std::string& world, const std::string& state_layout) {
+      auto copy = files;
+      edit_file(copy, 1, [&](json::Value& st) {
+        json::Value& m = st["models"].as_array()[0];
+        json::Value names = json::Value::array();
+        names.push_back("model_shard0.safetensors");
+        m.set("shards", names);
+        m.set("layout", json::parse(state_layout));
+      });
+      for (auto& [i, bytes] : copy)
+        if (i == 3) bytes = data::safetensors_bytes({}, {{"format", "pt"}});
+      copy.emplace_back(8, data::safetensors_bytes({{"bucket.0", arange(0, 23, 1, {.dtype = DType::F32})}},
+                                                   {{"format", "brisk-zero3-parameter-shard"},
+                                                    {"rank", "0"},
+                                                    {"num_processes", world},
+                                                    {"layout", file_layout}}));
+      return copy;
+    };
+    spit(out / "zero3_shards", encode(1, shards(layout, "1", layout)));
+    spit(out / "zero3_shards_world2", encode(1, shards(layout, "2", layout)));
+    std::string overlap = layout;
+    overlap.replace(overlap.find(R"("offset":8)"), 10, R"("offset":7)");
+    spit(out / "zero3_shards_overlap", encode(1, shards(overlap, "1", overlap)));
+  }
 }
 
 }  // namespace
@@ -304,6 +338,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (verbose) std::fprintf(stderr, "loaded\n");
   } catch (const brisk::Error& e) {
     if (verbose) std::fprintf(stderr, "refused: %s\n", e.what());
+  }
+  try {
+    (void)accelerate::merged_model_weights(s.dir.string());
+  } catch (const brisk::Error&) {
   }
   return 0;
 }

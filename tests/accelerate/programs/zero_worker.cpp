@@ -7,6 +7,7 @@
 //   resume zero1|zero2: save_state / load_state of a sharded run is bit-exact on as many processes.
 //   gpt2 zero1|zero2: the tiny GPT-2 (tied embedding and head, two AdamW groups) likewise.
 //   memory zero1|zero2: peak optimizer-state bytes per rank fall to 1/N of the unsharded figure.
+//   shard-missing zero3: a missing parameter shard file is an error naming it on every rank.
 //   reshard-save / reshard-load / reshard-compare / reshard-refuse / reshard-warn / merge-save:
 //     the steps of run_reshard.sh (resuming on another number of processes or stage; merge-weights).
 #include <brisk/brisk.h>
@@ -309,8 +310,63 @@ void param_memory(Sharding stage) {
   EXPECT_OR_DIE(sharded >= full / N, "zero3 parameter peak " << sharded << " below 1/N of " << full);
 }
 
+// zero3: save_state and load_state (same processes) gather nothing: each rank writes and reads
+// its own parameter shard, so the Parameters bytes held during either stay the shard's (the
+// peak's rise over them at most 64 KiB; gathering would add the whole model, 4.2 MB).
+void save_memory() {
+  const int64_t N = dist::world().size();
+  const std::string dir = "zero_save_memory_np" + std::to_string(N);
+  const auto params_now = [] { return memory_stats().current[static_cast<int>(MemoryCategory::Parameters)]; };
+  const auto params_peak = [] { return memory_stats().peak[static_cast<int>(MemoryCategory::Parameters)]; };
+  int64_t numel = 0, shard = 0, save_rise = 0, load_rise = 0;
+  {
+    Accelerator acc({.sharding = Sharding::Zero3, .seed = 1});
+    Deep net;
+    optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+    acc.prepare(net, opt);
+    for (const Tensor& p : net.parameters()) numel += p.numel();
+    Generator g(7 + static_cast<uint64_t>(acc.process_index()));
+    acc.backward(mean(square(net(randn({8, 256}, {}, &g)))));
+    opt.step();
+    opt.zero_grad();
+    for (const Tensor& s : opt.all_params()) shard += s.numel();
+    const int64_t before = params_now();
+    reset_peak_memory_stats();
+    acc.save_state(dir);
+    save_rise = params_peak() - before;
+  }
+  {
+    Accelerator acc({.sharding = Sharding::Zero3, .seed = 1});
+    Deep net;
+    optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+    acc.prepare(net, opt);
+    const int64_t before = params_now();
+    reset_peak_memory_stats();
+    acc.load_state(dir);
+    load_rise = params_peak() - before;
+  }
+  std::printf(
+      "memory zero3 rank %d of %lld: save_state raises the Parameters peak by %lld B, load_state by %lld B "
+      "(shard %lld B, full model %lld B)\n",
+      rank_for_messages, static_cast<long long>(N), static_cast<long long>(save_rise),
+      static_cast<long long>(load_rise), static_cast<long long>(shard) * 4, static_cast<long long>(numel) * 4);
+  EXPECT_OR_DIE(save_rise <= int64_t{64} * 1024, "save_state raised the Parameters peak by " << save_rise << " B");
+  EXPECT_OR_DIE(load_rise <= int64_t{64} * 1024, "load_state raised the Parameters peak by " << load_rise << " B");
+  if (rank_for_messages == 0) {
+    std::ifstream in(dir + "/manifest.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    for (int64_t r = 0; r < N; ++r)
+      EXPECT_OR_DIE(ss.str().find("\"model_shard" + std::to_string(r) + ".safetensors\"") != std::string::npos,
+                    "the manifest lacks rank " << r << "'s parameter shard: " << ss.str());
+  }
+}
+
 void memory(Sharding stage) {
-  if (stage == Sharding::Zero3) param_memory(stage);
+  if (stage == Sharding::Zero3) {
+    param_memory(stage);
+    save_memory();
+  }
   int64_t numel = 0;
   const Peaks sharded = peaks(stage, &numel);
   const Peaks full = peaks(Sharding::None, &numel);
@@ -390,9 +446,15 @@ void resume(Sharding stage) {
     std::ifstream in(dir + "/manifest.json");
     std::stringstream ss;
     ss << in.rdbuf();
-    for (int64_t r = 0; r < N; ++r)
+    for (int64_t r = 0; r < N; ++r) {
       EXPECT_OR_DIE(ss.str().find("\"optimizer_shard" + std::to_string(r) + ".safetensors\"") != std::string::npos,
                     "the manifest lacks rank " << r << "'s optimizer shard: " << ss.str());
+      // zero3: each rank's parameter shard too (the model file holds the rest: nothing here).
+      const bool listed = ss.str().find("\"model_shard" + std::to_string(r) + ".safetensors\"") != std::string::npos;
+      EXPECT_OR_DIE(listed == (stage == Sharding::Zero3), "rank " << r << "'s parameter shard "
+                                                                  << (listed ? "listed" : "not listed") << " under "
+                                                                  << enum_name(stage) << ": " << ss.str());
+    }
   }
   ResumeRun b(stage, N);
   b.acc.load_state(dir);
@@ -408,6 +470,34 @@ void resume(Sharding stage) {
   ResumeRun plain(Sharding::None, N);
   plain.acc.load_state(dir);
   EXPECT_OR_DIE(full_flat(plain.acc, plain.net) == loaded, "loaded unsharded: the parameters differ");
+}
+
+// shard-missing zero3: a zero3 checkpoint whose last rank's parameter shard file is gone: every
+// rank's load_state throws an error naming that file (each rank checks that the others' files are
+// there before reading its own), none waits in a collective, and nothing is changed.
+void shard_missing(Sharding stage) {
+  const int64_t N = dist::world().size();
+  const std::string dir = "zero_shard_missing_np" + std::to_string(N);
+  const std::string gone = "model_shard" + std::to_string(N - 1) + ".safetensors";
+  {
+    ResumeRun a(stage, N);
+    a.run(8, dir);
+    a.acc.wait_for_everyone();
+    if (rank_for_messages == 0) EXPECT_OR_DIE(std::remove((dir + "/" + gone).c_str()) == 0, "cannot remove " << gone);
+    a.acc.wait_for_everyone();
+  }
+  ResumeRun b(stage, N);
+  const std::vector<float> before = full_flat(b.acc, b.net);
+  std::string e;
+  try {
+    b.acc.load_state(dir);
+  } catch (const Error& err) {
+    e = err.message();
+  }
+  EXPECT_OR_DIE(e.find(gone + " is missing") != std::string::npos,
+                "expected an error naming " << gone << ", got: " << e);
+  std::printf("shard-missing rank %d of %lld: %s\n", rank_for_messages, static_cast<long long>(N), e.c_str());
+  EXPECT_OR_DIE(full_flat(b.acc, b.net) == before, "a refused load_state changed the parameters");
 }
 
 // --- resuming on another number of processes (docs/checkpoints.md) ------------------------------
@@ -600,6 +690,8 @@ int main(int argc, char** argv) {
       resume(stage);
     } else if (scenario == "memory") {
       memory(stage);
+    } else if (scenario == "shard-missing") {
+      shard_missing(stage);
     } else if (scenario == "reshard-save" && argc == 6) {
       reshard_save(stage, argv[3], std::atoll(argv[4]), std::atoll(argv[5]));
     } else if (scenario == "reshard-load" && argc == 4) {

@@ -325,6 +325,7 @@ class Accelerator {
   // loaders' epoch and position and the step counters into `dir` (docs/checkpoints.md).
   // Atomic: a crash never leaves a checkpoint that loads. No argument: with
   // automatic_checkpoint_naming <project_dir>/checkpoints/checkpoint_<n>. Returns the folder.
+  // Under zero3 nothing is gathered: each rank writes its own shard of the parameters.
   std::string save_state(const std::string& dir = "");
   // Restores everything save_state wrote; no argument: the newest complete checkpoint under
   // <project_dir>/checkpoints. The next iteration of each data loader continues where the
