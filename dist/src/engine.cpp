@@ -149,7 +149,8 @@ ProcessGroupImpl::ProcessGroupImpl(const InitOptions& o,
   BRISK_CHECK(timeout_s_ > 0, "dist::init: timeout_seconds must be positive, got ", timeout_s_);
   debug_ = o.debug ? *o.debug : env_debug();
   gate_ = envvar::get_bool("BRISK_COMM_GATE", false);
-  poll_max_ = std::chrono::microseconds(envvar::get_int("BRISK_COMM_POLL_MAX_US", kPollMin.count(), kPollMin.count(), 1000000));
+  poll_max_ =
+      std::chrono::microseconds(envvar::get_int("BRISK_COMM_POLL_MAX_US", kPollMin.count(), kPollMin.count(), 1000000));
   on_error_ = o.on_error;
   if (!threaded_) {
     transport_ = make_transport();
