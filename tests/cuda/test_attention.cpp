@@ -209,6 +209,7 @@ TEST(CudaAttention, EveryGradientElementIsWritten) {
       std::set<const void*> poisoned;
       {
         std::vector<Tensor> nan;
+        nan.reserve(3);
         for (int i = 0; i < 3; ++i) nan.push_back(full(q.sizes(), NAN, {.dtype = dt, .device = cuda_device()}));
         for (const Tensor& t : nan) poisoned.insert(t.data_ptr());
       }
