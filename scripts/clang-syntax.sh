@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Every host C++ file must compile with clang 14 as well as g++ 12 (-Wall -Wextra -Werror). The
 # sanitizer build (scripts/sanitize.sh) compiles the libraries, tests and fuzz targets with clang;
-# this checks the rest (bench/, bench/gpu/, examples/ and the CUDA build's host files kernels/cuda/*.cpp)
+# this checks the rest (bench/, bench/gpu/, bench/gpt2/, examples/ and the CUDA build's host files kernels/cuda/*.cpp)
 # with clang -fsyntax-only, using the flags of a clang configuration of the whole project
 # (CUDA included when a toolkit is found; .cu files stay with nvcc and are not checked here).
-# Usage: scripts/clang-syntax.sh [FILE-REGEX]   (default: bench/|bench/gpu/|examples/|kernels/cuda/)
+# Usage: scripts/clang-syntax.sh [FILE-REGEX]   (default: bench/|bench/gpu/|bench/gpt2/|examples/|kernels/cuda/)
 # Env: BRISK_CLANG_SYNTAX_DIR (default build-clang-syntax).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 dir=${BRISK_CLANG_SYNTAX_DIR:-build-clang-syntax}
-pattern=${1:-/(bench|bench/gpu|examples|kernels/cuda)/[^/]*\.cpp$}
+pattern=${1:-/(bench|bench/gpu|bench/gpt2|examples|kernels/cuda)/[^/]*\.cpp$}
 cuda_args=()
 if [[ -n ${BRISK_CUDA_ARCHITECTURES:-} ]]; then cuda_args+=("-DCMAKE_CUDA_ARCHITECTURES=$BRISK_CUDA_ARCHITECTURES"); fi
 if ! command -v nvcc > /dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then export CUDACXX=/usr/local/cuda/bin/nvcc; fi
