@@ -38,9 +38,17 @@ add_test(NAME accelerate.cli.launch_rejects_bad_mixed_precision COMMAND ${BRISK_
   --grep "mixed_precision: 'fp8' is not valid; expected one of: no, fp16, bf16" -- ${_brisk} launch --mixed_precision fp8 true)
 set_tests_properties(accelerate.cli.launch_rejects_bad_mixed_precision PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
 
+# The config file `brisk config` writes is YAML: a build without yaml-cpp passes the setting as a flag.
+if(BRISK_HAVE_YAML_CPP)
+  set(_cli_settings --config_file ${_cli_dir}/launch.yaml)
+  set(_cli_config ${_cli_dir}/launch.yaml)
+else()
+  set(_cli_settings --mixed_precision bf16)
+  set(_cli_config "")
+endif()
 add_test(NAME accelerate.cli.launch_dry_run COMMAND ${BRISK_TEST_JOB}
   --grep "CUDA_VISIBLE_DEVICES=1 .*mpirun.* -n 3 .*--tag-output.*btl_tcp_if_include lo.* -x BRISK_MIXED_PRECISION .* true"
-  -- ${_brisk} launch --dry-run -n 3 --tag-output --gpu_ids 1 --config_file ${_cli_dir}/launch.yaml true)
+  -- ${_brisk} launch --dry-run -n 3 --tag-output --gpu_ids 1 ${_cli_settings} true)
 set_tests_properties(accelerate.cli.launch_dry_run PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}"
   FIXTURES_REQUIRED brisk_cli_config)
 
@@ -102,7 +110,7 @@ set_tests_properties(accelerate.cli.config_interactive PROPERTIES LABELS "unit" 
 add_test(NAME accelerate.cli.launch_exit_status
   COMMAND ${BRISK_TEST_JOB} --timeout 280 --
     ${CMAKE_COMMAND} -DBRISK=$<TARGET_FILE:brisk_cli> -DPROGRAM=$<TARGET_FILE:brisk_test_rank_exit>
-    -DCONFIG=${_cli_dir}/launch.yaml -P ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/check_launch.cmake)
+    "-DCONFIG=${_cli_config}" -P ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/check_launch.cmake)
 set_tests_properties(accelerate.cli.launch_exit_status PROPERTIES LABELS "multiprocess" ENVIRONMENT "${_cli_env}"
   FIXTURES_REQUIRED brisk_cli_config RESOURCE_LOCK cpu_cores TIMEOUT 300)
 
