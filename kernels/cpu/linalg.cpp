@@ -18,6 +18,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "brisk/kernels/linalg.h"
 #include "brisk/util/error.h"
@@ -118,17 +119,35 @@ void gemm_serial_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha
     run.template operator()<Eigen::ColMajor, Eigen::ColMajor>();
 }
 
-// Panel i of a product planned by p: the same columns (or rows) of op(B) (or op(A)) and C.
-template <class T>
-void gemm_panel(const PanelPlan& p, int64_t i, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+// Panel i of a product planned by p: the same columns (or rows) of op(B) (or op(A)) and C, computed
+// by serial(m, n, A, B, C) on the panel's sizes and pointers.
+template <class In, class Out, class Serial>
+void run_panel(const PanelPlan& p, int64_t i, bool ta, bool tb, int64_t M, int64_t N, const In* A, int64_t lda,
+               const In* B, int64_t ldb, Out* C, int64_t ldc, const Serial& serial) {
   const int64_t dim = p.split_n ? N : M, lo = i * p.step, len = std::min(dim, lo + p.step) - lo;
   if (p.split_n) {
     // Columns [lo, lo + len) of op(B): B's columns, or B's rows when transposed.
-    gemm_serial_impl<T>(ta, tb, M, len, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+    serial(M, len, A, tb ? B + lo * ldb : B + lo, C + lo);
   } else {
-    gemm_serial_impl<T>(ta, tb, len, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+    serial(len, N, ta ? A + lo : A + lo * lda, B, C + lo * ldc);
   }
+}
+
+template <class T>
+void gemm_panel(const PanelPlan& p, int64_t i, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  run_panel(p, i, ta, tb, M, N, A, lda, B, ldb, C, ldc, [&](int64_t m, int64_t n, const T* a, const T* b, T* c) {
+    gemm_serial_impl<T>(ta, tb, m, n, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  });
+}
+
+void gemm_bf16_panel(const PanelPlan& p, int64_t i, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                     const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
+                     int64_t ldc) {
+  run_panel(p, i, ta, tb, M, N, A, lda, B, ldb, C, ldc,
+            [&](int64_t m, int64_t n, const uint16_t* a, const uint16_t* b, float* c) {
+              cpu::gemm_bf16_serial(ta, tb, m, n, K, a, lda, b, ldb, beta, c, ldc);
+            });
 }
 
 template <class T>
@@ -178,6 +197,25 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
   gemm_impl<double>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const BFloat16* A, int64_t lda,
+          const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  check_gemm_args<float>(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  if (cpu_bf16_dot()) {
+    cpu::gemm_bf16(trans_a, trans_b, M, N, K, &A->bits, lda, &B->bits, ldb, beta, C, ldc);
+    return;
+  }
+  // The stored matrices (with their row strides) as f32, then the f32 product.
+  auto widen = [](const BFloat16* p, int64_t rows, int64_t cols, int64_t ld) {
+    std::vector<float> v(static_cast<size_t>(rows * ld));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) v[r * ld + c] = static_cast<float>(p[r * ld + c]);
+    return v;
+  };
+  const std::vector<float> a = widen(A, trans_a ? K : M, trans_a ? M : K, lda);
+  const std::vector<float> b = widen(B, trans_b ? N : K, trans_b ? K : N, ldb);
+  gemm_impl<float>(trans_a, trans_b, M, N, K, 1.0f, a.data(), lda, b.data(), ldb, beta, C, ldc);
+}
+
 namespace cpu {
 
 void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -196,6 +234,27 @@ void bmm(int64_t batch, int64_t M, int64_t N, int64_t K, const float* a, const i
 void bmm(int64_t batch, int64_t M, int64_t N, int64_t K, const double* a, const int64_t* a_off, bool trans_a,
          int64_t lda, const double* b, const int64_t* b_off, bool trans_b, int64_t ldb, double* c) {
   bmm_impl<double>(batch, M, N, K, a, a_off, trans_a, lda, b, b_off, trans_b, ldb, c);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+               const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  const PanelPlan p = plan_panels(M, N, K);
+#pragma omp parallel for schedule(static) if (p.count > 1 && !omp_in_parallel())
+  for (int64_t i = 0; i < p.count; ++i) gemm_bf16_panel(p, i, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void bmm_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* a, const int64_t* a_off, bool trans_a,
+              int64_t lda, const uint16_t* b, const int64_t* b_off, bool trans_b, int64_t ldb, float* c) {
+  if (batch == 0 || M == 0 || N == 0) return;
+  const PanelPlan p = plan_panels(M, N, K);
+  const int64_t tasks = batch * p.count, work = M * N * std::max<int64_t>(K, 1);
+#pragma omp parallel for schedule(static) if (tasks > 1 && batch * work > 32768 && !omp_in_parallel())
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t i = t / p.count;
+    gemm_bf16_panel(p, t % p.count, trans_a, trans_b, M, N, K, a + a_off[i], lda, b + b_off[i], ldb, 0.0f,
+                    c + i * M * N, N);
+  }
 }
 
 }  // namespace cpu

@@ -36,4 +36,19 @@ void bmm(int64_t batch, int64_t M, int64_t N, int64_t K, const float* a, const i
 void bmm(int64_t batch, int64_t M, int64_t N, int64_t K, const double* a, const int64_t* a_off, bool trans_a,
          int64_t lda, const double* b, const int64_t* b_off, bool trans_b, int64_t ldb, double* c);
 
+// C (f32, row stride ldc) = op(A) op(B) + beta * C for bf16 A and B (their bits), with the CPU's
+// bf16 dot-product instructions on the calling thread (cpu/gemm_bf16.cpp): only where
+// kernels::cpu_bf16_dot_available(). beta == 0 overwrites C without reading it. Each element is
+// summed over k in an order fixed by K alone.
+void gemm_bf16_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                      const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// gemm_bf16_serial's product, its panels shared out over the OpenMP threads as gemm() shares
+// its own (the bits never depend on the thread count).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+               const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// bmm() for bf16 operands and an f32 result.
+void bmm_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* a, const int64_t* a_off, bool trans_a,
+              int64_t lda, const uint16_t* b, const int64_t* b_off, bool trans_b, int64_t ldb, float* c);
+
 }  // namespace brisk::kernels::cpu

@@ -81,8 +81,32 @@ std::optional<int64_t> folded_row_stride(const Tensor& t) {
   return stride ? stride : std::optional<int64_t>(t.size(-1));
 }
 
-// out (batch..., M, N) contiguous = a (.., M, K) @ b (.., K, N), batch dims already broadcast-checked.
-template <class T>
+// One product and a batch of them, for each operand type: f32 and f64 into their own type, bf16
+// (the dot-product kernel, cpu/gemm_bf16.cpp) into f32.
+void gemm_to(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+             int64_t ldb, float* c) {
+  gemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, N);
+}
+void gemm_to(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
+             int64_t ldb, double* c) {
+  gemm(ta, tb, M, N, K, 1.0, a, lda, b, ldb, 0.0, c, N);
+}
+void gemm_to(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const BFloat16* a, int64_t lda, const BFloat16* b,
+             int64_t ldb, float* c) {
+  cpu::gemm_bf16(ta, tb, M, N, K, &a->bits, lda, &b->bits, ldb, 0.0f, c, N);
+}
+template <class T, class Out>
+void bmm_to(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, const int64_t* ao, bool ta, int64_t lda,
+            const T* b, const int64_t* bo, bool tb, int64_t ldb, Out* c) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    cpu::bmm_bf16(batch, M, N, K, &a->bits, ao, ta, lda, &b->bits, bo, tb, ldb, c);
+  else
+    cpu::bmm(batch, M, N, K, a, ao, ta, lda, b, bo, tb, ldb, c);
+}
+
+// out (batch..., M, N) contiguous = a (.., M, K) @ b (.., K, N), batch dims already broadcast-checked;
+// T is the operands' type, Out the result's (f32 for bf16 operands).
+template <class T, class Out = T>
 void matmul_into(Tensor a, Tensor b, const Shape& batch, const Tensor& out) {
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   auto la = matrix_layout(a);
@@ -97,7 +121,7 @@ void matmul_into(Tensor a, Tensor b, const Shape& batch, const Tensor& out) {
   }
   const T* pa = static_cast<const T*>(a.data_ptr());
   const T* pb = static_cast<const T*>(b.data_ptr());
-  T* pc = static_cast<T*>(out.data_ptr());
+  Out* pc = static_cast<Out*>(out.data_ptr());
   bool b_shared = true;  // b is one matrix for the whole batch
   for (int64_t d = 0; d + 2 < b.dim(); ++d) b_shared &= b.size(d) == 1 || b.stride(d) == 0;
   if (b_shared && !la->trans && a.dim() > 2) {
@@ -106,14 +130,14 @@ void matmul_into(Tensor a, Tensor b, const Shape& batch, const Tensor& out) {
       int64_t rows = M;
       for (int64_t d = 0; d + 2 < a.dim(); ++d) rows *= a.size(d);
       if (rows == shape_numel(batch) * M) {
-        gemm(false, lb->trans, rows, N, K, T(1), pa, *rs, pb, lb->ld, T(0), pc, N);
+        gemm_to(false, lb->trans, rows, N, K, pa, *rs, pb, lb->ld, pc);
         return;
       }
     }
   }
   std::vector<int64_t> ao = batch_offsets(a, batch), bo = batch_offsets(b, batch);
-  cpu::bmm(static_cast<int64_t>(ao.size()), M, N, K, pa, ao.data(), la->trans, la->ld, pb, bo.data(), lb->trans, lb->ld,
-           pc);
+  bmm_to(static_cast<int64_t>(ao.size()), M, N, K, pa, ao.data(), la->trans, la->ld, pb, bo.data(), lb->trans, lb->ld,
+         pc);
 }
 
 }  // namespace
@@ -161,6 +185,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const DType cdt = is_half(dt) ? DType::F32 : dt;
   profiler::Scope prof_scope(batch.empty() ? "mm" : "bmm");
   Tensor out = empty(full, cdt, a.device());
+  if (dt == DType::BF16 && cpu_bf16_dot()) {
+    matmul_into<BFloat16, float>(a2, b2, batch, out);
+    const Tensor r = cast(out, dt);
+    return r.as_strided(result, contiguous_strides(result), r.offset());
+  }
   if (cdt != dt) {
     a2 = cast(a2, cdt);
     b2 = cast(b2, cdt);
@@ -193,7 +222,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearE
   BRISK_CHECK(epilogue == LinearEpilogue::None || epilogue == LinearEpilogue::GeluTanh, "linear: unknown epilogue ",
               static_cast<int>(epilogue));
   const DType dt = x.dtype();
-  if (is_half(dt) && x.device().is_cpu()) {
+  const bool bf16_dot = dt == DType::BF16 && x.device().is_cpu() && cpu_bf16_dot();
+  if (is_half(dt) && x.device().is_cpu() && !bf16_dot) {
     // The epilogue runs in f32 too, before the single rounding to 16 bits (as on the GPU).
     Tensor y = linear(cast(x, DType::F32), cast(weight, DType::F32), bias.defined() ? cast(bias, DType::F32) : Tensor(),
                       epilogue);
@@ -203,14 +233,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearE
   Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
   const int64_t rows = shape_numel(out_shape);
   out_shape.push_back(outf);
-  Tensor out = empty(out_shape, dt, x.device());
-  if (out.numel() == 0) return out;
+  // bf16 products with the dot-product kernel accumulate into f32 and round once, after the epilogue.
+  Tensor out = empty(out_shape, bf16_dot ? DType::F32 : dt, x.device());
+  if (out.numel() == 0) return bf16_dot ? cast(out, dt) : out;
   if (in == 0 && x.device().is_cpu()) {  // empty sums: the bias (or zeros), then the epilogue
     if (bias.defined())
       copy_(out, bias);
     else
       fill_(out, 0.0);
-    return epilogue == LinearEpilogue::GeluTanh ? unary(UnaryOp::GeluTanh, out) : out;
+    if (epilogue == LinearEpilogue::GeluTanh) out = unary(UnaryOp::GeluTanh, out);
+    return bf16_dot ? cast(out, dt) : out;
   }
   // x as (rows, in) without copying when its leading dims allow it.
   Tensor x2;
@@ -248,10 +280,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearE
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       gemm(lx->trans, lw->trans, rows, outf, in, T(1), static_cast<const T*>(x2.data_ptr()), lx->ld,
            static_cast<const T*>(w.data_ptr()), lw->ld, T(beta), static_cast<T*>(out.data_ptr()), outf);
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      cpu::gemm_bf16(lx->trans, lw->trans, rows, outf, in, &static_cast<const T*>(x2.data_ptr())->bits, lx->ld,
+                     &static_cast<const T*>(w.data_ptr())->bits, lw->ld, static_cast<float>(beta),
+                     static_cast<float*>(out.data_ptr()), outf);
     }
   });
   if (epilogue == LinearEpilogue::GeluTanh) out = unary(UnaryOp::GeluTanh, out);
-  return out;
+  return bf16_dot ? cast(out, dt) : out;
 }
 
 }  // namespace brisk::kernels

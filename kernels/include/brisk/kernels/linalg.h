@@ -20,6 +20,13 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
 
+// C (f32) = op(A) op(B) + beta * C for bf16 A and B, laid out as gemm() reads them: with the CPU's
+// bf16 dot-product instructions when cpu_bf16_dot() (below), else by converting A and B to f32
+// and calling the f32 gemm. Like gemm(), beta == 0 never reads C and the bits do not depend on
+// the thread count.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const BFloat16* A, int64_t lda,
+          const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // Which library computes the CPU GEMMs (every matmul, linear and convolution on the CPU). brisk
 // cuts each product into panels planned from (M, N, K) alone and gives each panel to one
 // single-threaded call of the library, so the choice changes speed and the last bits of results,
@@ -42,6 +49,20 @@ bool cpu_gemm_available(CpuGemm backend);
 // A line for reports: the library in use, its version and configuration, e.g.
 // "OpenBLAS 0.3.21 (pthread build, 1 thread per call; DYNAMIC_ARCH ... Zen)".
 std::string cpu_gemm_description();
+
+// bf16 products on the CPU. Where the CPU has bf16 dot-product instructions (AVX512_BF16, e.g.
+// Intel Cooper Lake and Sapphire Rapids, AMD Zen 4 and later; found at run time), matmul and linear
+// on bf16 CPU tensors multiply the bf16 values directly with brisk's own kernel: each product is
+// exact, the sums are f32 over k in an order fixed by K (never by the thread count), denormal
+// inputs and results are flushed to zero, and the result is rounded to bf16 once. Elsewhere, or
+// when switched off, both operands are converted to f32 and the f32 GEMM runs (the two paths
+// agree to f32 rounding, not bit for bit). BRISK_CPU_BF16_DOT=0 (read at the first bf16 product)
+// switches it off; BRISK_CPU_BF16_DOT=1 on a CPU without the instructions is an error.
+bool cpu_bf16_dot_available();
+// Whether bf16 products use the instructions now.
+bool cpu_bf16_dot();
+// Switches them on or off (on throws brisk::Error where the CPU lacks them). Not while products run.
+void set_cpu_bf16_dot(bool on);
 
 // PyTorch's matmul: 1-D . 1-D is a dot product (0-D result); 2-D . 2-D a matrix product; a 1-D
 // operand is promoted to a matrix (a row on the left, a column on the right) and that dim is
