@@ -5,6 +5,8 @@
 // each CPU GEMM library (OpenBLAS when built in, Eigen). BM_OpenBlasOneCall: the same products
 // as one single-threaded OpenBLAS call with no panels, so brisk's panels (the price of results
 // that do not depend on the thread count) and its per-call overhead show as the difference.
+// BM_BriskLayerGemmBf16: the same products on bf16 tensors, with the CPU's bf16 dot-product
+// instructions (dot1, where the CPU has AVX512_BF16) or converted to f32 (dot0).
 #include <brisk/brisk.h>
 
 #include <brisk/kernels/linalg.h>
@@ -85,6 +87,24 @@ void BM_BriskLayerGemm(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * g.m * g.n * g.k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void BM_BriskLayerGemmBf16(benchmark::State& state) {
+  bench::ThreadScope threads(static_cast<int>(state.range(1)));
+  const bool dot = state.range(2) == 1;
+  if (dot && !kernels::cpu_bf16_dot_available()) {
+    state.SkipWithError("this CPU has no AVX512_BF16");
+    return;
+  }
+  const bool saved = kernels::cpu_bf16_dot();
+  kernels::set_cpu_bf16_dot(dot);
+  const LayerGemm& g = kLayerGemms[state.range(0)];
+  Tensor a = randn(g.ta ? Shape{g.k, g.m} : Shape{g.m, g.k}, {.dtype = DType::BF16});
+  Tensor b = randn(g.tb ? Shape{g.n, g.k} : Shape{g.k, g.n}, {.dtype = DType::BF16});
+  Tensor opa = g.ta ? a.t() : a, opb = g.tb ? b.t() : b;
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(opa, opb).data_ptr());
+  kernels::set_cpu_bf16_dot(saved);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * g.m * g.n * g.k, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 #if BRISK_BENCH_OPENBLAS
 void BM_OpenBlasOneCall(benchmark::State& state) {
   openblas_set_num_threads(1);
@@ -108,6 +128,13 @@ void layer_gemms(benchmark::internal::Benchmark* b) {
   b->ArgNames({"shape", "threads", "openblas0_eigen1"})->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
+void layer_gemms_bf16(benchmark::internal::Benchmark* b) {
+  for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayerGemms)); ++i)
+    for (int t : {1, 2})
+      for (int dot : {1, 0}) b->Args({i, t, dot});
+  b->ArgNames({"shape", "threads", "dot"})->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
 void one_call(benchmark::internal::Benchmark* b) {
   for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayerGemms)); ++i) b->Args({i});
   b->ArgNames({"shape"})->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -125,6 +152,7 @@ BENCHMARK(BM_BriskMatmul)->Apply(sizes);
 BENCHMARK(BM_EigenGemm)->Apply(sizes);
 BENCHMARK(BM_BriskMatmulTransposedB)->Apply(sizes);
 BENCHMARK(BM_BriskLayerGemm)->Apply(layer_gemms);
+BENCHMARK(BM_BriskLayerGemmBf16)->Apply(layer_gemms_bf16);
 #if BRISK_BENCH_OPENBLAS
 BENCHMARK(BM_OpenBlasOneCall)->Apply(one_call);
 #endif

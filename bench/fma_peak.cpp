@@ -1,5 +1,7 @@
 // One core's peak fp32 throughput: a tight loop of independent 8-wide fused multiply-adds (AVX2 +
-// FMA), the yardstick bench/RESULTS.md divides the training programs' GFLOP/s by.
+// FMA), the yardstick bench/RESULTS.md divides the training programs' GFLOP/s by. Where the CPU
+// has them, also 16-wide AVX-512 FMAs and AVX512_BF16's VDPBF16PS (32 bf16 multiply-adds into 16
+// f32 sums, counted as 64 flops: the peak of brisk's bf16 GEMM kernel).
 // An FMA has a latency of 4-5 cycles and a core issues up to 2 per cycle, so 2 x 5 = 10 chains
 // must be in flight to keep both pipes busy; the loop keeps 12 independent accumulators (of the
 // 16 ymm registers). Each FMA counts as 2 flops x 8 lanes.
@@ -43,6 +45,76 @@ __attribute__((noinline)) float fma_loop(long long n, float seed) {
   return t;
 }
 
+// The same with 16-wide AVX-512 FMAs (24 chains of the 32 zmm registers).
+__attribute__((noinline, target("avx512f"))) float fma512_loop(long long n, float seed) {
+  constexpr int kAcc512 = 24;
+  __m512 acc[kAcc512];
+  for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_set1_ps(seed + static_cast<float>(j) * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  for (long long i = 0; i < n; ++i) {
+#pragma GCC unroll 24
+    for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  __m512 s = acc[0];
+  for (int j = 1; j < kAcc512; ++j) s = _mm512_add_ps(s, acc[j]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  float t = 0;
+  for (float v : out) t += v;
+  return t;
+}
+
+// VDPBF16PS: acc += a[2i] b[2i] + a[2i+1] b[2i+1], 24 chains; the products are tiny, so the sums
+// grow slowly and stay normal.
+__attribute__((noinline, target("avx512f,avx512bf16"))) float dpbf16_loop(long long n, float seed) {
+  constexpr int kAcc512 = 24;
+  __m512 acc[kAcc512];
+  for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_set1_ps(seed + static_cast<float>(j) * 1e-3f);
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+  for (long long i = 0; i < n; ++i) {
+#pragma GCC unroll 24
+    for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  }
+  __m512 s = acc[0];
+  for (int j = 1; j < kAcc512; ++j) s = _mm512_add_ps(s, acc[j]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  float t = 0;
+  for (float v : out) t += v;
+  return t;
+}
+
+using Loop = float (*)(long long, float);
+
+// Best GFLOP/s of `repeats` runs of about `seconds` of `loop`, which does `flops` per iteration.
+double measure(const char* name, Loop loop, double flops, double seconds, int repeats) {
+  long long n = 1 << 16;
+  float sink = 0;
+  for (;;) {  // calibrate the iteration count to about `seconds`
+    auto t0 = std::chrono::steady_clock::now();
+    sink += loop(n, 1.0f);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0.1) {
+      n = static_cast<long long>(static_cast<double>(n) * seconds / s);
+      break;
+    }
+    n *= 4;
+  }
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    sink += loop(n, 1.0f + static_cast<float>(r));
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double gflops = static_cast<double>(n) * flops / s * 1e-9;
+    std::printf("%s run %d: %.1f GFLOP/s\n", name, r + 1, gflops);
+    if (gflops > best) best = gflops;
+  }
+  std::printf("%s peak, one core: %.1f GFLOP/s (best of %d; checksum %g)\n", name, best, repeats,
+              static_cast<double>(sink));
+  return best;
+}
+
 bool parse_double(const char* s, double* out) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
@@ -57,8 +129,9 @@ int main(int argc, char** argv) {
   double seconds = 1.0, repeats = 5;
   const char* usage =
       "usage: fma_peak [--seconds S] [--repeats R]\n"
-      "Measures one core's fp32 FMA throughput (AVX2, 12 independent chains): best GFLOP/s of R runs\n"
-      "(default 5) of about S seconds (default 1).\n";
+      "Measures one core's fp32 FMA throughput (AVX2, 12 independent chains) and, where the CPU has\n"
+      "them, AVX-512 FMAs and AVX512_BF16 dot products: best GFLOP/s of R runs (default 5) of about\n"
+      "S seconds (default 1) each.\n";
   for (int i = 1; i < argc; i += 2) {  // flags come with a value: "--seconds S"
     std::string f = argv[i];
     if (f == "-h" || f == "--help") {
@@ -71,29 +144,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // Calibrate the iteration count to about `seconds`.
-  long long n = 1 << 20;
-  float sink = 0;
-  for (;;) {
-    auto t0 = std::chrono::steady_clock::now();
-    sink += fma_loop(n, 1.0f);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0.1) {
-      n = static_cast<long long>(static_cast<double>(n) * seconds / s);
-      break;
-    }
-    n *= 4;
-  }
-  double best = 0;
-  for (int r = 0; r < static_cast<int>(repeats); ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    sink += fma_loop(n, 1.0f + static_cast<float>(r));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    double gflops = static_cast<double>(n) * kAcc * 8 * 2 / s * 1e-9;
-    std::printf("run %d: %.1f GFLOP/s\n", r + 1, gflops);
-    if (gflops > best) best = gflops;
-  }
-  std::printf("fp32 FMA peak, one core: %.1f GFLOP/s (best of %d; checksum %g)\n", best, static_cast<int>(repeats),
-              static_cast<double>(sink));
+  const int r = static_cast<int>(repeats);
+  measure("fp32 FMA", fma_loop, kAcc * 8 * 2, seconds, r);
+  if (__builtin_cpu_supports("avx512f")) measure("fp32 AVX-512 FMA", fma512_loop, 24 * 16 * 2, seconds, r);
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16"))
+    measure("bf16 VDPBF16PS", dpbf16_loop, 24 * 32 * 2, seconds, r);
 }
 #endif
