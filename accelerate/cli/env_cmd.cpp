@@ -140,7 +140,12 @@ int env(int argc, char** argv) {
     << ")\n"
     << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n"
     << "- CPU GEMM: " << kernels::cpu_gemm_description() << "\n"
-    << "- CPU kernels: " << cpu_kernels_isa() << "\n";
+    << "- CPU kernels: " << cpu_kernels_isa() << "\n"
+    << "- CPU bf16 products: "
+    << (kernels::cpu_bf16_dot()             ? "bf16 dot-product instructions (AVX512_BF16)"
+        : kernels::cpu_bf16_dot_available() ? "converted to f32 (BRISK_CPU_BF16_DOT=0)"
+                                            : "converted to f32 (this CPU has no AVX512_BF16)")
+    << "\n";
   gpu_section(o);
   std::string mpirun = find_mpirun();
   o << "- MPI: "

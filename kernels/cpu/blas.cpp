@@ -12,6 +12,7 @@
 // caller's thread, safely from many threads. brisk links it with a RUNPATH to its folder, and
 // checks at start-up (openblas_get_parallel) which build the loader actually gave it.
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -35,6 +36,7 @@ struct Backend {
   Backend();
   bool openblas_usable = false;
   std::string openblas_line;  // version and build, or why it cannot be used
+  std::string eigen_reason;   // why Eigen is the default although OpenBLAS is usable
   std::atomic<CpuGemm> current{CpuGemm::Eigen};
 };
 
@@ -61,12 +63,30 @@ Backend::Backend() {
   s.openblas_line = "not built in (configure with Debian's libopenblas-pthread-dev installed)";
 #endif
   s.current = s.openblas_usable ? CpuGemm::OpenBLAS : CpuGemm::Eigen;
+#if BRISK_WITH_OPENBLAS && defined(__AVX512F__)
+  // This build compiles Eigen for AVX-512. OpenBLAS picks its kernels by CPU model, and 0.3.21
+  // gives CPUs it does not know (AMD Zen 4 and 5) its AVX2 ones: half the vector width. There
+  // Eigen's AVX-512 GEMM is the faster library (bench/RESULTS.md, "CPU GEMM library"), so it is
+  // the default; BRISK_BLAS=openblas still chooses OpenBLAS.
+  if (s.openblas_usable) {
+    std::string core = openblas_get_corename();
+    for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool avx512_kernels = core == "skylakex" || core == "cooperlake" || core == "sapphirerapids";
+    if (!avx512_kernels) {
+      s.current = CpuGemm::Eigen;
+      s.eigen_reason = "preferred: OpenBLAS runs its " + std::string(openblas_get_corename()) +
+                       " (AVX2) kernels on this AVX-512 CPU";
+    }
+  }
+#endif
   // The first GEMM may run inside a parallel region, where an exception would end the process:
   // a bad setting is a warning that says what was used instead.
   const char* env = std::getenv("BRISK_BLAS");
   const std::string want = env ? env : "";
   if (want == "eigen") {
     s.current = CpuGemm::Eigen;
+  } else if (want == "openblas" && s.openblas_usable) {
+    s.current = CpuGemm::OpenBLAS;
   } else if (want == "openblas" && !s.openblas_usable) {
     std::fprintf(stderr, "brisk: warning: BRISK_BLAS=openblas, but OpenBLAS cannot be used: %s; CPU GEMMs use %s\n",
                  s.openblas_line.c_str(), eigen_line().c_str());
@@ -107,7 +127,7 @@ void set_cpu_gemm(CpuGemm b) {
 std::string cpu_gemm_description() {
   const Backend& s = backend();
   if (s.current == CpuGemm::OpenBLAS) return s.openblas_line;
-  return eigen_line() + " (OpenBLAS: " + s.openblas_line + ")";
+  return eigen_line() + (s.eigen_reason.empty() ? "" : ", " + s.eigen_reason) + " (OpenBLAS: " + s.openblas_line + ")";
 }
 
 namespace cpu {

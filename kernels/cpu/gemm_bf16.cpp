@@ -33,11 +33,11 @@ namespace brisk::kernels::cpu {
 
 namespace {
 
-constexpr int kMR = 12;                    // rows of a C tile
-constexpr int kNR = 32;                    // columns of a C tile: two vectors of 16 f32
-constexpr int64_t kKC = 384;               // k values per block (even): a B micro-panel is 24 KiB, in L1
-constexpr int64_t kMC = 8 * kMR;           // rows per packed A block (96 x 384 bf16 = 72 KiB, in L2)
-constexpr int64_t kNC = 16 * kNR;          // columns per packed B block (384 x 512 bf16 = 384 KiB, in L2)
+constexpr int kMR = 12;            // rows of a C tile
+constexpr int kNR = 32;            // columns of a C tile: two vectors of 16 f32
+constexpr int64_t kKC = 384;       // k values per block (even): a B micro-panel is 24 KiB, in L1
+constexpr int64_t kMC = 8 * kMR;   // rows per packed A block (96 x 384 bf16 = 72 KiB, in L2)
+constexpr int64_t kNC = 16 * kNR;  // columns per packed B block (384 x 512 bf16 = 384 KiB, in L2)
 
 inline uint32_t pair_of(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
@@ -106,12 +106,19 @@ void pack_b(const uint16_t* B, int64_t ldb, bool tb, int64_t k0, int64_t kc, int
   }
 }
 
+}  // namespace
+
+// In namespace avx512 with the AVX-512 copies of the hot kernels: code that runs only on CPUs that
+// have the instructions (scripts/check-portable.sh allows AVX registers there alone).
+namespace avx512 {
+namespace {
+
 // C tile (mr x nr of kMR x kNR, row stride ldc) = (first ? beta * C : C) + sum over the block's
 // pairs of a's rows times b's columns.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void micro_kernel(int64_t pairs, const uint32_t* a,
-                                                                        const uint32_t* b, float* C, int64_t ldc,
-                                                                        int64_t mr, int64_t nr, bool first,
-                                                                        float beta) {
+                                                                         const uint32_t* b, float* C, int64_t ldc,
+                                                                         int64_t mr, int64_t nr, bool first,
+                                                                         float beta) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -150,6 +157,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void micro_kernel(int64_t
 }
 
 }  // namespace
+}  // namespace avx512
 
 void gemm_bf16_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                       const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -174,8 +182,8 @@ void gemm_bf16_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const u
         for (int64_t c0 = 0; c0 < nc; c0 += kNR) {
           const uint32_t* bp = b_pack.data() + c0 * pairs;
           for (int64_t r0 = 0; r0 < mc; r0 += kMR)
-            micro_kernel(pairs, a_pack.data() + r0 * pairs, bp, C + (ic + r0) * ldc + jc + c0, ldc,
-                         std::min<int64_t>(kMR, mc - r0), std::min<int64_t>(kNR, nc - c0), pc == 0, beta);
+            avx512::micro_kernel(pairs, a_pack.data() + r0 * pairs, bp, C + (ic + r0) * ldc + jc + c0, ldc,
+                                 std::min<int64_t>(kMR, mc - r0), std::min<int64_t>(kNR, nc - c0), pc == 0, beta);
         }
       }
     }
@@ -194,8 +202,8 @@ std::atomic<int> g_bf16_dot{-1};
 }  // namespace
 
 bool cpu_bf16_dot_available() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512bf16");
+  static const bool has =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
   return has;
 }
 

@@ -17,8 +17,8 @@ using namespace brisk;
 
 namespace {
 
-#define SKIP_WITHOUT_BF16_DOT()                                                                      \
-  if (!kernels::cpu_bf16_dot_available())                                                            \
+#define SKIP_WITHOUT_BF16_DOT()                                                                         \
+  if (!kernels::cpu_bf16_dot_available())                                                               \
   GTEST_SKIP() << "this CPU has no bf16 dot-product instructions (AVX512_BF16): bf16 products convert " \
                   "to f32 here"
 
@@ -48,7 +48,7 @@ TEST(Bf16Dot, KernelMatchesADoubleReferenceOnEveryLayoutAndSize) {
   struct Size {
     int64_t M, N, K;
   };
-  const Size sizes[] = {{1, 1, 1},   {5, 3, 2},    {13, 33, 7},  {12, 32, 384},
+  const Size sizes[] = {{1, 1, 1},     {5, 3, 2},    {13, 33, 7},  {12, 32, 384},
                         {97, 65, 385}, {1, 700, 50}, {300, 1, 45}, {130, 545, 1031}};
   for (const Size& s : sizes) {
     for (int layout = 0; layout < 4; ++layout) {
@@ -123,8 +123,10 @@ TEST(Bf16Dot, ResultsDoNotDependOnTheThreadCount) {
   Bf16DotGuard guard;
   kernels::set_cpu_bf16_dot(true);
   Generator gen(5);
-  const Tensor a = randn({1030, 385}, {.dtype = DType::BF16}, &gen), b = randn({385, 2100}, {.dtype = DType::BF16}, &gen);
-  const Tensor ba = randn({5, 200, 64}, {.dtype = DType::BF16}, &gen), bb = randn({5, 64, 300}, {.dtype = DType::BF16}, &gen);
+  const Tensor a = randn({1030, 385}, {.dtype = DType::BF16}, &gen),
+               b = randn({385, 2100}, {.dtype = DType::BF16}, &gen);
+  const Tensor ba = randn({5, 200, 64}, {.dtype = DType::BF16}, &gen),
+               bb = randn({5, 64, 300}, {.dtype = DType::BF16}, &gen);
   const int saved = get_num_threads();
   std::vector<std::vector<unsigned char>> ref;
   for (int threads : {1, 2, 3}) {

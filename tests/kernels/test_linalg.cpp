@@ -209,13 +209,17 @@ TEST(Gemm, BetaZeroOverwritesNaNsInC) {
 }
 
 // OpenBLAS computes the CPU GEMMs whenever this build has it and the environment does not ask
-// for Eigen; the report names the library; asking for one that cannot be used says why.
+// for Eigen, except where Eigen is compiled for AVX-512 and OpenBLAS runs AVX2 kernels on this
+// CPU (then the report says why Eigen); asking for one that cannot be used says why.
 TEST(Gemm, CpuGemmLibraryIsOpenBLASWhenUsableAndReportsItself) {
   const char* env = std::getenv("BRISK_BLAS");
   if (env && *env) GTEST_SKIP() << "BRISK_BLAS=" << env << " chooses the library";
   const std::string line = kernels::cpu_gemm_description();
   EXPECT_TRUE(kernels::cpu_gemm_available(kernels::CpuGemm::Eigen));
-  if (kernels::cpu_gemm_available(kernels::CpuGemm::OpenBLAS)) {
+  if (kernels::cpu_gemm_available(kernels::CpuGemm::OpenBLAS) && kernels::cpu_gemm() == kernels::CpuGemm::Eigen) {
+    EXPECT_NE(line.find("preferred: OpenBLAS runs its"), std::string::npos) << line;
+    EXPECT_NE(line.find("on this AVX-512 CPU"), std::string::npos) << line;
+  } else if (kernels::cpu_gemm_available(kernels::CpuGemm::OpenBLAS)) {
     EXPECT_EQ(kernels::cpu_gemm(), kernels::CpuGemm::OpenBLAS);
     EXPECT_EQ(line.rfind("OpenBLAS", 0), 0u) << line;
     EXPECT_NE(line.find("1 thread per call"), std::string::npos) << line;

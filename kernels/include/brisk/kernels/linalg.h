@@ -32,7 +32,9 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const BFl
 // single-threaded call of the library, so the choice changes speed and the last bits of results,
 // never their independence from the thread count (docs/how-brisk-works.md, "Determinism").
 //   OpenBLAS: when brisk was built against Debian's libopenblas-pthread-dev (the default when it
-//     is installed; CMake option BRISK_BLAS). It runs with one thread per call (brisk calls
+//     is installed; CMake option BRISK_BLAS), unless Eigen is compiled for AVX-512 and OpenBLAS
+//     runs its AVX2 kernels on this CPU (OpenBLAS 0.3.21 on AMD Zen 4/5): then Eigen is faster
+//     and the default. It runs with one thread per call (brisk calls
 //     openblas_set_num_threads(1)); a serial or OpenMP build of OpenBLAS loaded in its place is
 //     not used (a serial build is unsafe to call from several threads, an OpenMP one would take
 //     over the OpenMP thread count), and Eigen takes over with a warning.
