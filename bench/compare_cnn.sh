@@ -29,7 +29,9 @@ median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
 flops_per_image=8294400
 peak=
 if [[ -x $build/bench/fma_peak ]]; then
-  peak=$("$build/bench/fma_peak" --seconds 0.2 --repeats 15 | sed -n 's/.*one core: \([0-9.]*\) GFLOP.*/\1/p')
+  # The widest fp32 FMAs this CPU has (AVX-512 where present, else AVX2): the core's fp32 peak.
+  peak=$("$build/bench/fma_peak" --seconds 0.2 --repeats 15 | sed -n 's/^fp32.* peak, one core: \([0-9.]*\) GFLOP.*/\1/p' |
+    sort -g | tail -1)
 fi
 # "<GFLOP/s> GFLOP/s[, <pct>% of <threads> x peak]" for images/s $1 on $2 threads.
 gflops() {
