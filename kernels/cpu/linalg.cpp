@@ -201,7 +201,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const BFl
           const BFloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   check_gemm_args<float>(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (cpu_bf16_dot()) {
-    cpu::gemm_bf16(trans_a, trans_b, M, N, K, &A->bits, lda, &B->bits, ldb, beta, C, ldc);
+    cpu::gemm_bf16(trans_a, trans_b, M, N, K, cpu::bits_of(A), lda, cpu::bits_of(B), ldb, beta, C, ldc);
     return;
   }
   // The stored matrices (with their row strides) as f32, then the f32 product.

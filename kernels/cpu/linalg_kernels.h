@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "brisk/core/half.h"
+
 namespace brisk::kernels::cpu {
 
 // Whether every size and leading dimension fits the 32-bit integers of the BLAS interface.
@@ -35,6 +37,11 @@ void bmm(int64_t batch, int64_t M, int64_t N, int64_t K, const float* a, const i
          int64_t lda, const float* b, const int64_t* b_off, bool trans_b, int64_t ldb, float* c);
 void bmm(int64_t batch, int64_t M, int64_t N, int64_t K, const double* a, const int64_t* a_off, bool trans_a,
          int64_t lda, const double* b, const int64_t* b_off, bool trans_b, int64_t ldb, double* c);
+
+// A bf16 array as its bits (without touching an element: the pointer may be null for an empty tensor).
+inline const uint16_t* bits_of(const BFloat16* p) {
+  return reinterpret_cast<const uint16_t*>(p);
+}
 
 // C (f32, row stride ldc) = op(A) op(B) + beta * C for bf16 A and B (their bits), with the CPU's
 // bf16 dot-product instructions on the calling thread (cpu/gemm_bf16.cpp): only where

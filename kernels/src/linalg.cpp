@@ -93,13 +93,13 @@ void gemm_to(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a,
 }
 void gemm_to(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const BFloat16* a, int64_t lda, const BFloat16* b,
              int64_t ldb, float* c) {
-  cpu::gemm_bf16(ta, tb, M, N, K, &a->bits, lda, &b->bits, ldb, 0.0f, c, N);
+  cpu::gemm_bf16(ta, tb, M, N, K, cpu::bits_of(a), lda, cpu::bits_of(b), ldb, 0.0f, c, N);
 }
 template <class T, class Out>
 void bmm_to(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, const int64_t* ao, bool ta, int64_t lda,
             const T* b, const int64_t* bo, bool tb, int64_t ldb, Out* c) {
   if constexpr (std::is_same_v<T, BFloat16>)
-    cpu::bmm_bf16(batch, M, N, K, &a->bits, ao, ta, lda, &b->bits, bo, tb, ldb, c);
+    cpu::bmm_bf16(batch, M, N, K, cpu::bits_of(a), ao, ta, lda, cpu::bits_of(b), bo, tb, ldb, c);
   else
     cpu::bmm(batch, M, N, K, a, ao, ta, lda, b, bo, tb, ldb, c);
 }
@@ -281,8 +281,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearE
       gemm(lx->trans, lw->trans, rows, outf, in, T(1), static_cast<const T*>(x2.data_ptr()), lx->ld,
            static_cast<const T*>(w.data_ptr()), lw->ld, T(beta), static_cast<T*>(out.data_ptr()), outf);
     } else if constexpr (std::is_same_v<T, BFloat16>) {
-      cpu::gemm_bf16(lx->trans, lw->trans, rows, outf, in, &static_cast<const T*>(x2.data_ptr())->bits, lx->ld,
-                     &static_cast<const T*>(w.data_ptr())->bits, lw->ld, static_cast<float>(beta),
+      cpu::gemm_bf16(lx->trans, lw->trans, rows, outf, in, static_cast<const uint16_t*>(x2.data_ptr()), lx->ld,
+                     static_cast<const uint16_t*>(w.data_ptr()), lw->ld, static_cast<float>(beta),
                      static_cast<float*>(out.data_ptr()), outf);
     }
   });
