@@ -47,6 +47,22 @@ void BM_MaxPool2x2ForwardBackward(benchmark::State& state) {
   }
 }
 
+void BM_MaxPool2x2Forward(benchmark::State& state) {
+  bench::ThreadScope threads(static_cast<int>(state.range(1)));
+  const Layer& l = kLayers[state.range(0)];
+  Tensor x = randn({64, l.cout, l.hw, l.hw});
+  for (auto _ : state) benchmark::DoNotOptimize(kernels::max_pool2d(x, 2).values.data_ptr());
+}
+
+void BM_MaxPool2x2Backward(benchmark::State& state) {
+  bench::ThreadScope threads(static_cast<int>(state.range(1)));
+  const Layer& l = kLayers[state.range(0)];
+  Tensor x = randn({64, l.cout, l.hw, l.hw});
+  auto r = kernels::max_pool2d(x, 2);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(kernels::max_pool2d_backward(r.values, r.indices, x.sizes()).data_ptr());
+}
+
 void layers(benchmark::internal::Benchmark* b) {
   for (int layer : {0, 1})
     for (int t : {1, 2}) b->Args({layer, t});
@@ -58,4 +74,6 @@ void layers(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Conv2dForward)->Apply(layers);
 BENCHMARK(BM_Conv2dForwardBackward)->Apply(layers);
 BENCHMARK(BM_MaxPool2x2ForwardBackward)->Apply(layers);
+BENCHMARK(BM_MaxPool2x2Forward)->Apply(layers);
+BENCHMARK(BM_MaxPool2x2Backward)->Apply(layers);
 BENCHMARK_MAIN();

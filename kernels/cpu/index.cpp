@@ -171,7 +171,7 @@ void triangle(const Tensor& x, int64_t k, bool lower, const Tensor& out) {
 void one_hot(const Tensor& idx, int64_t classes, const Tensor& out) {
   const int64_t* ip = idx.data<int64_t>();
   int64_t* op = out.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i) op[i * classes + ip[i]] = 1;
+  for (int64_t i = 0, end = idx.numel(); i < end; ++i) op[i * classes + ip[i]] = 1;
 }
 
 void multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed, uint64_t base,

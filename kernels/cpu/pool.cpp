@@ -1,6 +1,16 @@
 // CPU pooling: max (with argmax indices), average and adaptive average, forward and backward.
 // Work is split over (N * C) planes; each plane is handled by one thread, so results never
 // depend on the thread count. f16/bf16 load, compute in f32, store.
+#if defined(__AVX512F__)
+// GCC 12 reports a false (maybe-)uninitialized inside its own AVX-512 intrinsics' headers (the
+// same false positive kernels/cpu/linalg.cpp silences for Eigen's kernels).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -70,10 +80,74 @@ inline void max_step(A v, int64_t i, A& best, int64_t& best_i) {
   best_i = take ? i : best_i;
 }
 
+#if defined(__AVX512F__)
+// f32 2x2 / stride 2 with AVX-512, 16 outputs at a time (a CNN's rows are often shorter than a
+// vector: 28 -> 14 -> 7, so the tail is masked rather than left to scalar code, whose compares
+// mispredict about half the time on real data). The two input rows of 32 values are split into
+// their even and odd columns with one permute each; the taps are taken in window order with the
+// scalar path's rule (strictly greater, or a NaN, takes over), so values and indices are the
+// same bits as max_step's.
+constexpr int32_t kEvenLanes[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+constexpr int32_t kOddLanes[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+
+inline __mmask16 low_lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// Output row `oh` of one plane: n_out = ow outputs.
+inline void max_pool_2x2_row_avx512(const float* r0, const float* r1, int64_t w, int64_t b0, int64_t n_out, float* yr,
+                                    int64_t* ir) {
+  const __m512i even = _mm512_loadu_si512(kEvenLanes), odd = _mm512_loadu_si512(kOddLanes);
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 1);
+  const __m512i one = _mm512_set1_epi32(1), w0 = _mm512_set1_epi32(static_cast<int32_t>(w)),
+                w1 = _mm512_set1_epi32(static_cast<int32_t>(w + 1));
+  for (int64_t o = 0; o < n_out; o += 16) {
+    const int64_t n = std::min<int64_t>(16, n_out - o);
+    const __mmask16 m = low_lanes(n), m_lo = low_lanes(2 * n), m_hi = low_lanes(2 * n - 16);
+    const float* p0 = r0 + 2 * o;
+    const float* p1 = r1 + 2 * o;
+    const __m512 a_lo = _mm512_maskz_loadu_ps(m_lo, p0), a_hi = _mm512_maskz_loadu_ps(m_hi, p0 + 16);
+    const __m512 c_lo = _mm512_maskz_loadu_ps(m_lo, p1), c_hi = _mm512_maskz_loadu_ps(m_hi, p1 + 16);
+    __m512 best = _mm512_permutex2var_ps(a_lo, even, a_hi);
+    __m512i off = _mm512_setzero_si512();  // 0, 1, w or w + 1: the tap's offset from the window's corner
+    auto step = [&](__m512 v, __m512i tap) {
+      const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      best = _mm512_mask_mov_ps(best, take, v);
+      off = _mm512_mask_mov_epi32(off, take, tap);
+    };
+    step(_mm512_permutex2var_ps(a_lo, odd, a_hi), one);
+    step(_mm512_permutex2var_ps(c_lo, even, c_hi), w0);
+    step(_mm512_permutex2var_ps(c_lo, odd, c_hi), w1);
+    _mm512_mask_storeu_ps(yr + o, m, best);
+    // index = b0 + 2 * (o + lane) + off, in 64 bits.
+    const __m512i rel = _mm512_add_epi32(_mm512_add_epi32(lane2, _mm512_set1_epi32(static_cast<int32_t>(2 * o))), off);
+    const __m512i base = _mm512_set1_epi64(b0);
+    _mm512_mask_storeu_epi64(ir + o, static_cast<__mmask8>(m),
+                             _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(rel))));
+    _mm512_mask_storeu_epi64(ir + o + 8, static_cast<__mmask8>(m >> 8),
+                             _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(rel, 1))));
+  }
+}
+#endif
+
 // The CNN's common case, 2x2 windows with stride 2 and no padding: straight-line, branch-free.
 template <class T>
 void max_pool_2x2_impl(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
   using A = acc_t<T>;
+#if defined(__AVX512F__)
+  // Offsets within a plane travel in 32-bit lanes: planes below 2^30 elements (the scalar path otherwise).
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.h * g.w < (int64_t{1} << 30)) {
+      const int64_t w = g.w, oh_n = g.oh, ow_n = g.ow, in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+#pragma omp parallel for schedule(static) if (worth_parallel(g.planes * out_plane * 4))
+      for (int64_t pl = 0; pl < g.planes; ++pl)
+        for (int64_t oh = 0; oh < oh_n; ++oh)
+          max_pool_2x2_row_avx512(x + pl * in_plane + 2 * oh * w, x + pl * in_plane + (2 * oh + 1) * w, w, 2 * oh * w,
+                                  ow_n, y + pl * out_plane + oh * ow_n, idx + pl * out_plane + oh * ow_n);
+      return;
+    }
+  }
+#endif
   const int64_t w = g.w, oh_n = g.oh, ow_n = g.ow, in_plane = g.h * g.w, out_plane = g.oh * g.ow;
 #pragma omp parallel for schedule(static) if (worth_parallel(g.planes * out_plane * 4))
   for (int64_t pl = 0; pl < g.planes; ++pl) {
@@ -150,12 +224,74 @@ void max_pool_impl(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
   }
 }
 
+#if defined(__AVX512F__)
+// The backward of one f32 plane pooled 2x2 / stride 2 (oh = h / 2, ow = w / 2), when every index
+// lies in its own output's window (checked here, chunk by chunk): the windows are disjoint, so
+// each input element receives at most one gradient and is written once, with no zero fill and no
+// scatter. The value written is 0 + g, as the scatter path's accumulation into zeros gives (so a
+// -0 gradient lands as +0 on both paths). Returns false, having written part of the plane,
+// when an index is elsewhere (the caller then runs the general path over the whole plane).
+inline bool max_pool_2x2_backward_plane_avx512(const float* gy, const int64_t* idx, int64_t h, int64_t w, int64_t oh_n,
+                                               int64_t ow_n, float* gx) {
+  constexpr int32_t kInterleaveLo[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+  constexpr int32_t kInterleaveHi[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i lo = _mm512_loadu_si512(kInterleaveLo), hi = _mm512_loadu_si512(kInterleaveHi);
+  const __m512i lane2 = _mm512_slli_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), 1);
+  const __m512i one = _mm512_set1_epi64(1), wv = _mm512_set1_epi64(w), w1 = _mm512_set1_epi64(w + 1);
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t oh = 0; oh < oh_n; ++oh) {
+    float* row0 = gx + 2 * oh * w;
+    float* row1 = row0 + w;
+    for (int64_t o = 0; o < ow_n; o += 16) {
+      const int64_t n = std::min<int64_t>(16, ow_n - o);
+      const __mmask16 m = low_lanes(n);
+      const __m512 g = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, gy + oh * ow_n + o));
+      // Each index's offset from its window's corner, 8 lanes at a time.
+      __mmask16 at[4] = {0, 0, 0, 0};  // lanes whose maximum is at offset 0, 1, w, w + 1
+      for (int half = 0; half < 2; ++half) {
+        const __mmask8 mh = static_cast<__mmask8>(m >> (8 * half));
+        if (!mh) continue;
+        const __m512i corner = _mm512_add_epi64(_mm512_set1_epi64(2 * oh * w + 2 * (o + 8 * half)), lane2);
+        const __m512i off = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(mh, idx + oh * ow_n + o + 8 * half), corner);
+        const __mmask8 k0 = _mm512_mask_cmpeq_epi64_mask(mh, off, _mm512_setzero_si512());
+        const __mmask8 k1 = _mm512_mask_cmpeq_epi64_mask(mh, off, one);
+        const __mmask8 k2 = _mm512_mask_cmpeq_epi64_mask(mh, off, wv);
+        const __mmask8 k3 = _mm512_mask_cmpeq_epi64_mask(mh, off, w1);
+        if (static_cast<__mmask8>(k0 | k1 | k2 | k3) != mh) return false;
+        at[0] |= static_cast<__mmask16>(k0) << (8 * half);
+        at[1] |= static_cast<__mmask16>(k1) << (8 * half);
+        at[2] |= static_cast<__mmask16>(k2) << (8 * half);
+        at[3] |= static_cast<__mmask16>(k3) << (8 * half);
+      }
+      const __m512 v00 = _mm512_maskz_mov_ps(at[0], g), v01 = _mm512_maskz_mov_ps(at[1], g);
+      const __m512 v10 = _mm512_maskz_mov_ps(at[2], g), v11 = _mm512_maskz_mov_ps(at[3], g);
+      const __mmask16 m_lo = low_lanes(2 * n), m_hi = low_lanes(2 * n - 16);
+      _mm512_mask_storeu_ps(row0 + 2 * o, m_lo, _mm512_permutex2var_ps(v00, lo, v01));
+      _mm512_mask_storeu_ps(row0 + 2 * o + 16, m_hi, _mm512_permutex2var_ps(v00, hi, v01));
+      _mm512_mask_storeu_ps(row1 + 2 * o, m_lo, _mm512_permutex2var_ps(v10, lo, v11));
+      _mm512_mask_storeu_ps(row1 + 2 * o + 16, m_hi, _mm512_permutex2var_ps(v10, hi, v11));
+    }
+    if (w > 2 * ow_n) row0[w - 1] = row1[w - 1] = 0.0f;  // an odd width's last column is in no window
+  }
+  if (h > 2 * oh_n) std::fill(gx + (h - 1) * w, gx + h * w, 0.0f);  // an odd height's last row
+  return true;
+}
+#endif
+
 template <class T>
 void max_pool_backward_impl(const PoolGeom& g, const T* gy, const int64_t* idx, T* gx) {
   using A = acc_t<T>;
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
 #pragma omp parallel for schedule(static) if (worth_parallel(g.planes * in_plane))
   for (int64_t pl = 0; pl < g.planes; ++pl) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+      if (g.oh == g.h / 2 && g.ow == g.w / 2 && g.oh > 0 && g.ow > 0 &&
+          max_pool_2x2_backward_plane_avx512(gy + pl * out_plane, idx + pl * out_plane, g.h, g.w, g.oh, g.ow,
+                                             gx + pl * in_plane))
+        continue;
+    }
+#endif
     PlaneAcc<T> acc(gx + pl * in_plane, in_plane);
     for (int64_t o = 0; o < out_plane; ++o) acc[idx[pl * out_plane + o]] += static_cast<A>(gy[pl * out_plane + o]);
     acc.finish();

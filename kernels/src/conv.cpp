@@ -246,10 +246,14 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
   // An index outside its plane would add into another plane (or past the buffer).
   const Tensor idx = contiguous(indices);
   const int64_t* iv = idx.data<int64_t>();
-  const int64_t in_plane = g.h * g.w;
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    BRISK_CHECK(iv[i] >= 0 && iv[i] < in_plane, op, ": index out of range (value ", iv[i], ", limit ", in_plane,
-                ") for input ", input_sizes);
+  const int64_t in_plane = g.h * g.w, count = idx.numel();
+  // One branch-free pass finds whether any index is out of range (numel() is a product: not per element).
+  bool bad = false;
+  for (int64_t i = 0; i < count; ++i) bad |= static_cast<uint64_t>(iv[i]) >= static_cast<uint64_t>(in_plane);
+  if (bad)
+    for (int64_t i = 0; i < count; ++i)
+      BRISK_CHECK(iv[i] >= 0 && iv[i] < in_plane, op, ": index out of range (value ", iv[i], ", limit ", in_plane,
+                  ") for input ", input_sizes);
   cpu::max_pool2d_backward(g, contiguous(grad_out), idx, gx);
   return gx;
 }

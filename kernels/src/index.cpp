@@ -33,7 +33,7 @@ Tensor index_i64(const char* op, const Tensor& index) {
 // never leaves a half-written output (and never throws inside a parallel loop).
 void check_index_range(const char* op, const Tensor& idx, int64_t size, int64_t dim, const Shape& shape) {
   const int64_t* p = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
+  for (int64_t i = 0, end = idx.numel(); i < end; ++i)
     BRISK_CHECK(p[i] >= 0 && p[i] < size, op, ": index ", p[i], " is out of bounds for dim ", dim, " with size ", size,
                 " (input shape ", shape, ")");
 }
@@ -297,7 +297,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     num_classes = *std::max_element(p, p + idx.numel()) + 1;
   }
   BRISK_CHECK(num_classes >= 0, "one_hot: num_classes must be -1 or non-negative, got ", num_classes);
-  for (int64_t i = 0; i < idx.numel(); ++i)
+  for (int64_t i = 0, end = idx.numel(); i < end; ++i)
     BRISK_CHECK(p[i] >= 0 && p[i] < num_classes, "one_hot: class index ", p[i], " is out of range [0, ", num_classes,
                 ") (indices shape ", indices.sizes(), ")");
   Shape os = indices.sizes();

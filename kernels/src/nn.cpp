@@ -76,7 +76,7 @@ ClassLayout class_layout(const char* op, const Tensor& input, const Tensor& targ
   }
   l.targets = as_index(op, "targets", targets);
   const int64_t* tp = l.targets.data<int64_t>();
-  for (int64_t i = 0; i < l.targets.numel(); ++i) {
+  for (int64_t i = 0, end = l.targets.numel(); i < end; ++i) {
     BRISK_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < l.C), op, ": target ", tp[i], " is out of bounds for ",
                 l.C, " classes (input ", input.sizes(), ", ignore_index ", ignore_index, ")");
   }
@@ -93,7 +93,7 @@ void reduce_loss(ClassLossResult& r, const std::vector<double>& rows, const Tens
                  Reduction reduction, const Shape& shape, DType dt) {
   const int64_t* tp = targets.data<int64_t>();
   double count = 0;
-  for (int64_t i = 0; i < targets.numel(); ++i) count += tp[i] != ignore_index ? 1.0 : 0.0;
+  for (int64_t i = 0, end = targets.numel(); i < end; ++i) count += tp[i] != ignore_index ? 1.0 : 0.0;
   r.count = f64_scalar(count);
   if (reduction == Reduction::None) {
     r.loss = cast(from_vector<double>(rows, shape), dt);
@@ -155,7 +155,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   Tensor idx = as_index("embedding", "indices", indices);
   const int64_t V = weight.size(0);
   const int64_t* ip = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
+  for (int64_t i = 0, end = idx.numel(); i < end; ++i)
     BRISK_CHECK(ip[i] >= 0 && ip[i] < V, "embedding: index ", ip[i], " is out of range for weight ", weight.sizes(),
                 " with ", V, " rows");
   cpu::embedding(idx, contiguous(weight), out);
@@ -176,7 +176,7 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
   }
   Tensor idx = as_index("embedding backward", "indices", indices);
   const int64_t* ip = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
+  for (int64_t i = 0, end = idx.numel(); i < end; ++i)
     BRISK_CHECK(ip[i] >= 0 && ip[i] < num_weights, "embedding backward: index ", ip[i], " is out of range for ",
                 num_weights, " rows");
   cpu::embedding_backward(contiguous(grad), idx, padding_idx, out);

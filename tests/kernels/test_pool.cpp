@@ -5,7 +5,9 @@
 #include <brisk/brisk.h>
 #include <brisk/kernels/conv.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -300,4 +302,61 @@ TEST(Pooling, MaxPoolBackwardRejectsIndicesOutsideThePlane) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("index out of range (value 9, limit 9)"), std::string::npos) << e.what();
   }
+}
+
+// The 2x2 / stride 2 f32 path (vectorised where the CPU has AVX-512): every width and height from
+// 2 to 37 (rows shorter and longer than a vector, odd sizes whose last row or column is in no
+// window), values with ties and NaNs, against the window rule written out: the first strictly
+// greater value or any NaN takes over, taps in window order. The backward puts 0 + g on the argmax
+// (so a -0 gradient lands as +0, as accumulation into zeros gives) and zeros elsewhere; indices that
+// point elsewhere in the plane (a caller's own) still scatter correctly.
+TEST(MaxPool2d, TwoByTwoPathMatchesTheWindowRuleOnEveryShape) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Generator gen(11);
+  for (int64_t h = 2; h <= 37; h += 5) {
+    for (int64_t w = 2; w <= 37; ++w) {
+      // Small integers make ties common; a few NaNs.
+      Tensor x = randint(0, 4, {2, 3, h, w}, {.dtype = DType::I64}, &gen).to(DType::F32);
+      std::vector<float> xv = x.to_vector<float>();
+      for (size_t i = 7; i < xv.size(); i += 53) xv[i] = nan;
+      x = from_vector<float>(xv, {2, 3, h, w});
+      kernels::MaxPool2dResult r = kernels::max_pool2d(x, 2);
+      const int64_t oh = h / 2, ow = w / 2;
+      const auto yv = r.values.to_vector<float>();
+      const auto iv = r.indices.to_vector<int64_t>();
+      std::vector<float> gyv(yv.size());
+      for (size_t o = 0; o < gyv.size(); ++o) gyv[o] = o % 5 == 0 ? -0.0f : static_cast<float>(o) - 20.0f;
+      Tensor gx = kernels::max_pool2d_backward(from_vector<float>(gyv, r.values.sizes()), r.indices, x.sizes());
+      const auto gv = gx.to_vector<float>();
+      std::vector<float> want_g(xv.size(), 0.0f);
+      for (int64_t pl = 0; pl < 6; ++pl)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            const int64_t taps[4] = {2 * i * w + 2 * j, 2 * i * w + 2 * j + 1, (2 * i + 1) * w + 2 * j,
+                                     (2 * i + 1) * w + 2 * j + 1};
+            float best = xv[pl * h * w + taps[0]];
+            int64_t arg = taps[0];
+            for (int t = 1; t < 4; ++t) {
+              const float v = xv[pl * h * w + taps[t]];
+              if (v > best || std::isnan(v)) best = v, arg = taps[t];
+            }
+            const int64_t o = (pl * oh + i) * ow + j;
+            ASSERT_EQ(iv[o], arg) << "h " << h << " w " << w << " output " << o;
+            if (std::isnan(best))
+              ASSERT_TRUE(std::isnan(yv[o])) << "h " << h << " w " << w << " output " << o;
+            else
+              ASSERT_EQ(yv[o], best) << "h " << h << " w " << w << " output " << o;
+            want_g[pl * h * w + arg] = 0.0f + gyv[o];
+          }
+      ASSERT_EQ(0, std::memcmp(gv.data(), want_g.data(), gv.size() * sizeof(float)))
+          << "backward, h " << h << " w " << w;
+    }
+  }
+  // Indices a caller made, all pointing at the first element of their plane: summed there.
+  Tensor idx = zeros({1, 2, 3, 4}, {.dtype = DType::I64});
+  Tensor gx = kernels::max_pool2d_backward(ones({1, 2, 3, 4}), idx, {1, 2, 6, 8});
+  const auto gv = gx.to_vector<float>();
+  EXPECT_EQ(gv[0], 12.0f);
+  EXPECT_EQ(gv[48], 12.0f);
+  EXPECT_EQ(std::count(gv.begin(), gv.end(), 0.0f), 96 - 2);
 }
