@@ -27,6 +27,9 @@ const std::set<std::string>& not_ops() {
       "set_cpu_gemm",
       "cpu_gemm_available",
       "cpu_gemm_description",
+      "cpu_bf16_dot",  // whether CPU bf16 products use AVX512_BF16, and its switch
+      "cpu_bf16_dot_available",
+      "set_cpu_bf16_dot",
       "randperm",  // takes no device: always a CPU tensor (samplers use it on the host)
   };
   return names;
