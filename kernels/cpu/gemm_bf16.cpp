@@ -33,11 +33,11 @@ namespace brisk::kernels::cpu {
 
 namespace {
 
-constexpr int kMR = 12;            // rows of a C tile
-constexpr int kNR = 32;            // columns of a C tile: two vectors of 16 f32
-constexpr int64_t kKC = 384;       // k values per block (even): a B micro-panel is 24 KiB, in L1
-constexpr int64_t kMC = 8 * kMR;   // rows per packed A block (96 x 384 bf16 = 72 KiB, in L2)
-constexpr int64_t kNC = 16 * kNR;  // columns per packed B block (384 x 512 bf16 = 384 KiB, in L2)
+constexpr int kMR = 12;                     // rows of a C tile
+constexpr int kNR = 32;                     // columns of a C tile: two vectors of 16 f32
+constexpr int64_t kKC = 384;                // k values per block (even): a B micro-panel is 24 KiB, in L1
+constexpr int64_t kMC = int64_t{8} * kMR;   // rows per packed A block (96 x 384 bf16 = 72 KiB, in L2)
+constexpr int64_t kNC = int64_t{16} * kNR;  // columns per packed B block (384 x 512 bf16 = 384 KiB, in L2)
 
 inline uint32_t pair_of(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);

@@ -248,7 +248,7 @@ inline bool max_pool_2x2_backward_plane_avx512(const float* gy, const int64_t* i
       const __m512 g = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, gy + oh * ow_n + o));
       // Each index's offset from its window's corner, 8 lanes at a time.
       __mmask16 at[4] = {0, 0, 0, 0};  // lanes whose maximum is at offset 0, 1, w, w + 1
-      for (int half = 0; half < 2; ++half) {
+      for (int64_t half = 0; half < 2; ++half) {
         const __mmask8 mh = static_cast<__mmask8>(m >> (8 * half));
         if (!mh) continue;
         const __m512i corner = _mm512_add_epi64(_mm512_set1_epi64(2 * oh * w + 2 * (o + 8 * half)), lane2);
