@@ -45,16 +45,14 @@ __attribute__((noinline)) float fma_loop(long long n, float seed) {
   return t;
 }
 
-// The same with 16-wide AVX-512 FMAs (24 chains of the 32 zmm registers).
-__attribute__((noinline, target("avx512f"))) float fma512_loop(long long n, float seed) {
-  constexpr int kAcc512 = 24;
-  __m512 acc[kAcc512];
+constexpr int kAcc512 = 24;  // AVX-512 chains (of the 32 zmm registers)
+
+__attribute__((target("avx512f"))) inline void start_chains(__m512* acc, float seed) {
   for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_set1_ps(seed + static_cast<float>(j) * 1e-3f);
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
-  for (long long i = 0; i < n; ++i) {
-#pragma GCC unroll 24
-    for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
-  }
+}
+
+// A value that depends on every chain, so the compiler cannot drop the loop.
+__attribute__((target("avx512f"))) inline float sum_chains(const __m512* acc) {
   __m512 s = acc[0];
   for (int j = 1; j < kAcc512; ++j) s = _mm512_add_ps(s, acc[j]);
   alignas(64) float out[16];
@@ -64,25 +62,30 @@ __attribute__((noinline, target("avx512f"))) float fma512_loop(long long n, floa
   return t;
 }
 
+// The same with 16-wide AVX-512 FMAs.
+__attribute__((noinline, target("avx512f"))) float fma512_loop(long long n, float seed) {
+  __m512 acc[kAcc512];
+  start_chains(acc, seed);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  for (long long i = 0; i < n; ++i) {
+#pragma GCC unroll 24
+    for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  return sum_chains(acc);
+}
+
 // VDPBF16PS: acc += a[2i] b[2i] + a[2i+1] b[2i+1], 24 chains; the products are tiny, so the sums
 // grow slowly and stay normal.
 __attribute__((noinline, target("avx512f,avx512bf16"))) float dpbf16_loop(long long n, float seed) {
-  constexpr int kAcc512 = 24;
   __m512 acc[kAcc512];
-  for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_set1_ps(seed + static_cast<float>(j) * 1e-3f);
+  start_chains(acc, seed);
   const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
   const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
   for (long long i = 0; i < n; ++i) {
 #pragma GCC unroll 24
     for (int j = 0; j < kAcc512; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
   }
-  __m512 s = acc[0];
-  for (int j = 1; j < kAcc512; ++j) s = _mm512_add_ps(s, acc[j]);
-  alignas(64) float out[16];
-  _mm512_store_ps(out, s);
-  float t = 0;
-  for (float v : out) t += v;
-  return t;
+  return sum_chains(acc);
 }
 
 using Loop = float (*)(long long, float);

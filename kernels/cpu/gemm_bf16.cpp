@@ -49,57 +49,35 @@ inline uint32_t load_pair(const uint16_t* p) {
   return v;
 }
 
-// Packs rows [i0, i0 + mc) and k [k0, k0 + kc) of op(A) into micro-panels of kMR rows: panel r
-// holds, for each pair q, the words (A(i, k0+2q), A(i, k0+2q+1)) of its kMR rows, zeros past the end.
-void pack_a(const uint16_t* A, int64_t lda, bool ta, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint32_t* out) {
+// Packs lines [i0, i0 + count) and k [k0, k0 + kc) of an operand into micro-panels of R lines:
+// panel r holds, for each pair q, the words (X(i, k0+2q), X(i, k0+2q+1)) of its R lines, zeros
+// past the end. A line is a row of op(A) (R = kMR) or a column of op(B) (R = kNR). `adjacent`:
+// a line's k values are adjacent in memory, X(i, k) = X[i * ld + k] (A as stored, or a linear
+// layer's weight read transposed as B); otherwise X(i, k) = X[k * ld + i] and a pair comes from
+// two stored rows.
+template <int R>
+void pack_lines(const uint16_t* X, int64_t ld, bool adjacent, int64_t i0, int64_t count, int64_t k0, int64_t kc,
+                uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2, full = kc / 2;
-  for (int64_t r0 = 0; r0 < mc; r0 += kMR) {
+  for (int64_t r0 = 0; r0 < count; r0 += R) {
     uint32_t* panel = out + r0 * pairs;
-    const int64_t mr = std::min<int64_t>(kMR, mc - r0);
-    if (mr < kMR) std::fill(panel, panel + pairs * kMR, 0u);
-    if (!ta) {
-      // A(i, k) = A[i * lda + k]: each row's pairs are adjacent in memory.
-      for (int64_t i = 0; i < mr; ++i) {
-        const uint16_t* row = A + (i0 + r0 + i) * lda + k0;
-        for (int64_t q = 0; q < full; ++q) panel[q * kMR + i] = load_pair(row + 2 * q);
-        if (kc & 1) panel[full * kMR + i] = row[kc - 1];
+    const int64_t n = std::min<int64_t>(R, count - r0);
+    if (n < R) std::fill(panel, panel + pairs * R, 0u);
+    if (adjacent) {
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t* line = X + (i0 + r0 + i) * ld + k0;
+        for (int64_t q = 0; q < full; ++q) panel[q * R + i] = load_pair(line + 2 * q);
+        if (kc & 1) panel[full * R + i] = line[kc - 1];
       }
     } else {
-      // A(i, k) = A[k * lda + i]: a pair comes from two rows of the stored matrix.
       for (int64_t q = 0; q < pairs; ++q) {
-        const uint16_t* r_lo = A + (k0 + 2 * q) * lda + i0 + r0;
-        const uint16_t* r_hi = 2 * q + 1 < kc ? r_lo + lda : nullptr;
-        for (int64_t i = 0; i < mr; ++i) panel[q * kMR + i] = pair_of(r_lo[i], r_hi ? r_hi[i] : uint16_t{0});
-      }
-    }
-  }
-}
-
-// Packs k [k0, k0 + kc) and columns [j0, j0 + nc) of op(B) into micro-panels of kNR columns:
-// panel c holds, for each pair q, the words (B(k0+2q, j), B(k0+2q+1, j)) of its kNR columns.
-void pack_b(const uint16_t* B, int64_t ldb, bool tb, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint32_t* out) {
-  const int64_t pairs = (kc + 1) / 2, full = kc / 2;
-  for (int64_t c0 = 0; c0 < nc; c0 += kNR) {
-    uint32_t* panel = out + c0 * pairs;
-    const int64_t nr = std::min<int64_t>(kNR, nc - c0);
-    if (nr < kNR) std::fill(panel, panel + pairs * kNR, 0u);
-    if (tb) {
-      // B(k, j) = B[j * ldb + k] (a linear layer's weight): each column's pairs are adjacent.
-      for (int64_t j = 0; j < nr; ++j) {
-        const uint16_t* col = B + (j0 + c0 + j) * ldb + k0;
-        for (int64_t q = 0; q < full; ++q) panel[q * kNR + j] = load_pair(col + 2 * q);
-        if (kc & 1) panel[full * kNR + j] = col[kc - 1];
-      }
-    } else {
-      // B(k, j) = B[k * ldb + j]: interleave two stored rows.
-      for (int64_t q = 0; q < pairs; ++q) {
-        const uint16_t* r_lo = B + (k0 + 2 * q) * ldb + j0 + c0;
-        uint32_t* dst = panel + q * kNR;
-        if (2 * q + 1 < kc) {
-          const uint16_t* r_hi = r_lo + ldb;
-          for (int64_t j = 0; j < nr; ++j) dst[j] = pair_of(r_lo[j], r_hi[j]);
+        const uint16_t* r_lo = X + (k0 + 2 * q) * ld + i0 + r0;
+        const uint16_t* r_hi = 2 * q + 1 < kc ? r_lo + ld : nullptr;
+        uint32_t* dst = panel + q * R;
+        if (r_hi) {
+          for (int64_t i = 0; i < n; ++i) dst[i] = pair_of(r_lo[i], r_hi[i]);
         } else {
-          for (int64_t j = 0; j < nr; ++j) dst[j] = r_lo[j];
+          for (int64_t i = 0; i < n; ++i) dst[i] = r_lo[i];
         }
       }
     }
@@ -175,10 +153,10 @@ void gemm_bf16_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const u
     const int64_t nc = std::min(kNC, N - jc);
     for (int64_t pc = 0; pc < K; pc += kKC) {
       const int64_t kc = std::min(kKC, K - pc), pairs = (kc + 1) / 2;
-      pack_b(B, ldb, tb, pc, kc, jc, nc, b_pack.data());
+      pack_lines<kNR>(B, ldb, tb, jc, nc, pc, kc, b_pack.data());
       for (int64_t ic = 0; ic < M; ic += kMC) {
         const int64_t mc = std::min(kMC, M - ic);
-        pack_a(A, lda, ta, ic, mc, pc, kc, a_pack.data());
+        pack_lines<kMR>(A, lda, !ta, ic, mc, pc, kc, a_pack.data());
         for (int64_t c0 = 0; c0 < nc; c0 += kNR) {
           const uint32_t* bp = b_pack.data() + c0 * pairs;
           for (int64_t r0 = 0; r0 < mc; r0 += kMR)

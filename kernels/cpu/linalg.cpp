@@ -168,19 +168,24 @@ void check_gemm_args(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t 
   BRISK_CHECK(ldc >= std::max<int64_t>(1, N), "gemm: ldc ", ldc, " is smaller than C's row length ", N);
 }
 
-template <class T>
-void bmm_impl(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, const int64_t* a_off, bool ta, int64_t lda,
-              const T* b, const int64_t* b_off, bool tb, int64_t ldb, T* c) {
+// Runs panel(plan, panel index, matrix i) for every (matrix, panel) pair of a batch of products.
+// Every pair is one task; each product is planned on its own sizes, so a matrix gets the same bits
+// in a batch as alone, on any thread count.
+template <class Panel>
+void for_each_batch_panel(int64_t batch, int64_t M, int64_t N, int64_t K, const Panel& panel) {
   if (batch == 0 || M == 0 || N == 0) return;
-  // Every (matrix, panel) pair is one task; each product is planned on its own sizes, so a
-  // matrix gets the same bits in a batch as alone, on any thread count.
   const PanelPlan p = plan_panels(M, N, K);
   const int64_t tasks = batch * p.count, work = M * N * std::max<int64_t>(K, 1);
 #pragma omp parallel for schedule(static) if (tasks > 1 && batch * work > 32768 && !omp_in_parallel())
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t i = t / p.count;
-    gemm_panel<T>(p, t % p.count, ta, tb, M, N, K, T(1), a + a_off[i], lda, b + b_off[i], ldb, T(0), c + i * M * N, N);
-  }
+  for (int64_t t = 0; t < tasks; ++t) panel(p, t % p.count, t / p.count);
+}
+
+template <class T>
+void bmm_impl(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, const int64_t* a_off, bool ta, int64_t lda,
+              const T* b, const int64_t* b_off, bool tb, int64_t ldb, T* c) {
+  for_each_batch_panel(batch, M, N, K, [&](const PanelPlan& p, int64_t j, int64_t i) {
+    gemm_panel<T>(p, j, ta, tb, M, N, K, T(1), a + a_off[i], lda, b + b_off[i], ldb, T(0), c + i * M * N, N);
+  });
 }
 
 }  // namespace
@@ -246,15 +251,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
 
 void bmm_bf16(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* a, const int64_t* a_off, bool trans_a,
               int64_t lda, const uint16_t* b, const int64_t* b_off, bool trans_b, int64_t ldb, float* c) {
-  if (batch == 0 || M == 0 || N == 0) return;
-  const PanelPlan p = plan_panels(M, N, K);
-  const int64_t tasks = batch * p.count, work = M * N * std::max<int64_t>(K, 1);
-#pragma omp parallel for schedule(static) if (tasks > 1 && batch * work > 32768 && !omp_in_parallel())
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t i = t / p.count;
-    gemm_bf16_panel(p, t % p.count, trans_a, trans_b, M, N, K, a + a_off[i], lda, b + b_off[i], ldb, 0.0f,
-                    c + i * M * N, N);
-  }
+  for_each_batch_panel(batch, M, N, K, [&](const PanelPlan& p, int64_t j, int64_t i) {
+    gemm_bf16_panel(p, j, trans_a, trans_b, M, N, K, a + a_off[i], lda, b + b_off[i], ldb, 0.0f, c + i * M * N, N);
+  });
 }
 
 }  // namespace cpu
