@@ -68,6 +68,18 @@ std::string run_and_build(const std::string& run_time, const std::string& build)
   return build.empty() || build == run_time ? run_time : run_time + " (build headers " + build + ")";
 }
 
+// How CPU bf16 matrix products run (kernels::cpu_bf16_dot; docs/how-brisk-works.md), or why the
+// setting is unusable.
+std::string cpu_bf16_line() {
+  try {
+    if (kernels::cpu_bf16_dot()) return "bf16 dot-product instructions (AVX512_BF16)";
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
+  return kernels::cpu_bf16_dot_available() ? "converted to f32 (BRISK_CPU_BF16_DOT=0)"
+                                           : "converted to f32 (this CPU has no AVX512_BF16)";
+}
+
 // The instruction set the hot CPU kernels run with, and the choice there was (docs/cpu-isa.md).
 std::string cpu_kernels_isa() {
   std::string have;
@@ -141,11 +153,7 @@ int env(int argc, char** argv) {
     << "- Eigen: " << or_not_found(BRISK_ENV_EIGEN) << "\n"
     << "- CPU GEMM: " << kernels::cpu_gemm_description() << "\n"
     << "- CPU kernels: " << cpu_kernels_isa() << "\n"
-    << "- CPU bf16 products: "
-    << (kernels::cpu_bf16_dot()             ? "bf16 dot-product instructions (AVX512_BF16)"
-        : kernels::cpu_bf16_dot_available() ? "converted to f32 (BRISK_CPU_BF16_DOT=0)"
-                                            : "converted to f32 (this CPU has no AVX512_BF16)")
-    << "\n";
+    << "- CPU bf16 products: " << cpu_bf16_line() << "\n";
   gpu_section(o);
   std::string mpirun = find_mpirun();
   o << "- MPI: "

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,14 @@ int main(int argc, char** argv) {
     args.push_back(program.data());
     for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
     args.push_back(nullptr);
-    return c.run(argc - 1, args.data());
+    // A command reports its own usage errors; anything else it lets through (a bad environment
+    // variable read deep inside, say) ends here as one line and exit status 1, not std::terminate.
+    try {
+      return c.run(argc - 1, args.data());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+      return 1;
+    }
   }
   const Command* best = nullptr;
   size_t best_d = 3;  // suggest only close matches

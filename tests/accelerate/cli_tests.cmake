@@ -28,6 +28,15 @@ set_tests_properties(accelerate.cli.unknown_command_suggests PROPERTIES LABELS "
 add_test(NAME accelerate.cli.env COMMAND ${BRISK_TEST_JOB}
   --grep "brisk version: .*Compiler: .*GPUs: (no GPU|[0-9]+).*MPI: .*CPU: .*Config: " -- ${_brisk} env)
 set_tests_properties(accelerate.cli.env PROPERTIES LABELS "unit" ENVIRONMENT "${_cli_env}")
+# How bf16 products run, switched off by the environment (on any CPU), and a bad value named, not fatal.
+add_test(NAME accelerate.cli.env_bf16_switch COMMAND ${BRISK_TEST_JOB}
+  --grep "CPU bf16 products: converted to f32" -- ${_brisk} env)
+set_tests_properties(accelerate.cli.env_bf16_switch PROPERTIES LABELS "unit"
+  ENVIRONMENT "${_cli_env};BRISK_CPU_BF16_DOT=0")
+add_test(NAME accelerate.cli.env_bf16_bad_value COMMAND ${BRISK_TEST_JOB}
+  --grep "CPU bf16 products: error: .*BRISK_CPU_BF16_DOT='maybe' is not a boolean" -- ${_brisk} env)
+set_tests_properties(accelerate.cli.env_bf16_bad_value PROPERTIES LABELS "unit"
+  ENVIRONMENT "${_cli_env};BRISK_CPU_BF16_DOT=maybe")
 
 # One process runs the program itself: no mpirun, so a machine without OpenMPI can train.
 add_test(NAME accelerate.cli.launch_one_process_runs_directly COMMAND ${BRISK_TEST_JOB}
