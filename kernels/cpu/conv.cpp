@@ -135,9 +135,10 @@ TapShift tap_shift(const ConvGeom& g, int64_t i, int64_t j) {
 
 // Zeros, in each output row of [oh0, oh1), the columns whose input column wraps past an edge.
 template <class T>
-void zero_wrapped_columns(const ConvGeom& g, const TapShift& s, T* row) {
+inline void zero_wrapped_columns(const ConvGeom& g, const TapShift& s, T* row) {
   const int64_t lo = std::min(g.ow, std::max<int64_t>(0, -s.dw_off));               // [0, lo) read left of the row
   const int64_t hi = std::max<int64_t>(lo, g.ow - std::max<int64_t>(0, s.dw_off));  // [hi, OW) read right of it
+  if (lo == 0 && hi == g.ow) return;  // the centre column of taps reads no wrapped column
   for (int64_t oh = s.oh0; oh < s.oh1; ++oh) {
     T* r = row + oh * g.ow;
     for (int64_t o = 0; o < lo; ++o) r[o] = T(0);
