@@ -154,6 +154,14 @@ std::vector<float> params_of(ShardTrainer& t) {
   return flat_params(t.net);
 }
 
+// Trains 5 zero3 steps, saves a checkpoint into `dir` and returns the parameters it holds.
+std::vector<float> save_zero3_checkpoint(const fs::path& dir) {
+  ShardTrainer t(Sharding::Zero3);
+  t.run(5);
+  t.acc.save_state(dir.string());
+  return params_of(t);
+}
+
 // Removes `name` from the folder and from its manifest (resealed).
 void unlist(const fs::path& dir, const std::string& name) {
   fs::remove(dir / name);
@@ -186,13 +194,7 @@ void edit_safetensors(const fs::path& dir, const std::string& name,
 // zero1 / zero2 / none checkpoints resume under zero3, all with the same parameters and state.
 TEST(Reshard, Zero3CheckpointHoldsParameterShards) {
   const fs::path dir = fresh_folder("zero3_shards") / "ckpt";
-  std::vector<float> params;
-  {
-    ShardTrainer t(Sharding::Zero3);
-    t.run(5);
-    t.acc.save_state(dir.string());
-    params = params_of(t);
-  }
+  const std::vector<float> params = save_zero3_checkpoint(dir);
   const std::string manifest = slurp(dir / "manifest.json");
   EXPECT_HAS(manifest, "\"model_shard0.safetensors\"");
   EXPECT_HAS(manifest, "\"optimizer_shard0.safetensors\"");
@@ -273,13 +275,7 @@ TEST(Reshard, Zero3SaveAndLoadInsideAFullParametersGuard) {
 // the main process) still loads, under zero3 and unsharded.
 TEST(Reshard, Zero3CheckpointOfVersion2StillLoads) {
   const fs::path pristine = fresh_folder("zero3_v2_src") / "ckpt";
-  std::vector<float> params;
-  {
-    ShardTrainer t(Sharding::Zero3);
-    t.run(5);
-    t.acc.save_state(pristine.string());
-    params = params_of(t);
-  }
+  const std::vector<float> params = save_zero3_checkpoint(pristine);
   // What version 2 wrote: the full model in model.safetensors, no shard files, no shards/layout.
   const fs::path dir = copy_checkpoint(pristine, "zero3_v2");
   spit(dir / "model.safetensors", accelerate::merged_model_weights(dir.string()));
@@ -306,11 +302,7 @@ TEST(Reshard, Zero3CheckpointOfVersion2StillLoads) {
 // is wrong; nothing is loaded.
 TEST(Reshard, ABadZero3ParameterShardIsRefusedNamingTheFile) {
   const fs::path pristine = fresh_folder("zero3_bad_src") / "ckpt";
-  {
-    ShardTrainer t(Sharding::Zero3);
-    t.run(5);
-    t.acc.save_state(pristine.string());
-  }
+  save_zero3_checkpoint(pristine);
   ASSERT_EQ(load_error_into(Sharding::Zero3, pristine), "");
   ASSERT_EQ(load_error_into(Sharding::None, pristine), "");
   auto both = [&](const fs::path& dir, const std::string& want) {

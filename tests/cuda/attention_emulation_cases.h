@@ -18,22 +18,14 @@
 #include "common/gradcheck.h"
 // Last: it defines CUDA's names for the host.
 #include "cuda/attention_emulation.h"
+#include "cuda/exact_input.h"
 
 namespace brisk::testing::attention_emulation {
 
 namespace ad = brisk::kernels::cuda::attention_detail;
 namespace emu = brisk::kernels::cuda::attention_detail::emulation;
 
-// i / 32 with |i| <= 32: exact in every dtype.
-inline Tensor exact_input(const Shape& s, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> dist(-32, 32);
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = static_cast<float>(dist(rng)) / 32.f;
-  return from_vector(v, s);
-}
+using brisk::testing::exact_input;  // i / 32 with |i| <= 32: exact in every dtype
 
 inline ad::View view_of(const Tensor& t) {
   return ad::View{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)};

@@ -17,15 +17,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/gradcheck.h"
+#include "cuda/exact_input.h"
 #include "cuda/gpu_skip.h"
 
 using namespace brisk;
+using brisk::testing::exact_input;
 using brisk::testing::leaf;
 
 namespace {
@@ -50,18 +51,6 @@ class FusedAttentionSwitch {
   static constexpr const char* kName = "BRISK_CUDA_FUSED_ATTENTION";
   std::optional<std::string> old_;
 };
-
-// f32 values i / 32 with |i| <= 32: exact in f16 and bf16, so every dtype attends over the same
-// numbers and one CPU reference serves them all.
-Tensor exact_input(const Shape& s, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> dist(-32, 32);
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = static_cast<float>(dist(rng)) / 32.f;
-  return from_vector(v, s);
-}
 
 struct Outputs {
   Tensor y, dq, dk, dv;  // on the CPU
