@@ -48,6 +48,7 @@ struct Args {
   std::string output_dir = "out/gpt2";
   bool resume = false;
   int64_t bench = 0;
+  bool cuda_graph = false;
   double peak_tflops = 989.0;  // MFU's yardstick on a GPU: an H100 SXM's dense bf16 peak
 };
 
@@ -257,7 +258,13 @@ int main(int argc, char** argv) {
   p.add("eval_steps", "validation batches per process and evaluation", &a.eval_steps);
   p.add("output_dir", "folder for metrics.jsonl and checkpoints/", &a.output_dir);
   p.add("resume", "continue from the newest checkpoint under <output_dir>/checkpoints", &a.resume);
-  p.add("bench", "time this many training steps after 2 warm-up steps, print train tokens/s, then exit", &a.bench);
+  p.add("bench",
+        "time this many training steps after 2 warm-up steps (4 with --cuda_graph), print train tokens/s, then exit",
+        &a.bench);
+  p.add("cuda_graph",
+        "capture the training step in a CUDA graph after 3 eager steps and replay it (one GPU and process; needs "
+        "--dropout 0, --gradient_accumulation_steps 1 and no fp16)",
+        &a.cuda_graph);
   p.add("peak_tflops", "the GPU's peak TFLOP/s for --bench's MFU (H100 SXM dense bf16: 989)", &a.peak_tflops);
   if (!p.parse(argc, argv)) return p.exit_code();
   if (a.batch_size < 1 || a.max_steps < 1 || a.warmup_steps < 0 || !(a.learning_rate > 0) || a.log_every < 1 ||
@@ -300,6 +307,16 @@ int main(int argc, char** argv) {
                      .automatic_checkpoint_naming = true,
                      .total_limit = 2});
     const int64_t N = acc.num_processes(), T = cfg.block_size;
+    if (a.cuda_graph) {
+      // What a replay cannot redo: work on other processes (the all-reduce), host decisions per
+      // micro-step, fresh random numbers, the fp16 scaler's read of its inf/NaN flag.
+      BRISK_CHECK(acc.device().is_cuda(), "--cuda_graph needs a GPU (this process trains on ", acc.device().str(), ")");
+      BRISK_CHECK(N == 1, "--cuda_graph runs on one process (the gradient all-reduce is not captured); got ", N);
+      BRISK_CHECK(a.gradient_accumulation_steps == 1, "--cuda_graph needs --gradient_accumulation_steps 1");
+      BRISK_CHECK(a.dropout == 0, "--cuda_graph needs --dropout 0 (a replay repeats the captured random numbers)");
+      BRISK_CHECK(acc.mixed_precision() != MixedPrecision::FP16,
+                  "--cuda_graph cannot train in fp16 (the loss scaler reads the GPU every step): use bf16");
+    }
 
     // --- data ---
     std::string tokenizer = a.tokenizer, source;
@@ -343,8 +360,11 @@ int main(int argc, char** argv) {
 
     // --- model, optimizer, schedule ---
     models::GPT2 model(cfg);
-    optim::AdamW opt(
-        model.param_groups({.lr = a.learning_rate, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = a.weight_decay}));
+    optim::AdamW opt(model.param_groups({.lr = a.learning_rate,
+                                         .beta1 = 0.9,
+                                         .beta2 = 0.95,
+                                         .weight_decay = a.weight_decay,
+                                         .capturable = a.cuda_graph}));
     const double min_lr = a.min_lr >= 0 ? a.min_lr : a.learning_rate / 10;
     // Linear warm-up from learning_rate / warmup at step 0 (not 0, which would waste the step) to
     // learning_rate at step warmup; a warm-up as long as the run is cut to leave one step of decay.
@@ -373,8 +393,43 @@ int main(int argc, char** argv) {
       return loss.item<double>();
     };
 
+    // --cuda_graph: after 3 eager micro-steps (libraries make their handles and workspaces, the
+    // optimizer moves its step count and learning rates to the GPU), one step is captured reading
+    // the batch from static tensors; each later step copies its batch there and replays. The
+    // scheduler steps outside the graph: set_lr writes the learning rate the replay reads.
+    cuda::Graph graph;
+    Tensor static_x, static_y, static_loss;
+    int64_t eager_left = 3;
+    auto graphed_step = [&](const Tensor& x, const Tensor& y) {
+      if (!graph.captured()) {
+        if (eager_left-- > 0) return micro_step(x, y);
+        static_x = x.clone();
+        static_y = y.clone();
+        graph.capture([&] {
+          auto sync = acc.accumulate(model);
+          {
+            auto ac = acc.autocast();
+            static_loss = models::GPT2::loss(model(static_x), static_y);
+          }
+          acc.backward(static_loss);
+          if (a.grad_clip > 0) acc.clip_grad_norm_tensor_(model, a.grad_clip);
+          opt.step();
+          opt.zero_grad();
+        });
+      }
+      static_x.copy_(x);
+      static_y.copy_(y);
+      step_lr = opt.lr();
+      graph.replay();
+      sched.step();
+      return static_loss.item<double>();
+    };
+    auto train_step = [&](const Tensor& x, const Tensor& y) {
+      return a.cuda_graph ? graphed_step(x, y) : micro_step(x, y);
+    };
+
     if (a.bench > 0) {
-      int64_t done = -2;  // 2 warm-up micro-steps
+      int64_t done = a.cuda_graph ? -4 : -2;  // 2 warm-up micro-steps (--cuda_graph: 3 eager, then the capture)
       std::chrono::steady_clock::time_point t0;
       while (done < a.bench) {
         for (auto& [x, y] : train) {
@@ -385,7 +440,7 @@ int main(int argc, char** argv) {
             reset_peak_memory_stats(acc.device().is_cuda() ? DeviceKind::CUDA : DeviceKind::CPU);
             t0 = std::chrono::steady_clock::now();
           }
-          micro_step(x, y);
+          train_step(x, y);
           if (++done == a.bench) break;
         }
       }
@@ -489,7 +544,7 @@ int main(int argc, char** argv) {
     auto t_log = std::chrono::steady_clock::now();
     while (step < a.max_steps) {
       for (auto& [x, y] : train) {
-        loss_sum += micro_step(x, y);
+        loss_sum += train_step(x, y);
         ++micro;
         tokens += x.numel() * N;
         if (!acc.sync_gradients()) continue;

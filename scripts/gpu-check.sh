@@ -13,8 +13,8 @@
 #   trainsh   scripts/train.sh --epochs 1 (the main job's script, on this machine's GPU)
 #   gpt2      GPT-2 124M against PyTorch: bench/gpt2/gpt2_reference + torch_gpt2.py check (loss,
 #             logits, gradients, 10 AdamW steps; fp32 and bf16) into OUT/gpt2_check.jsonl, then the
-#             training step at batch 16 x 1024 in bf16, brisk (bench/gpt2/brisk_bench.sh) and
-#             PyTorch eager in alternating rounds and torch.compile once, into OUT/gpt2_bench.jsonl;
+#             training step at batch 16 x 1024 in bf16, brisk (bench/gpt2/brisk_bench.sh, eager and
+#             with --cuda_graph) and PyTorch eager in alternating rounds and torch.compile once, into OUT/gpt2_bench.jsonl;
 #             and Hugging Face tokenizers' own small BPE and encodings (scripts/hf_bpe_fixtures.py)
 #             into OUT/bpe_hf, to be committed as tests/data/fixtures/bpe_hf
 #   zero      the same brisk step under BRISK_SHARDING none, zero1, zero2, zero3 (a world of one:
@@ -170,6 +170,8 @@ if has gpt2; then
   for round in 1 2; do
     stage "gpt2_brisk_round$round" 30 bash bench/gpt2/brisk_bench.sh "$build" "$out/gpt2_bench.jsonl"
     stage "gpt2_torch_round$round" 30 python3 bench/gpt2/torch_gpt2.py bench --json "$out/gpt2_bench.jsonl"
+    BRISK_GPT2_CUDA_GRAPH=1 stage "gpt2_brisk_graph_round$round" 30 bash bench/gpt2/brisk_bench.sh "$build" \
+      "$out/gpt2_bench.jsonl"
   done
   stage gpt2_torch_compile 10 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
 fi

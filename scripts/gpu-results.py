@@ -113,7 +113,10 @@ def write_gpt2(result, gpt2, path, date):
     out = {k: result.get(k) for k in ("gpu", "driver", "date", "commit")}
     impls = {}
     for row in gpt2["bench"]:
-        key = "brisk" if row.get("impl") == "brisk" else ("pytorch_compile" if row.get("compile") else "pytorch_eager")
+        if row.get("impl") == "brisk":
+            key = "brisk_cuda_graph" if row.get("cuda_graph") else "brisk"
+        else:
+            key = "pytorch_compile" if row.get("compile") else "pytorch_eager"
         impls.setdefault(key, []).append(row)
     for key, rows in impls.items():
         fig = {k: median([r[k] for r in rows]) for k in ("tokens_per_s", "step_ms", "mfu", "peak_bytes")
@@ -123,9 +126,10 @@ def write_gpt2(result, gpt2, path, date):
             fig["torch"] = rows[0]["torch"]
         out[key] = fig
         out["configuration"] = {k: rows[0].get(k) for k in ("preset", "batch", "seq", "mixed_precision")}
-    for key in ("pytorch_eager", "pytorch_compile"):
-        if "brisk" in out and key in out:
-            out[f"brisk_vs_{key}"] = out["brisk"]["tokens_per_s"] / out[key]["tokens_per_s"]
+    for mine in ("brisk", "brisk_cuda_graph"):
+        for key in ("pytorch_eager", "pytorch_compile"):
+            if mine in out and key in out:
+                out[f"{mine}_vs_{key}"] = out[mine]["tokens_per_s"] / out[key]["tokens_per_s"]
     if gpt2["check"]:
         out["correctness"] = {r["mixed_precision"]: {k: r[k] for k in ("preset", "batch", "seq", "steps", "loss",
                                                                        "max_diff", "bounds", "ok", "torch")}

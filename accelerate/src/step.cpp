@@ -229,6 +229,13 @@ double Accelerator::clip_grad_norm_(const nn::Module& model, double max_norm, do
   return clip_grad_norm_(model.parameters(), max_norm, norm_type);
 }
 
+Tensor Accelerator::clip_grad_norm_tensor_(const nn::Module& model, double max_norm, double norm_type) {
+  if (s_.sharding != Sharding::None)  // the norm is combined across ranks on the host
+    return full({}, clip_grad_norm_(model, max_norm, norm_type), {.dtype = DType::F64});
+  unscale_gradients();
+  return optim::clip_grad_norm_tensor_(model.parameters(), max_norm, norm_type);
+}
+
 void Accelerator::clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   unscale_gradients();
   optim::clip_grad_value_(params, clip_value);

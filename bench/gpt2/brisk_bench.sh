@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # examples/gpt2 --bench on GPT-2 124M at batch 16 x 1024 in bf16 (the peer of torch_gpt2.py bench),
 # on random tokens in llm.c's format (no text needed); appends a JSON line to JSONL (with the
-# BRISK_SHARDING stage it ran under, when that is set).
+# BRISK_SHARDING stage it ran under, when that is set). BRISK_GPT2_CUDA_GRAPH=1 adds --cuda_graph.
 # Usage: bench/gpt2/brisk_bench.sh BUILD JSONL [STEPS]
 set -euo pipefail
 if [[ $# -lt 2 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,4s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,5s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
   [[ $# -ge 1 && ($1 == -h || $1 == --help) ]] && exit 0 || exit 2
 fi
 build=$1
@@ -21,8 +21,10 @@ with open(sys.argv[1], "wb") as f:  # llm.c's header: magic, version, token coun
     f.write(struct.pack("<256i", 20240520, 1, n, *[0] * 253))
     f.write(struct.pack("<%dH" % n, *(random.randrange(50257) for _ in range(n))))
 EOF
+graph=()
+[[ ${BRISK_GPT2_CUDA_GRAPH:-0} == 1 ]] && graph=(--cuda_graph)
 "$build/examples/gpt2" --preset 124M --batch_size 16 --mixed_precision bf16 --train_bin "$tmp/tokens.bin" \
-  --output_dir "$tmp/out" --bench "$steps" 2>&1 | tee "$tmp/log.txt"
+  --output_dir "$tmp/out" --bench "$steps" "${graph[@]}" 2>&1 | tee "$tmp/log.txt"
 python3 - "$tmp/log.txt" "$jsonl" "$steps" << 'EOF'
 import json, re, sys
 t = open(sys.argv[1]).read()
@@ -32,6 +34,7 @@ def num(pat):
 import os
 row = dict(mode="bench", impl="brisk", preset="124M", batch=16, seq=1024, mixed_precision="bf16",
            sharding=os.environ.get("BRISK_SHARDING") or "none",
+           cuda_graph=os.environ.get("BRISK_GPT2_CUDA_GRAPH") == "1",
            steps=int(sys.argv[3]), tokens_per_s=num(r"train tokens/s: ([0-9.]+)"),
            mfu=(lambda v: v / 100 if v is not None else None)(num(r"MFU: ([0-9.]+) %")),
            step_ms=num(r"step ([0-9.]+) ms"), peak_bytes=num(r", total ([0-9]+)"))

@@ -7,11 +7,19 @@
 // other streams (record_stream) waits until events recorded on those streams have completed.
 // Blocks are never split; when cudaMalloc fails the cache is emptied and the call retried once.
 //
+// CUDA graph capture (graph.cpp): while a capture runs on a stream, that stream's allocations are
+// keyed by the graph's private pool id (a fake stream handle) instead of the stream, so the blocks
+// the captured work uses are handed out again only inside that capture; a block freed during the
+// capture, whatever stream it came from, joins the pool too (the recorded work may still use it at
+// every replay). Released pools become ordinary cache of a real stream. cudaMalloc during a capture
+// runs in relaxed capture mode (the block outlives the capture; nothing is recorded).
+//
 // The pinned host allocator caches page-locked blocks the same way; a block used by an
 // asynchronous copy is not reused until that copy's stream has passed it.
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +54,32 @@ struct DevicePool {
   std::multimap<FreeKey, Block*> free_blocks;  // (stream, size) -> block
   std::vector<Block*> waiting;                 // freed, waiting for their events
   AllocatorStats stats;
+  // Graph capture: the capturing stream and the pool id its allocations are keyed by (capture is
+  // null when none runs); every live pool id; blocks a pool holds back until it is released
+  // (freed during capture after use on other streams); released pool ids -> the stream their
+  // blocks now belong to.
+  cudaStream_t capture = nullptr, capture_pool = nullptr;
+  std::set<cudaStream_t> pools;
+  std::multimap<cudaStream_t, Block*> held;
+  std::unordered_map<cudaStream_t, cudaStream_t> released;
+};
+
+// Switches the calling thread to relaxed stream-capture mode for a scope, so that cudaMalloc may
+// run during a capture (a no-op while recording).
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(bool on) : on_(on && !detail::recording()) {
+    if (on_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  ~RelaxedCaptureMode() {
+    if (on_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  bool on_;
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
 class CachingAllocator final : public Allocator {
@@ -59,14 +93,26 @@ class CachingAllocator final : public Allocator {
     const int device = d.index;
     BRISK_CHECK(device >= 0 && device < device_count(), "cuda allocator: device ", d.str(), " does not exist (",
                 device_count(), " CUDA devices visible)");
-    const cudaStream_t stream = detail::native(current_stream(device));
+    const cudaStream_t current = detail::native(current_stream(device));
     const size_t size = round_size(nbytes);
     std::lock_guard<std::mutex> lock(mu_);
     DevicePool& pool = pool_for(device);
-    process_waiting(pool);
+    const bool capturing = pool.capture != nullptr;
+    // The free-list key: the graph's pool while its stream captures, else the stream.
+    const cudaStream_t stream = capturing && current == pool.capture ? pool.capture_pool : current;
+    if (!capturing) process_waiting(pool);  // event queries are not allowed during a capture
     auto it = pool.free_blocks.lower_bound({stream, size});
-    if (it != pool.free_blocks.end() && it->first.first == stream && it->first.second <= 2 * size) {
+    bool hit = it != pool.free_blocks.end() && it->first.first == stream && it->first.second <= 2 * size;
+    // A capture may also take free blocks of its own stream and of the default stream (where eager
+    // warm-up steps and released pools leave them): the device was idle when the capture began.
+    for (const cudaStream_t other : {current, cudaStream_t{nullptr}}) {
+      if (hit || stream == current) break;
+      it = pool.free_blocks.lower_bound({other, size});
+      hit = it != pool.free_blocks.end() && it->first.first == other && it->first.second <= 2 * size;
+    }
+    if (hit) {
       Block* b = it->second;
+      b->stream = stream;
       pool.free_blocks.erase(it);
       live_.emplace(b->ptr, b);
       pool.stats.cached_blocks -= 1;
@@ -76,8 +122,12 @@ class CachingAllocator final : public Allocator {
     }
     void* p = nullptr;
     try {
+      RelaxedCaptureMode relaxed(capturing);
       p = detail::raw_malloc(size, device);
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      BRISK_CHECK(!capturing, "cuda allocator: cannot allocate ", nbytes, " bytes on cuda:", device,
+                  " during CUDA graph capture (", pool.stats.allocated_bytes, " bytes in use, ",
+                  pool.stats.reserved_bytes, " reserved; the cache cannot be freed while capturing): ", e.message());
       release_cached(pool);  // cudaMalloc failed: give the cache back and try once more
       try {
         p = detail::raw_malloc(size, device);
@@ -105,6 +155,17 @@ class CachingAllocator final : public Allocator {
     live_.erase(it);
     DevicePool& pool = pool_for(b->device);
     pool.stats.allocated_bytes -= static_cast<int64_t>(b->size);
+    if (auto r = pool.released.find(b->stream); r != pool.released.end()) b->stream = r->second;
+    if (pool.capture != nullptr) {
+      // Freed while a graph captures: the recorded work may use the block at every replay.
+      if (!pool.pools.contains(b->stream)) b->stream = pool.capture_pool;
+      if (!b->used_on.empty()) {
+        // Also used on other captured streams: reuse inside the capture could race; keep it aside.
+        b->used_on.clear();
+        pool.held.emplace(b->stream, b);
+        return;
+      }
+    }
     if (!b->used_on.empty() && !detail::recording()) {
       // Used on other streams: reusable only once those streams have passed this point.
       detail::DeviceGuardNoThrow guard(b->device);
@@ -152,7 +213,47 @@ class CachingAllocator final : public Allocator {
 
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (DevicePool& p : pools_) release_cached(p);
+    for (DevicePool& p : pools_)
+      if (p.capture == nullptr) release_cached(p);  // cudaFree is not allowed during a capture
+  }
+
+  void begin_capture(int device, cudaStream_t stream, cudaStream_t graph_pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DevicePool& pool = pool_for(device);
+    BRISK_CHECK(pool.capture == nullptr, "cuda::Graph::capture: another capture is running on cuda:", device);
+    pool.capture = stream;
+    pool.capture_pool = graph_pool;
+    pool.pools.insert(graph_pool);
+  }
+
+  void end_capture(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DevicePool& pool = pool_for(device);
+    pool.capture = nullptr;
+    pool.capture_pool = nullptr;
+  }
+
+  // The graph is gone (and the device idle): its pool's blocks become cache of `reuse_on` (graph.cpp
+  // passes the default stream), now (free and held ones) or when their tensors free them.
+  void release_pool(int device, cudaStream_t graph_pool, cudaStream_t reuse_on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DevicePool& pool = pool_for(device);
+    if (!pool.pools.erase(graph_pool)) return;
+    for (auto it = pool.free_blocks.lower_bound({graph_pool, 0});
+         it != pool.free_blocks.end() && it->first.first == graph_pool;) {
+      Block* b = it->second;
+      it = pool.free_blocks.erase(it);
+      b->stream = reuse_on;
+      pool.free_blocks.emplace(FreeKey{reuse_on, b->size}, b);
+    }
+    auto [from, to] = pool.held.equal_range(graph_pool);
+    for (auto it = from; it != to; ++it) {
+      it->second->stream = reuse_on;
+      pool.free_blocks.emplace(FreeKey{reuse_on, it->second->size}, it->second);
+      pool.stats.cached_blocks += 1;
+    }
+    pool.held.erase(from, to);
+    pool.released[graph_pool] = reuse_on;
   }
 
  private:
@@ -193,15 +294,21 @@ class CachingAllocator final : public Allocator {
   }
 
   // Frees every cached block of one device (caller holds mu_).
+  // A graph's pool keeps its free blocks: the recorded work uses them at every replay.
   void release_cached(DevicePool& pool) {
-    for (auto& [key, b] : pool.free_blocks) {
+    for (auto it = pool.free_blocks.begin(); it != pool.free_blocks.end();) {
+      Block* b = it->second;
+      if (pool.pools.contains(it->first.first)) {
+        ++it;
+        continue;
+      }
       detail::raw_free(b->ptr, b->device);
       pool.stats.reserved_bytes -= static_cast<int64_t>(b->size);
       pool.stats.device_frees += 1;
+      pool.stats.cached_blocks -= 1;
       delete b;
+      it = pool.free_blocks.erase(it);
     }
-    pool.stats.cached_blocks = 0;
-    pool.free_blocks.clear();
   }
 
   std::mutex mu_;
@@ -338,6 +445,16 @@ Allocator* detail::caching_allocator_instance() {
 }
 Allocator* detail::pinned_allocator_instance() {
   return &pinned_allocator_ref();
+}
+
+void detail::allocator_begin_capture(int device, cudaStream_t stream, cudaStream_t graph_pool) {
+  caching_allocator().begin_capture(device, stream, graph_pool);
+}
+void detail::allocator_end_capture(int device) {
+  caching_allocator().end_capture(device);
+}
+void detail::allocator_release_pool(int device, cudaStream_t graph_pool, cudaStream_t reuse_on) {
+  caching_allocator().release_pool(device, graph_pool, reuse_on);
 }
 
 void detail::allocator_record_stream(void* ptr, cudaStream_t use_stream) {

@@ -100,11 +100,21 @@ struct SgdOp {
 };
 
 // Lists: 0 params, 1 grads, 2 exp_avg, 3 exp_avg_sq, [4 max_exp_avg_sq (amsgrad)].
+// Capturable (scalars set): each block makes the rule from the step count (scalars[0]) and the
+// learning rate (scalars[lr_slot]) in GPU memory, so a replayed graph uses the current values.
 template <class A>
 struct AdamOp {
   static constexpr unsigned kWrites = 0b11101u;
   dev::AdamRule<A> rule;
-  __device__ bool begin_block() { return true; }
+  const double* scalars = nullptr;
+  int64_t lr_slot = 1;
+  double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  __device__ bool begin_block() {
+    if (scalars)
+      rule = dev::make_adam_rule<A>(scalars[lr_slot], beta1, beta2, eps, weight_decay, rule.decoupled, rule.amsgrad,
+                                    rule.maximize, scalars[0]);
+    return true;
+  }
   template <int D>
   __device__ void operator()(A (&e)[D]) const {
     if constexpr (D == 5) {
@@ -145,6 +155,10 @@ struct ClipOp {
   }
   __device__ void operator()(A (&e)[1]) const { e[0] = e[0] * coef; }
 };
+
+__global__ void count_step_kernel(double* counter) {
+  counter[0] += 1.0;
+}
 
 // --- reductions --------------------------------------------------------------------------------
 // meta: contiguous T tensors; block b reduces its chunk with Op (dev::SumSquaresOp / MaxAbsOp, in
@@ -274,8 +288,13 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   visit_float(params[0].dtype(), params[0].device(), "adam_step", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    const AdamOp<A> op{dev::make_adam_rule<A>(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.decoupled, h.amsgrad,
-                                              h.maximize, h.step)};
+    AdamOp<A> op{dev::make_adam_rule<A>(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.decoupled, h.amsgrad,
+                                        h.maximize, h.step)};
+    if (h.device_scalars.defined()) {
+      op.scalars = h.device_scalars.data<double>();
+      op.lr_slot = h.lr_slot;
+      op.beta1 = h.beta1, op.beta2 = h.beta2, op.eps = h.eps, op.weight_decay = h.weight_decay;
+    }
     if (h.amsgrad) {
       apply_lists<T, 5>("adam_step", {&params, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs}, op, stream);
     } else {
@@ -296,6 +315,14 @@ void reduce_norm(const std::vector<Tensor>& tensors, NormReduction what, const T
   } else {
     reduce_lists<dev::SumSquaresOp>(name, groups, out, what == NormReduction::Norm2, stream);
   }
+}
+
+void count_step(const Tensor& counter) {
+  OpScope scope("count_step_", &counter);
+  const int device = counter.device().index;
+  brisk::cuda::DeviceGuard guard(device);
+  launch("count_step_kernel", count_step_kernel, dim3(1), dim3(1), 0, current_native_stream(device),
+         counter.data<double>());
 }
 
 void clip_grads_with_norm(const std::vector<Tensor>& tensors, double max_norm, const Tensor& norm) {

@@ -31,6 +31,8 @@ BRISK_CUDA_FN void reduce_norm(const std::vector<Tensor>& tensors, NormReduction
 // the kernel (no host synchronisation).
 BRISK_CUDA_FN void clip_grads_with_norm(const std::vector<Tensor>& tensors, double max_norm, const Tensor& norm)
     BRISK_CUDA_BODY;
+// counter[0] += 1 (contiguous f64 on a GPU), one tiny launch.
+BRISK_CUDA_FN void count_step(const Tensor& counter) BRISK_CUDA_BODY;
 // grads *= inv_scale; found (0-d i32 on the same GPU) is zeroed, then set to 1 by any block that
 // meets an inf/NaN result.
 BRISK_CUDA_FN void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale, const Tensor& found)

@@ -189,6 +189,10 @@ void log_simple(Kind k, const char* name, cudaStream_t stream, uint64_t bytes) {
 
 void memcpy_async(void* dst, const void* src, size_t nbytes, cudaStream_t stream, bool sync) {
   if (nbytes == 0) return;
+  if (cuda::is_capturing()) {
+    if (sync) throw_if_capturing("a copy to the host waits for the GPU");
+    if (!is_device_pointer(src) || !is_device_pointer(dst)) throw_if_capturing("a copy reads or writes host memory");
+  }
   if (recording()) {
     // All "device" memory is host memory while recording: the copy is real, so host code
     // reading back what it uploaded behaves; kernels never ran, so their outputs are zeros.
@@ -216,11 +220,27 @@ void memset_async(void* dst, int value, size_t nbytes, cudaStream_t stream) {
 
 namespace {
 std::mutex g_fake_mu;
-std::unordered_map<void*, size_t>& fake_blocks() {
-  static auto* m = new std::unordered_map<void*, size_t>;
+std::map<void*, size_t>& fake_blocks() {  // ordered: is_device_pointer finds the block holding p
+  static auto* m = new std::map<void*, size_t>;
   return *m;
 }
 }  // namespace
+
+bool is_device_pointer(const void* p) {
+  if (recording()) {
+    std::lock_guard lk(g_fake_mu);
+    auto it = fake_blocks().upper_bound(const_cast<void*>(p));
+    if (it == fake_blocks().begin()) return false;
+    --it;
+    return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second;
+  }
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
 
 void* raw_malloc(size_t nbytes, int device) {
   if (recording()) {
@@ -396,6 +416,7 @@ DeviceGuard::~DeviceGuard() {
 
 void synchronize(int device) {
   if (!is_available()) return;
+  detail::throw_if_capturing("cuda::synchronize() waits for the GPU");
   if (detail::recording()) {
     recording::Entry e;
     e.kind = recording::Kind::Sync;
@@ -535,6 +556,7 @@ Stream Stream::default_stream(int device) {
 }
 
 void Stream::synchronize() const {
+  detail::throw_if_capturing("Stream::synchronize() waits for the GPU");
   if (detail::recording()) {
     recording::Entry e;
     e.kind = recording::Kind::Sync;
@@ -672,6 +694,7 @@ void Event::wait(const Stream& s) const {
 
 void Event::synchronize() const {
   if (!handle_) return;
+  detail::throw_if_capturing("Event::synchronize() waits for the GPU");
   if (detail::recording()) {
     recording::Entry e;
     e.kind = recording::Kind::Sync;

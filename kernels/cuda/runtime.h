@@ -85,6 +85,9 @@ bool recording_library_call(const char* name, cudaStream_t stream = nullptr);
 void memcpy_async(void* dst, const void* src, size_t nbytes, cudaStream_t stream, bool sync);
 void memset_async(void* dst, int value, size_t nbytes, cudaStream_t stream);
 
+// True for device (or managed) memory, false for host memory, pinned or not.
+bool is_device_pointer(const void* p);
+
 // Raw device memory outside the caching allocator (for the allocator itself and workspaces
 // that live as long as the process).
 void* raw_malloc(size_t nbytes, int device);
@@ -120,6 +123,17 @@ void check_launch(const char* name);
 // The caching allocator (allocator.cpp) and the pinned host allocator.
 Allocator* caching_allocator_instance();
 Allocator* pinned_allocator_instance();
+// CUDA graph capture (graph.cpp): while a capture runs on `stream`, the allocations made on it come
+// from the graph's private pool `graph_pool` (an id that is no real stream), and blocks freed
+// anywhere on the device join that pool. A capture also takes free blocks of its stream and of the
+// default stream. release_pool hands the pool's blocks to `reuse_on` once the graph is destroyed
+// and the device idle.
+void allocator_begin_capture(int device, cudaStream_t stream, cudaStream_t graph_pool);
+void allocator_end_capture(int device);
+void allocator_release_pool(int device, cudaStream_t graph_pool, cudaStream_t reuse_on);
+// Throws a brisk::Error saying that `what` waits for the GPU (or reads host memory), which a CUDA
+// graph capture cannot record, when the calling thread is capturing.
+void throw_if_capturing(const char* what);
 // Blocks allocated on `alloc_stream` but used on `use_stream` (record_stream).
 void allocator_record_stream(void* ptr, cudaStream_t use_stream);
 // True when p points into a block of the pinned host allocator.

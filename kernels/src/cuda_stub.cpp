@@ -82,6 +82,23 @@ void record_stream(const Tensor&, const Stream&) {
   BRISK_THROW("cuda::record_stream: this build of brisk has no CUDA support");
 }
 
+struct Graph::Impl {};
+Graph::Graph() = default;
+Graph::~Graph() = default;
+void Graph::capture(const std::function<void()>&) {
+  BRISK_THROW("cuda::Graph::capture: this build of brisk has no CUDA support");
+}
+void Graph::replay() {
+  BRISK_THROW("cuda::Graph::replay: this build of brisk has no CUDA support");
+}
+bool Graph::captured() const {
+  return false;
+}
+void Graph::reset() {}
+bool is_capturing() {
+  return false;
+}
+
 Tensor empty_pinned(const Shape& sizes, DType dtype) {
   return empty(sizes, dtype, kCPU);
 }

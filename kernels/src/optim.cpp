@@ -85,6 +85,14 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
               grads.size(), " gradients, ", exp_avgs.size(), " exp_avgs, ", exp_avg_sqs.size(), " exp_avg_sqs)");
   BRISK_CHECK(!h.amsgrad || max_exp_avg_sqs.size() == params.size(), "adam_step: amsgrad needs max_exp_avg_sq state");
   BRISK_CHECK(h.step >= 1, "adam_step: step must be >= 1, got ", h.step);
+  if (h.device_scalars.defined() && !params.empty()) {
+    const Tensor& d = h.device_scalars;
+    BRISK_CHECK(params[0].device().is_cuda() && d.device() == params[0].device() && d.dtype() == DType::F64 &&
+                    d.is_contiguous() && h.lr_slot >= 1 && h.lr_slot < d.numel(),
+                "adam_step: device_scalars must be a contiguous f64 tensor on the parameters' GPU (",
+                params[0].device().str(), ") with the learning rate at an index from 1 to numel - 1; got ", d.sizes(),
+                " ", dtype_name(d.dtype()), " on ", d.device().str(), ", lr_slot ", h.lr_slot);
+  }
   if (params.empty()) return;
   if (params[0].device().is_cuda())
     cuda::adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, h);
@@ -94,6 +102,17 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   bump_versions(exp_avgs);
   bump_versions(exp_avg_sqs);
   if (h.amsgrad) bump_versions(max_exp_avg_sqs);
+}
+
+void count_step_(const Tensor& counter) {
+  BRISK_CHECK(counter.defined() && counter.dtype() == DType::F64 && counter.is_contiguous() && counter.numel() >= 1,
+              "count_step_: expected a contiguous f64 tensor of at least one element, got ",
+              counter.defined() ? counter.sizes() : Shape{}, counter.defined() ? dtype_name(counter.dtype()) : "");
+  if (counter.device().is_cuda())
+    cuda::count_step(counter);
+  else
+    counter.data<double>()[0] += 1.0;
+  bump_versions({counter});
 }
 
 double sum_of_squares(const std::vector<Tensor>& tensors) {

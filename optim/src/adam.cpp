@@ -1,6 +1,7 @@
 // Adam / AdamW: validation and the fused update.
 #include "brisk/optim/adam.h"
 
+#include "brisk/kernels/cuda.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/optim.h"
 
@@ -46,28 +47,130 @@ std::vector<double> Adam::validate(const Options& o) const {
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Adam(false) {
   check_params(params);
   add_group(std::move(params), validate(o));
+  set_capturable(o.capturable);
 }
 
 Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups) : Adam(false) {
   for (auto& g : groups) {
     check_params(g.params);
     add_group(std::move(g.params), validate(g.options));
+    set_capturable(g.options.capturable);
   }
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o) : Adam(true) {
   check_params(params);
   add_group(std::move(params), validate(o));
+  set_capturable(o.capturable);
 }
 
 AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups) : Adam(true) {
   for (auto& g : groups) {
     check_params(g.params);
     add_group(std::move(g.params), validate(g.options));
+    set_capturable(g.options.capturable);
   }
 }
 
+void Adam::set_capturable(bool capturable) {
+  BRISK_CHECK(!capturable_set_ || capturable == capturable_, name(),
+              ": capturable must be the same for every parameter group (the step count is one per optimizer)");
+  capturable_ = capturable;
+  capturable_set_ = true;
+}
+
+void Adam::write_scalars(int64_t step) {
+  std::vector<double> v;
+  if (step >= 0) v.push_back(static_cast<double>(step));
+  for (const Group& g : groups_) v.push_back(g.hyper[kLr]);
+  const Tensor host = from_vector(v, {static_cast<int64_t>(v.size())});
+  const int64_t first = step >= 0 ? 0 : 1;
+  kernels::copy_(scalars_.narrow(0, first, static_cast<int64_t>(v.size())), host);
+}
+
+void Adam::lr_changed(size_t) {
+  if (!scalars_.defined()) return;
+  BRISK_CHECK(!cuda::is_capturing(), name(),
+              ": the learning rate changed while a CUDA graph is captured; the captured step reads it from the GPU, "
+              "so change it (step the scheduler) outside the captured function, before each replay");
+  write_scalars(-1);
+}
+
+// One step count for all parameters, on their GPU (scalars_[0]), counted there by the update itself;
+// learning rates beside it, written from the host whenever they change outside a capture.
+void Adam::update_capturable() {
+  const Device dev = flat_params_.front().device();
+  for (size_t i = 0; i < flat_params_.size(); ++i) {
+    BRISK_CHECK(flat_params_[i].device() == dev, name(), " (capturable): parameter ", i, " is on ",
+                flat_params_[i].device().str(), " but parameter 0 on ", dev.str(),
+                "; a capturable optimizer needs every parameter on one GPU");
+    BRISK_CHECK(flat_params_[i].grad().defined(), name(), " (capturable): parameter ", i,
+                " has no gradient; a capturable optimizer keeps one step count on the GPU for all parameters, so "
+                "every parameter needs a gradient at every step");
+  }
+  const bool capturing = cuda::is_capturing();
+  if (!scalars_.defined()) {
+    BRISK_CHECK(!capturing, name(),
+                " (capturable): the first step must run before a CUDA graph is captured (it moves the step count "
+                "and the learning rates to the GPU)");
+    for (int64_t s : steps_)
+      BRISK_CHECK(s == steps_.front(), name(), " (capturable): the parameters have taken different numbers of steps (",
+                  steps_.front(), " and ", s, "); a capturable optimizer keeps one step count");
+    scalars_ = empty({1 + static_cast<int64_t>(groups_.size())}, DType::F64, dev);
+    write_scalars(steps_.front());
+  } else if (!capturing) {
+    write_scalars(-1);  // the learning rates may have changed without set_lr (load_state_dict)
+  }
+  for (int64_t& s : steps_) ++s;  // the host's count; the GPU's is the one used (state_dict reads it)
+  kernels::count_step_(scalars_);
+  std::vector<Tensor> ps, gs, m, v, vmax;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const Group& g = groups_[gi];
+    const std::vector<double>& h = g.hyper;
+    const bool amsgrad = h[kAmsgrad] != 0;
+    std::vector<size_t> all(g.params.size());
+    for (size_t j = 0; j < all.size(); ++j) all[j] = g.first + j;
+    for (const std::vector<size_t>& part : by_dtype_and_device(all)) {
+      ps.clear(), gs.clear(), m.clear(), v.clear(), vmax.clear();
+      for (size_t i : part) {
+        const Tensor& p = flat_params_[i];
+        Tensor grad = p.grad();
+        ps.push_back(p);
+        gs.push_back(kernels::contiguous(grad.dtype() == p.dtype() ? grad : kernels::cast(grad, p.dtype())));
+        m.push_back(state(kExpAvg, i));
+        v.push_back(state(kExpAvgSq, i));
+        if (amsgrad) vmax.push_back(state(kMaxExpAvgSq, i));
+      }
+      kernels::adam_step(ps, gs, m, v, vmax,
+                         {h[kLr], h[kBeta1], h[kBeta2], h[kEps], h[kWeightDecay], decoupled_, amsgrad,
+                          h[kMaximize] != 0, steps_[part.front()], scalars_, 1 + static_cast<int64_t>(gi)});
+    }
+  }
+}
+
+StateDict Adam::state_dict() const {
+  StateDict sd = Optimizer::state_dict();
+  if (!scalars_.defined()) return sd;
+  const double step = scalars_.narrow(0, 0, 1).item<double>();
+  for (size_t i = 0; i < flat_params_.size(); ++i) sd.scalars["state." + std::to_string(i) + ".step"] = step;
+  return sd;
+}
+
+void Adam::load_state_dict(const StateDict& sd) {
+  Optimizer::load_state_dict(sd);
+  if (!scalars_.defined()) return;
+  // The tensor stays (a captured graph reads it); its values become the loaded ones.
+  for (int64_t s : steps_)
+    BRISK_CHECK(s == steps_.front(), name(), "::load_state_dict (capturable): the state dict gives the parameters ",
+                "different step counts (", steps_.front(), " and ", s, "); a capturable optimizer keeps one");
+  write_scalars(steps_.front());
+}
+
 void Adam::update() {
+  if (capturable_ && !flat_params_.empty() && flat_params_.front().device().is_cuda()) {
+    update_capturable();
+    return;
+  }
   std::vector<Tensor> ps, gs, m, v, vmax;
   for (const Group& g : groups_) {
     const std::vector<double>& h = g.hyper;

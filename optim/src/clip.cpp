@@ -38,12 +38,17 @@ std::vector<std::vector<Tensor>> grads_by_device(const std::vector<Tensor>& para
 
 }  // namespace
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+namespace {
+
+// Clips and returns the total norm as a tensor; with error_if_nonfinite, reads it once into *read
+// (before clipping, to throw on a non-finite norm).
+Tensor clip_by_total_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite,
+                          double* read) {
   BRISK_CHECK(max_norm >= 0, "clip_grad_norm_: max_norm must be non-negative, got ", max_norm);
   BRISK_CHECK(norm_type == 2.0 || (std::isinf(norm_type) && norm_type > 0),
               "clip_grad_norm_: norm_type must be 2 or inf, got ", norm_type);
   const std::vector<std::vector<Tensor>> groups = grads_by_device(params);
-  if (groups.empty()) return 0.0;
+  if (groups.empty()) return full({}, 0.0, {.dtype = DType::F64});
   const bool inf = std::isinf(norm_type);
   // The total norm as a 0-d f64 tensor: on the gradients' device when there is one device (no
   // host round trip); with several devices each device's norm is read once and combined here.
@@ -59,20 +64,32 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     }
     total = full({}, inf ? acc : std::sqrt(acc), {.dtype = DType::F64});
   }
-  // At most one host read: before clipping when a non-finite norm must throw, else at the end.
-  double value = 0.0;
-  bool have_value = false;
+  // The one host read, when a non-finite norm must throw.
   if (error_if_nonfinite) {
-    value = total.item<double>();
-    have_value = true;
-    BRISK_CHECK(std::isfinite(value), "clip_grad_norm_: the total norm of the gradients is ", value,
+    *read = total.item<double>();
+    BRISK_CHECK(std::isfinite(*read), "clip_grad_norm_: the total norm of the gradients is ", *read,
                 "; set error_if_nonfinite=false to clip anyway");
   }
   for (const auto& g : groups) {
     const Device dev = g.front().device();
     kernels::clip_grads_with_norm_(g, max_norm, total.device() == dev ? total : kernels::to_device(total, dev));
   }
-  return have_value ? value : total.item<double>();
+  return total;
+}
+
+}  // namespace
+
+Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                              bool error_if_nonfinite) {
+  double read = 0;
+  return clip_by_total_norm(params, max_norm, norm_type, error_if_nonfinite, &read);
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  // At most one host read: before clipping when a non-finite norm must throw, else at the end.
+  double read = 0;
+  const Tensor total = clip_by_total_norm(params, max_norm, norm_type, error_if_nonfinite, &read);
+  return error_if_nonfinite ? read : total.item<double>();
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

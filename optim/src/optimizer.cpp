@@ -207,6 +207,7 @@ void Optimizer::set_lr(double lr, size_t group) {
   BRISK_CHECK(group < groups_.size(), name(), ": no parameter group ", group);
   BRISK_CHECK(lr >= 0, name(), ": Invalid learning rate: ", lr);
   groups_[group].hyper[0] = lr;
+  lr_changed(group);
 }
 
 void Optimizer::step() {

@@ -118,6 +118,31 @@ const CaseRegistrar reg{
          [](const CaseEnv& e) {
            return run_adam(e, {0.01, 0.9, 0.999, 1e-8, 0.0, false, true, false, 2});
          }},
+    {.op = "adam_step",
+     .variant = "capturable adamw: step 5 and lr read from GPU memory",
+     .dtypes = kAllFloat,
+     .run =
+         [](const CaseEnv& e) {
+           // The host values are wrong on purpose on the GPU: the kernels must read the tensor's.
+           kernels::AdamHyper h{0.5, 0.9, 0.999, 1e-8, 0.1, true, false, false, 1};
+           if (e.device.is_cuda()) {
+             h.device_scalars = e.on_device(from_vector<double>({5.0, 0.5, 0.01}, {3}));
+             h.lr_slot = 2;
+           } else {
+             h.lr = 0.01, h.step = 5;
+           }
+           return run_adam(e, h);
+         }},
+    {.op = "count_step_",
+     .variant = "counted twice where the counter lives",
+     .run =
+         [](const CaseEnv& e) {
+           Tensor c = e.on_device(from_vector<double>({41.0, 7.0}, {2}));
+           kernels::count_step_(c);
+           kernels::count_step_(c);
+           return std::vector<Tensor>{c};
+         },
+     .exact = true},
     {.op = "sum_of_squares",
      .variant = "odd sizes, mixed with f32",
      .dtypes = kAllFloat,

@@ -142,6 +142,29 @@ TEST(AdamW, DecoupledWeightDecayShrinksTheParameter) {
   EXPECT_STREQ(opt.name(), "AdamW");
 }
 
+TEST(AdamW, CapturableChangesNothingOnTheCpu) {
+  Tensor p = param(), q = param();
+  optim::AdamW plain({p}, {.lr = 0.01, .weight_decay = 0.1});
+  optim::AdamW capturable({q}, {.lr = 0.01, .weight_decay = 0.1, .capturable = true});
+  const std::vector<double> a = run(plain, p, 3), b = run(capturable, q, 3);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(capturable.state_dict().scalar("state.0.step"), 3.0);
+}
+
+TEST(ClipGradNorm, TheTensorVariantClipsAlikeAndReturnsTheNormUnread) {
+  Tensor p = param(), q = param();
+  p.set_grad(from_vector<double>({3, 4, 0}, {3}));
+  q.set_grad(from_vector<double>({3, 4, 0}, {3}));
+  const double n = optim::clip_grad_norm_({p}, 1.0);
+  const Tensor t = optim::clip_grad_norm_tensor_({q}, 1.0);
+  EXPECT_EQ(t.dim(), 0);
+  EXPECT_EQ(t.dtype(), DType::F64);
+  EXPECT_EQ(t.item<double>(), n);
+  EXPECT_DOUBLE_EQ(n, 5.0);
+  EXPECT_EQ(p.grad().to_vector<double>(), q.grad().to_vector<double>());
+  EXPECT_EQ(optim::clip_grad_norm_tensor_({param()}, 1.0).item<double>(), 0.0) << "no gradients: zero";
+}
+
 TEST(AdamW, AmsgradUsesTheRunningMaxOfTheSecondMoment) {
   Tensor p = param();
   optim::AdamW opt({p}, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});

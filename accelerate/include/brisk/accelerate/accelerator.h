@@ -285,6 +285,9 @@ class Accelerator {
   // Returns the total norm before clipping.
   double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
   double clip_grad_norm_(const nn::Module& model, double max_norm, double norm_type = 2.0);
+  // The same, returning the norm as a 0-d f64 tensor without reading it: on one GPU without
+  // sharding or fp16 loss scaling, nothing waits for the GPU, so a CUDA graph can capture it.
+  Tensor clip_grad_norm_tensor_(const nn::Module& model, double max_norm, double norm_type = 2.0);
   void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
   void clip_grad_value_(const nn::Module& model, double clip_value);
   // Under fp16: divides the optimizer's gradients by the loss scale now (done once per step).

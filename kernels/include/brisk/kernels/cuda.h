@@ -4,6 +4,8 @@
 // is_available() is false, so callers branch at run time instead of with #ifdefs.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -146,6 +148,48 @@ void empty_cache();
 // was allocated on), so the block is not reused before that work finishes. Needed whenever a
 // tensor made on one stream is read or written on another (PyTorch's record_stream).
 void record_stream(const Tensor& t, const Stream& s);
+
+// --- CUDA graphs -----------------------------------------------------------------------------
+// A recorded sequence of GPU work that replays with one launch (torch.cuda.CUDAGraph):
+// capture(fn) runs fn once with the GPU in capture mode, so the kernels, library calls and
+// device-to-device copies it enqueues are recorded instead of run; replay() then launches all
+// of them on the current stream with one call. A training step of a small model is thousands of
+// launches whose CPU cost can exceed the GPU's work; a replay costs a few microseconds.
+//
+// The recorded work reads and writes the same addresses at every replay, so:
+//  - inputs go into tensors made before capture (copy each new batch into them), and results
+//    are read from the tensors the captured code returned, after replay();
+//  - memory the captured code allocates comes from a pool private to the graph, kept until
+//    reset() or destruction, so no other tensor ever reuses it while the graph can replay;
+//  - values fixed on the host while capturing stay fixed: learning rates and step counts must
+//    live on the GPU (optim::AdamOptions::capturable), random numbers (dropout) repeat.
+// While capturing, nothing may wait for the GPU (item(), copies to the host, synchronize()) or
+// copy host memory to the GPU: brisk throws a brisk::Error naming the op, and the capture is
+// abandoned. Warm up (run fn eagerly a few times) before capturing, so that libraries have made
+// their handles and workspaces. docs/cuda-graphs.md walks through a graphed training step.
+class Graph {
+ public:
+  Graph();
+  ~Graph();  // waits for the GPU when the graph was captured (it may be replaying)
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Records fn's GPU work on the current device. fn runs on a side stream that waits for the
+  // current stream first; the current stream is restored afterwards. Throws when already captured
+  // (reset() first), without a GPU, or when fn throws or does something capture cannot record.
+  void capture(const std::function<void()>& fn);
+  // Runs the recorded work on the current stream (asynchronously, like any kernel).
+  void replay();
+  bool captured() const;
+  // Frees the recorded graph and returns its private memory pool (waits for the GPU first).
+  void reset();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+// True while the calling thread is inside Graph::capture.
+bool is_capturing();
 
 // --- pinned host memory ---------------------------------------------------------------------
 // An uninitialised CPU tensor in page-locked memory: copies between it and a GPU can run

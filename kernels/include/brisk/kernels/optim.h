@@ -24,10 +24,21 @@ struct AdamHyper {
   bool decoupled;  // AdamW: p *= 1 - lr*wd; Adam: g += wd*p
   bool amsgrad, maximize;
   int64_t step;  // 1-based step count used for bias correction
+  // Capturable update (CUDA graphs): when defined, a contiguous f64 tensor on the parameters' GPU
+  // holding the step count at element 0 and the learning rate at element lr_slot; the kernels read
+  // both there at run time (instead of `step` and `lr`), so a captured update replays with the
+  // values of the moment. Bias corrections are then computed on the device (pow may differ from
+  // the host's in the last bit).
+  Tensor device_scalars = Tensor();
+  int64_t lr_slot = 1;
 };
 // max_exp_avg_sqs empty unless amsgrad.
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
                const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h);
+
+// counter[0] += 1 where counter lives (a capturable optimizer's step count), without a host
+// synchronisation. counter: a contiguous f64 tensor.
+void count_step_(const Tensor& counter);
 
 // The reductions below take tensors of any floating dtypes (mixed), all on one device, and
 // accumulate in f64: per chunk, then the chunks' partial results in a fixed order, so a result

@@ -17,6 +17,12 @@ struct AdamOptions {
   double weight_decay = 0.0;
   bool amsgrad = false;
   bool maximize = false;
+  // For CUDA graphs (cuda::Graph): the step count and the learning rates live on the GPU, where the
+  // update kernels read them, so a captured step() replays with the values of the moment (a
+  // scheduler's set_lr writes the GPU copy, outside the capture). Needs every parameter on one GPU
+  // and a gradient for every parameter at every step; the first step must run before capture.
+  // No effect when the parameters are on the CPU. The same for every group of an optimizer.
+  bool capturable = false;
 };
 
 struct AdamWOptions {
@@ -27,6 +33,7 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
   bool amsgrad = false;
   bool maximize = false;
+  bool capturable = false;  // as in AdamOptions
 };
 
 class Adam : public Optimizer {
@@ -34,6 +41,9 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   Adam(std::vector<ParamGroup<AdamOptions>> groups);
   const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  // With capturable, the step counts come from the GPU (one host synchronisation).
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& sd) override;
 
   // Hyper-parameter indices of a group (state dict names: lr, beta1, beta2, eps, weight_decay,
   // amsgrad, maximize) and state kinds (exp_avg, exp_avg_sq, max_exp_avg_sq).
@@ -45,7 +55,18 @@ class Adam : public Optimizer {
   template <class Options>
   std::vector<double> validate(const Options& o) const;
   void update() override;
+  void lr_changed(size_t group) override;
+  void set_capturable(bool capturable);
   bool decoupled_ = false;
+
+ private:
+  void update_capturable();
+  // Writes the learning rates (and the step count when `step` >= 0) to scalars_ (not while capturing).
+  void write_scalars(int64_t step);
+  bool capturable_ = false;
+  bool capturable_set_ = false;
+  // Capturable on a GPU: f64 [step count, lr of group 0, lr of group 1, ...], made by the first step.
+  Tensor scalars_;
 };
 
 class AdamW : public Adam {

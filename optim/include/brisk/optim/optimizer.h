@@ -91,6 +91,8 @@ class Optimizer {
   void check_params(const std::vector<Tensor>& params) const;
   void add_group(std::vector<Tensor> params, std::vector<double> hyper);
   virtual void update() = 0;
+  // Called by set_lr after the group's learning rate changed (capturable optimizers copy it to the GPU).
+  virtual void lr_changed(size_t /*group*/) {}
 
   // --- per-parameter state -------------------------------------------------------------
   // Kind k of every parameter lives in one flat, zero-filled buffer per (dtype, device) of the

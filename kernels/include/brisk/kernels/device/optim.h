@@ -69,13 +69,16 @@ struct AdamRule {
   }
 };
 
-// Bias corrections in double on the host, then rounded to A once (as the CPU always did).
-template <class A>
-AdamRule<A> make_adam_rule(double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled,
-                           bool amsgrad, bool maximize, int64_t step) {
-  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  return {A(lr / bc1),     A(1.0 / std::sqrt(bc2)),    A(beta1),  A(beta2), A(eps),
+// Bias corrections in double, then rounded to A once (as the CPU always did): on the host, or on
+// the device by each block of a capturable update (step and lr read from GPU memory there).
+template <class A, class Step>
+BRISK_HOST_DEVICE AdamRule<A> make_adam_rule(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                             bool decoupled, bool amsgrad, bool maximize, Step step) {
+  using std::pow;
+  using std::sqrt;
+  const double bc1 = 1.0 - pow(beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - pow(beta2, static_cast<double>(step));
+  return {A(lr / bc1),     A(1.0 / sqrt(bc2)),         A(beta1),  A(beta2), A(eps),
           A(weight_decay), A(1.0 - lr * weight_decay), decoupled, amsgrad,  maximize};
 }
 
