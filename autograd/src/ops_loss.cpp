@@ -88,6 +88,35 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   return r.y;
 }
 
+AddLayerNormOutput add_layer_norm(const Tensor& x_in, const Tensor& residual_in, const Shape& normalized_shape,
+                                  const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  profiler::Scope prof_scope("add_layer_norm");
+  BRISK_CHECK(x_in.defined() && residual_in.defined(), "add_layer_norm: undefined input or residual");
+  const DType dt = promote_types(x_in.dtype(), residual_in.dtype());
+  const AutocastState ac = autocast_state();
+  if (ac.enabled && (dt == DType::F16 || dt == DType::BF16)) {
+    // layer_norm would cast h to f32: y is f32 while h keeps the 16-bit dtype.
+    Tensor h = add(x_in, residual_in);
+    return {h, layer_norm(h, normalized_shape, weight_in, bias_in, eps)};
+  }
+  const Tensor x = to(x_in, dt), residual = to(residual_in, dt);
+  const Tensor weight = autograd::autocast(weight_in, AutocastCategory::Fp32);
+  const Tensor bias = autograd::autocast(bias_in, AutocastCategory::Fp32);
+  kernels::AddLayerNormResult r = kernels::add_layer_norm(x, residual, normalized_shape, weight, bias, eps);
+  if (!autograd::any_requires_grad({&x, &residual, &weight, &bias})) return {r.h, r.y};
+  const Tensor h = r.h.detach(), mean = r.mean, rstd = r.rstd;
+  record("add_layer_norm", {x, residual, weight, bias}, {r.h, r.y},
+         [h, weight, mean, rstd](const GradCtx& g) -> std::vector<Tensor> {
+           // x and residual get the same gradient: h's (grad_h, zeros when h was not used) plus
+           // layer norm's.
+           kernels::LayerNormGrads d = kernels::add_layer_norm_backward(
+               g.grad(1), g.grad(0), h, mean, rstd, weight, {g.needs(0) || g.needs(1), g.needs(2), g.needs(3)});
+           return {g.needs(0) ? d.dx : Tensor(), g.needs(1) ? d.dx : Tensor(), d.dweight, d.dbias};
+         },
+         {r.h, weight});
+  return {r.h, r.y};
+}
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   profiler::Scope prof_scope("dropout");
   BRISK_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability p must be in [0, 1], got ", p);

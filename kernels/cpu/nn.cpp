@@ -82,110 +82,168 @@ void embedding_backward(const Tensor& grad, const Tensor& idx, int64_t padding_i
 
 // --- layer norm ------------------------------------------------------------------------
 
-void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
-                const Tensor& mean, const Tensor& rstd) {
+namespace {
+
+// Layer norm of R rows of D, shared by layer_norm and add_layer_norm. With `res` (add_layer_norm)
+// each input row is first h = x + res, rounded to T exactly as the binary add rounds it (the sum
+// in acc_t<T>, then one rounding), written to `hp`; the statistics and y are then computed from
+// that row (still in the cache) by the same code as plain layer norm, so y, mean and rstd are bit
+// for bit layer_norm(x + res).
+template <class T>
+void layer_norm_rows(const Tensor& x, const Tensor& res, const Tensor& weight, const Tensor& bias, double eps,
+                     const Tensor& h, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  using S = stat_t<T>;
+  using A = acc_t<T>;
   const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
-  visit_float(x.dtype(), x.device(), "layer_norm", [&](auto tag) {
-    using T = decltype(tag);
-    using S = stat_t<T>;
-    const T* xp = static_cast<const T*>(x.data<T>());
-    const T* wp = weight.defined() ? static_cast<const T*>(weight.data<T>()) : nullptr;
-    const T* bp = bias.defined() ? static_cast<const T*>(bias.data<T>()) : nullptr;
-    T* yp = y.data<T>();
-    S* mp = mean.data<S>();
-    S* rp = rstd.data<S>();
+  const T* xp = static_cast<const T*>(x.data<T>());
+  const T* resp = res.defined() ? static_cast<const T*>(res.data<T>()) : nullptr;
+  T* hp = h.defined() ? h.data<T>() : nullptr;
+  const T* wp = weight.defined() ? static_cast<const T*>(weight.data<T>()) : nullptr;
+  const T* bp = bias.defined() ? static_cast<const T*>(bias.data<T>()) : nullptr;
+  T* yp = y.data<T>();
+  S* mp = mean.data<S>();
+  S* rp = rstd.data<S>();
 #pragma omp parallel for schedule(static) if (R * D > kGrain)
-    for (int64_t r = 0; r < R; ++r) {
-      const T* xr = xp + r * D;
-      T* yr = yp + r * D;
-      // Two passes (mean, then squared deviations) for accuracy on rows with a large mean.
-      const S mu = lane_sum<S>(D, [&](int64_t j) { return static_cast<S>(xr[j]); }) / static_cast<S>(D);
-      const S sq = lane_sum<S>(D, [&](int64_t j) {
-        S d = static_cast<S>(xr[j]) - mu;
-        return d * d;
-      });
-      const S rs = S(1) / std::sqrt(sq / static_cast<S>(D) + static_cast<S>(eps));
-      mp[r] = mu;
-      rp[r] = rs;
-      // One branch-free loop per affine variant, so each vectorises.
-      auto write = [&](auto has_w, auto has_b) {
-        for (int64_t j = 0; j < D; ++j) {
-          S v = (static_cast<S>(xr[j]) - mu) * rs;
-          if constexpr (decltype(has_w)::value) v *= static_cast<S>(wp[j]);
-          if constexpr (decltype(has_b)::value) v += static_cast<S>(bp[j]);
-          yr[j] = static_cast<T>(v);
-        }
-      };
-      using Yes = std::true_type;
-      using No = std::false_type;
-      if (wp && bp)
-        write(Yes{}, Yes{});
-      else if (wp)
-        write(Yes{}, No{});
-      else if (bp)
-        write(No{}, Yes{});
-      else
-        write(No{}, No{});
+  for (int64_t r = 0; r < R; ++r) {
+    const T* xr = xp + r * D;
+    T* yr = yp + r * D;
+    if (resp) {
+      const T* rr = resp + r * D;
+      T* hr = hp + r * D;
+      for (int64_t j = 0; j < D; ++j)
+        hr[j] = static_cast<T>(static_cast<A>(static_cast<A>(xr[j]) + static_cast<A>(rr[j])));
+      xr = hr;
     }
-  });
+    // Two passes (mean, then squared deviations) for accuracy on rows with a large mean.
+    const S mu = lane_sum<S>(D, [&](int64_t j) { return static_cast<S>(xr[j]); }) / static_cast<S>(D);
+    const S sq = lane_sum<S>(D, [&](int64_t j) {
+      S d = static_cast<S>(xr[j]) - mu;
+      return d * d;
+    });
+    const S rs = S(1) / std::sqrt(sq / static_cast<S>(D) + static_cast<S>(eps));
+    mp[r] = mu;
+    rp[r] = rs;
+    // One branch-free loop per affine variant, so each vectorises.
+    auto write = [&](auto has_w, auto has_b) {
+      for (int64_t j = 0; j < D; ++j) {
+        S v = (static_cast<S>(xr[j]) - mu) * rs;
+        if constexpr (decltype(has_w)::value) v *= static_cast<S>(wp[j]);
+        if constexpr (decltype(has_b)::value) v += static_cast<S>(bp[j]);
+        yr[j] = static_cast<T>(v);
+      }
+    };
+    using Yes = std::true_type;
+    using No = std::false_type;
+    if (wp && bp)
+      write(Yes{}, Yes{});
+    else if (wp)
+      write(Yes{}, No{});
+    else if (bp)
+      write(No{}, Yes{});
+    else
+      write(No{}, No{});
+  }
 }
 
-void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+// Layer norm's backward over rows of x (for add_layer_norm, x is h), shared by both ops. With
+// `grad_h` (add_layer_norm) the input gradient is grad_h + the layer-norm gradient, added as the
+// autograd engine adds two gradient contributions of h: the layer-norm part rounded to T first,
+// then the sum in acc_t<T> rounded once (for f32 and f64 the first rounding changes nothing).
+template <class T>
+void layer_norm_backward_rows(const Tensor& grad, const Tensor& grad_h, const Tensor& x, const Tensor& mean,
+                              const Tensor& rstd, const Tensor& weight, const Tensor& dx, const Tensor& dweight,
+                              const Tensor& dbias) {
+  using S = stat_t<T>;
+  using A = acc_t<T>;
   const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
-  visit_float(x.dtype(), x.device(), "layer_norm backward", [&](auto tag) {
-    using T = decltype(tag);
-    using S = stat_t<T>;
-    const T* gp = static_cast<const T*>(grad.data<T>());
-    const T* xp = static_cast<const T*>(x.data<T>());
-    const T* wp = weight.defined() ? static_cast<const T*>(weight.data<T>()) : nullptr;
-    const S* mp = static_cast<const S*>(mean.data<S>());
-    const S* rp = static_cast<const S*>(rstd.data<S>());
-    if (dx.defined()) {
-      T* dp = dx.data<T>();
-      // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w * xhat))
+  const T* gp = static_cast<const T*>(grad.data<T>());
+  const T* ghp = grad_h.defined() ? static_cast<const T*>(grad_h.data<T>()) : nullptr;
+  const T* xp = static_cast<const T*>(x.data<T>());
+  const T* wp = weight.defined() ? static_cast<const T*>(weight.data<T>()) : nullptr;
+  const S* mp = static_cast<const S*>(mean.data<S>());
+  const S* rp = static_cast<const S*>(rstd.data<S>());
+  if (dx.defined()) {
+    T* dp = dx.data<T>();
+    // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w * xhat))
 #pragma omp parallel for schedule(static) if (R * D > kGrain)
+    for (int64_t r = 0; r < R; ++r) {
+      const T* gr = gp + r * D;
+      const T* xr = xp + r * D;
+      const S mu = mp[r], rs = rp[r];
+      auto gh_at = [&](int64_t j) { return static_cast<S>(gr[j]) * (wp ? static_cast<S>(wp[j]) : S(1)); };
+      const S s1 = lane_sum<S>(D, gh_at) / static_cast<S>(D);
+      const S s2 =
+          lane_sum<S>(D, [&](int64_t j) { return gh_at(j) * (static_cast<S>(xr[j]) - mu) * rs; }) / static_cast<S>(D);
+      T* dr = dp + r * D;
+      for (int64_t j = 0; j < D; ++j) {
+        S gh = static_cast<S>(gr[j]) * (wp ? static_cast<S>(wp[j]) : S(1));
+        S xh = (static_cast<S>(xr[j]) - mu) * rs;
+        dr[j] = static_cast<T>(rs * (gh - s1 - xh * s2));
+      }
+      // A second loop over the row (in the cache), after the first has rounded each value to T:
+      // in one expression the compiler would contract the product above and this add into an
+      // FMA for f32 and f64, and the sum would no longer be the composition's.
+      if (ghp) {
+        const T* ghr = ghp + r * D;
+        for (int64_t j = 0; j < D; ++j) dr[j] = static_cast<T>(static_cast<A>(dr[j]) + static_cast<A>(ghr[j]));
+      }
+    }
+  }
+  if (dweight.defined() || dbias.defined()) {
+    // Column sums over rows: each block of columns belongs to one thread, rows in order.
+    T* dwp = dweight.defined() ? dweight.data<T>() : nullptr;
+    T* dbp = dbias.defined() ? dbias.data<T>() : nullptr;
+    constexpr int64_t kBlock = 64;
+    const int64_t blocks = (D + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (R * D > kGrain)
+    for (int64_t bi = 0; bi < blocks; ++bi) {
+      const int64_t j0 = bi * kBlock, j1 = std::min(D, j0 + kBlock);
+      S aw[kBlock] = {}, ab[kBlock] = {};
       for (int64_t r = 0; r < R; ++r) {
         const T* gr = gp + r * D;
         const T* xr = xp + r * D;
         const S mu = mp[r], rs = rp[r];
-        auto gh_at = [&](int64_t j) { return static_cast<S>(gr[j]) * (wp ? static_cast<S>(wp[j]) : S(1)); };
-        const S s1 = lane_sum<S>(D, gh_at) / static_cast<S>(D);
-        const S s2 =
-            lane_sum<S>(D, [&](int64_t j) { return gh_at(j) * (static_cast<S>(xr[j]) - mu) * rs; }) / static_cast<S>(D);
-        for (int64_t j = 0; j < D; ++j) {
-          S gh = static_cast<S>(gr[j]) * (wp ? static_cast<S>(wp[j]) : S(1));
-          S xh = (static_cast<S>(xr[j]) - mu) * rs;
-          dp[r * D + j] = static_cast<T>(rs * (gh - s1 - xh * s2));
-        }
-      }
-    }
-    if (dweight.defined() || dbias.defined()) {
-      // Column sums over rows: each block of columns belongs to one thread, rows in order.
-      T* dwp = dweight.defined() ? dweight.data<T>() : nullptr;
-      T* dbp = dbias.defined() ? dbias.data<T>() : nullptr;
-      constexpr int64_t kBlock = 64;
-      const int64_t blocks = (D + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (R * D > kGrain)
-      for (int64_t bi = 0; bi < blocks; ++bi) {
-        const int64_t j0 = bi * kBlock, j1 = std::min(D, j0 + kBlock);
-        S aw[kBlock] = {}, ab[kBlock] = {};
-        for (int64_t r = 0; r < R; ++r) {
-          const T* gr = gp + r * D;
-          const T* xr = xp + r * D;
-          const S mu = mp[r], rs = rp[r];
-          for (int64_t j = j0; j < j1; ++j) {
-            S g = static_cast<S>(gr[j]);
-            aw[j - j0] += g * (static_cast<S>(xr[j]) - mu) * rs;
-            ab[j - j0] += g;
-          }
-        }
         for (int64_t j = j0; j < j1; ++j) {
-          if (dwp) dwp[j] = static_cast<T>(aw[j - j0]);
-          if (dbp) dbp[j] = static_cast<T>(ab[j - j0]);
+          S g = static_cast<S>(gr[j]);
+          aw[j - j0] += g * (static_cast<S>(xr[j]) - mu) * rs;
+          ab[j - j0] += g;
         }
       }
+      for (int64_t j = j0; j < j1; ++j) {
+        if (dwp) dwp[j] = static_cast<T>(aw[j - j0]);
+        if (dbp) dbp[j] = static_cast<T>(ab[j - j0]);
+      }
     }
+  }
+}
+
+}  // namespace
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd) {
+  visit_float(x.dtype(), x.device(), "layer_norm", [&](auto tag) {
+    layer_norm_rows<decltype(tag)>(x, Tensor(), weight, bias, eps, Tensor(), y, mean, rstd);
+  });
+}
+
+void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                    const Tensor& h, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  visit_float(x.dtype(), x.device(), "add_layer_norm",
+              [&](auto tag) { layer_norm_rows<decltype(tag)>(x, residual, weight, bias, eps, h, y, mean, rstd); });
+}
+
+void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  visit_float(x.dtype(), x.device(), "layer_norm backward", [&](auto tag) {
+    layer_norm_backward_rows<decltype(tag)>(grad, Tensor(), x, mean, rstd, weight, dx, dweight, dbias);
+  });
+}
+
+void add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_h, const Tensor& h, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& weight, const Tensor& dinput, const Tensor& dweight,
+                             const Tensor& dbias) {
+  visit_float(h.dtype(), h.device(), "add_layer_norm backward", [&](auto tag) {
+    layer_norm_backward_rows<decltype(tag)>(grad_y, grad_h, h, mean, rstd, weight, dinput, dweight, dbias);
   });
 }
 

@@ -22,6 +22,15 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
 // grad, x: (R, D); dx (R, D), dweight, dbias (D): each written when defined.
 void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                          const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
+// x, residual, h, y: (R, D); h = x + residual (rounded as the binary add), then y = layer_norm(h)
+// with its mean and rstd, bit for bit as layer_norm on h.
+void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                    const Tensor& h, const Tensor& y, const Tensor& mean, const Tensor& rstd);
+// grad_y, h: (R, D); grad_h: (R, D) or undefined. dinput = grad_h + layer_norm_backward's dx (the
+// latter rounded to the dtype first), dweight, dbias as layer_norm_backward; each when defined.
+void add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_h, const Tensor& h, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& weight, const Tensor& dinput, const Tensor& dweight,
+                             const Tensor& dbias);
 
 // x, y: (N, C, S) contiguous; weight, bias, running_mean, running_var: (C) of x's dtype or
 // undefined; save_mean, save_invstd: (C) in the stat dtype (f64 or f32). Training computes the
@@ -61,6 +70,8 @@ BRISK_CPU_DISPATCH_FN(embedding);
 BRISK_CPU_DISPATCH_FN(embedding_backward);
 BRISK_CPU_DISPATCH_FN(layer_norm);
 BRISK_CPU_DISPATCH_FN(layer_norm_backward);
+BRISK_CPU_DISPATCH_FN(add_layer_norm);
+BRISK_CPU_DISPATCH_FN(add_layer_norm_backward);
 BRISK_CPU_DISPATCH_FN(batch_norm);
 BRISK_CPU_DISPATCH_FN(batch_norm_backward);
 BRISK_CPU_DISPATCH_FN(dropout);

@@ -28,6 +28,17 @@ BRISK_CUDA_FN void layer_norm(const Tensor& x, const Tensor& weight, const Tenso
 BRISK_CUDA_FN void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                        const Tensor& weight, const Tensor& dx, const Tensor& dweight,
                                        const Tensor& dbias) BRISK_CUDA_BODY;
+// x, residual, h, y: (R, D): h = x + residual (rounded as the binary add), y = layer_norm(h), in
+// one pass over each row (layer norm's kernels with the add in their loads); mean, rstd: (R).
+BRISK_CUDA_FN void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                                  double eps, const Tensor& h, const Tensor& y, const Tensor& mean, const Tensor& rstd)
+    BRISK_CUDA_BODY;
+// grad_y, h: (R, D), R and D > 0; grad_h: (R, D) or undefined. dinput = grad_h + layer norm's dx
+// (one row kernel), dweight, dbias as layer_norm_backward; each written (`=`) when defined.
+BRISK_CUDA_FN void add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_h, const Tensor& h,
+                                           const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                                           const Tensor& dinput, const Tensor& dweight, const Tensor& dbias)
+    BRISK_CUDA_BODY;
 
 // x, y: (N, C, S); weight, bias, running_mean, running_var: (C) of x's dtype or undefined (the
 // running stats updated in place when training); save_mean, save_invstd: (C) stat dtype, `=`.

@@ -27,11 +27,14 @@ using nn_common::kMaxRowsPerBlock;
 // x, y: (R, D) contiguous; weight, bias: (D) or null; mean, rstd: (R), `=`. Blocks of
 // (threads_per_row, rows_per_block); each row group of the grid-stride loop is reduced by the
 // whole block (every thread reaches every __syncthreads, rows past R contribute nothing).
-template <int W, class T>
+// Add (add_layer_norm): the row normalised is h = x + residual (row_cache::add_pieces), written
+// to h (R, D) by the first pass and read back by the second (each thread its own elements).
+// Without Add, residual and h are null.
+template <int W, class T, bool Add>
 __global__ void __launch_bounds__(dv::kMaxRowThreads)
-    layer_norm_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ weight,
-                      const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
-                      acc_t<T>* __restrict__ rstd) {
+    layer_norm_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ h,
+                      const T* __restrict__ weight, const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y,
+                      acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd) {
   using A = acc_t<T>;
   using Op = dv::WelfordOp<A>;
   __shared__ dv::WelfordState<A> scratch[kMaxRowsPerBlock][dv::kWarp];
@@ -41,18 +44,31 @@ __global__ void __launch_bounds__(dv::kMaxRowThreads)
        first += static_cast<int64_t>(gridDim.x) * blockDim.y) {
     const int64_t r = first + ty;
     const bool active = r < R;
-    const T* xr = x + (active ? r : 0) * D;
+    const int64_t base = (active ? r : 0) * D;
+    const T* xr = x + base;
     dv::WelfordState<A> st = Op::identity();
     if (active) {
       dv::for_each_owned<W>(
           D, tx, tpr,
           [&](int64_t v) {
-            const auto a = dv::load_vector<T, W>(xr, v);
+            auto a = dv::load_vector<T, W>(xr, v);
+            if constexpr (Add) {
+              a = row_cache::add_pieces<T, W>(a, dv::load_vector<T, W>(residual + base, v));
+              dv::store_vector<T, W>(h + base, v, a);
+            }
 #pragma unroll
             for (int l = 0; l < W; ++l) st = Op::push(st, dv::to_acc(a.v[l]));
           },
-          [&](int64_t j) { st = Op::push(st, dv::to_acc(xr[j])); });
+          [&](int64_t j) {
+            T xv = xr[j];
+            if constexpr (Add) {
+              xv = dv::from_acc<T>(dv::to_acc(xv) + dv::to_acc(residual[base + j]));
+              h[base + j] = xv;
+            }
+            st = Op::push(st, dv::to_acc(xv));
+          });
     }
+    if constexpr (Add) xr = h + base;  // the second pass reads back this thread's own h
     st = dv::block_reduce<Op>(st, scratch[ty]);
     if (tx == 0) {
       row_mean[ty] = st.mean;
@@ -123,11 +139,11 @@ __device__ inline void layer_norm_write(const row_cache::RowCache<T, W, Shared>&
 // (sum((x - mean)^2) / D, from the held copy), then y are computed: x is read once. D a
 // multiple of W, x and y 16-byte aligned. Blocks of (lanes, rows_per_block) with a warp per row
 // for rows of up to 8 pieces per lane, or (kSharedLanes, 1) when Shared.
-template <int W, class T, bool Shared>
+template <int W, class T, bool Shared, bool Add>
 __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::kMaxRegisterThreads)
-    layer_norm_held_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ weight,
-                           const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
-                           acc_t<T>* __restrict__ rstd) {
+    layer_norm_held_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ residual,
+                           T* __restrict__ h, const T* __restrict__ weight, const T* __restrict__ bias, acc_t<T> eps,
+                           T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd) {
   using A = acc_t<T>;
   using Vec = dv::AlignedVector<T, W>;
   __shared__ A scratch[kMaxRowsPerBlock][dv::kWarp];
@@ -142,7 +158,12 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
     c.lane = tx;
     c.lanes = static_cast<int>(blockDim.x);
     if constexpr (Shared) c.smem = reinterpret_cast<Vec*>(row_cache::dynamic_smem());
-    if (active) c.load(x + r * D);
+    if (active) {
+      if constexpr (Add)
+        c.load_sum(x + r * D, residual + r * D, h + r * D);
+      else
+        c.load(x + r * D);
+    }
     A s = A(0);
     c.for_each([&](int64_t, const Vec& v) {
 #pragma unroll
@@ -172,11 +193,11 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
 // and sum of squared deviations from the held values; the blocks' (mean, m2, count) are merged
 // with Chan's formula over the cluster in rank order (row_cache::cluster_combine), one exchange
 // per row.
-template <int W, class T>
+template <int W, class T, bool Add>
 __global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterBlocksPerSm)
-    layer_norm_cluster_kernel(int64_t D, int64_t chunk, const T* __restrict__ x, const T* __restrict__ weight,
-                              const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
-                              acc_t<T>* __restrict__ rstd) {
+    layer_norm_cluster_kernel(int64_t D, int64_t chunk, const T* __restrict__ x, const T* __restrict__ residual,
+                              T* __restrict__ h, const T* __restrict__ weight, const T* __restrict__ bias, acc_t<T> eps,
+                              T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd) {
   using A = acc_t<T>;
   using Vec = dv::AlignedVector<T, W>;
   __shared__ A scratch[dv::kWarp];
@@ -189,7 +210,11 @@ __global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterB
   c.pieces = std::max<int64_t>(0, std::min(chunk, pieces - first));
   c.lane = static_cast<int>(threadIdx.x);
   c.lanes = static_cast<int>(blockDim.x);
-  c.load(x + r * D + first * W);
+  const int64_t at = r * D + first * W;
+  if constexpr (Add)
+    c.load_sum(x + at, residual + at, h + at);
+  else
+    c.load(x + at);
   const A count = static_cast<A>(c.pieces * W);
   A s = A(0);
   c.for_each([&](int64_t, const Vec& v) {
@@ -217,12 +242,23 @@ __global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterB
   layer_norm_write<W, T, false>(c, first * W, mu, rs, weight, bias, y + r * D + first * W);
 }
 
+// a + b rounded once, never contracted with a product before it into an FMA (as `a + b` may be),
+// so it rounds as the separate add kernel does.
+__device__ __forceinline__ float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+
 // grad, x, dx: (R, D); weight: (D) or null; mean, rstd: (R). dx = rstd * (gh - mean(gh) -
-// xhat * mean(gh * xhat)) with gh = grad * weight, `=`.
-template <int W, class T>
+// xhat * mean(gh * xhat)) with gh = grad * weight, `=`. AddH (add_layer_norm's backward, x is
+// h): dx = grad_h + that, the latter rounded to T first, then the sum in acc_t<T> rounded once,
+// as the autograd engine adds h's two gradients; without AddH, grad_h is null.
+template <int W, class T, bool AddH>
 __global__ void __launch_bounds__(dv::kMaxRowThreads)
-    layer_norm_dx_kernel(int64_t R, int64_t D, const T* __restrict__ grad, const T* __restrict__ x,
-                         const T* __restrict__ weight, const acc_t<T>* __restrict__ mean,
+    layer_norm_dx_kernel(int64_t R, int64_t D, const T* __restrict__ grad, const T* __restrict__ grad_h,
+                         const T* __restrict__ x, const T* __restrict__ weight, const acc_t<T>* __restrict__ mean,
                          const acc_t<T>* __restrict__ rstd, T* __restrict__ dx) {
   using A = acc_t<T>;
   using Op = dv::PairSumOp<A>;
@@ -266,7 +302,11 @@ __global__ void __launch_bounds__(dv::kMaxRowThreads)
       T* dr = dx + base;
       auto value = [&](int64_t j, T g, T xv) {
         const A xh = (dv::to_acc(xv) - mu) * rs;
-        return dv::from_acc<T>(rs * (gh_at(j, g) - s1 - xh * s2));
+        const T d = dv::from_acc<T>(rs * (gh_at(j, g) - s1 - xh * s2));
+        if constexpr (AddH)  // an add nvcc never contracts with the product above into an FMA
+          return dv::from_acc<T>(add_rn(dv::to_acc(d), dv::to_acc(grad_h[base + j])));
+        else
+          return d;
       };
       dv::for_each_owned<W>(
           D, tx, tpr,
@@ -494,21 +534,31 @@ unsigned channel_blocks(int64_t C) {
 
 }  // namespace
 
-void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
-                const Tensor& mean, const Tensor& rstd) {
-  OpScope scope("layer_norm", &x, &weight, &bias);
+namespace {
+
+// layer_norm's launches (Add false; residual and h undefined) and add_layer_norm's (Add true): the
+// same plan over the same kernels, so add_layer_norm's y, mean and rstd are bit for bit
+// layer_norm's on h whenever both take the same path (the same pieces per row and alignment:
+// x and residual 16-byte aligned, as h is).
+template <bool Add>
+void launch_layer_norm(const char* name, const Tensor& x, const Tensor& residual, const Tensor& h, const Tensor& weight,
+                       const Tensor& bias, double eps, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  OpScope scope(name, &x, &weight, &bias);
   const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
   if (R == 0) return;
   const int device = x.device().index;
   brisk::cuda::DeviceGuard guard(device);
   cudaStream_t stream = rt::current_native_stream(device);
-  visit_float(x.dtype(), x.device(), "layer_norm", [&](auto tag) {
+  visit_float(x.dtype(), x.device(), name, [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    const auto l = nn_common::row_launch(R, D, sizeof(T), {x.data_ptr(), y.data_ptr()}, device);
-    auto go = [&](auto kernel) {
-      rt::launch("layer_norm", kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(x), cptr<T>(weight), cptr<T>(bias),
-                 static_cast<A>(eps), mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
+    const auto l = nn_common::row_launch(R, D, sizeof(T),
+                                         {x.data_ptr(), residual.defined() ? residual.data_ptr() : nullptr,
+                                          h.defined() ? h.data_ptr() : nullptr, y.data_ptr()},
+                                         device);
+    auto go = [&](auto kernel, dim3 grid, dim3 block, size_t smem, auto... lead) {
+      rt::launch(name, kernel, grid, block, smem, stream, lead..., cptr<T>(x), cptr<T>(residual), mptr<T>(h),
+                 cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps), mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
     };
     constexpr int W = dv::vec_width<T>;
     const int64_t pieces = l.vectorized ? D / W : 0;
@@ -517,53 +567,58 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
     int lanes = dv::kWarp;
     while (lanes < row_cache::kMaxRegisterThreads && int64_t{lanes} * row_cache::kRowRegisterPieces < pieces)
       lanes *= 2;
-    const row_cache::HoldPlan h = row_cache::plan_hold(pieces, lanes, sizeof(dv::AlignedVector<T, W>), device);
-    if (h.hold == row_cache::Hold::Registers) {
+    const row_cache::HoldPlan hp = row_cache::plan_hold(pieces, lanes, sizeof(dv::AlignedVector<T, W>), device);
+    if (hp.hold == row_cache::Hold::Registers) {
       const int rows_per_block = std::max(1, 256 / lanes);
       const int64_t groups = (R + rows_per_block - 1) / rows_per_block;
       const dim3 grid(static_cast<unsigned>(std::min<int64_t>(groups, int64_t{rt::multiprocessor_count(device)} * 64)));
-      rt::launch("layer_norm", layer_norm_held_kernel<W, T, false>, grid,
-                 dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(rows_per_block)), 0, stream, R, D, cptr<T>(x),
-                 cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps), mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
-    } else if (h.hold == row_cache::Hold::Cluster) {
-      rt::launch_clusters("layer_norm", layer_norm_cluster_kernel<W, T>, dim3(static_cast<unsigned>(R * h.cluster)),
-                          dim3(row_cache::kClusterLanes), h.cluster, stream, D, h.chunk_pieces, cptr<T>(x),
-                          cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps), mptr<T>(y), mptr<A>(mean),
-                          mptr<A>(rstd));
-    } else if (h.hold == row_cache::Hold::Shared) {
+      go(layer_norm_held_kernel<W, T, false, Add>, grid,
+         dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(rows_per_block)), 0, R, D);
+    } else if (hp.hold == row_cache::Hold::Cluster) {
+      rt::launch_clusters(name, layer_norm_cluster_kernel<W, T, Add>, dim3(static_cast<unsigned>(R * hp.cluster)),
+                          dim3(row_cache::kClusterLanes), hp.cluster, stream, D, hp.chunk_pieces, cptr<T>(x),
+                          cptr<T>(residual), mptr<T>(h), cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps),
+                          mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
+    } else if (hp.hold == row_cache::Hold::Shared) {
       const dim3 grid(static_cast<unsigned>(std::min<int64_t>(R, int64_t{rt::multiprocessor_count(device)} * 8)));
-      rt::launch("layer_norm", layer_norm_held_kernel<W, T, true>, grid, dim3(row_cache::kSharedLanes), h.smem_bytes,
-                 stream, R, D, cptr<T>(x), cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps), mptr<T>(y),
-                 mptr<A>(mean), mptr<A>(rstd));
+      go(layer_norm_held_kernel<W, T, true, Add>, grid, dim3(row_cache::kSharedLanes), hp.smem_bytes, R, D);
     } else if (l.vectorized) {
-      go(layer_norm_kernel<W, T>);
+      go(layer_norm_kernel<W, T, Add>, l.grid, l.block, 0, R, D);
     } else {
-      go(layer_norm_kernel<1, T>);
+      go(layer_norm_kernel<1, T, Add>, l.grid, l.block, 0, R, D);
     }
   });
 }
 
-void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
-  OpScope scope("layer_norm backward", &grad, &x, &weight);
+// layer_norm_backward (grad_h undefined) and add_layer_norm_backward (x is h): the input
+// gradient in one row kernel (grad_h added there), the weight and bias gradients as column sums
+// (chunks of rows, then the chunks in order: no atomics).
+template <bool AddH>
+void launch_layer_norm_backward(const char* name, const Tensor& grad, const Tensor& grad_h, const Tensor& x,
+                                const Tensor& mean, const Tensor& rstd, const Tensor& weight, const Tensor& dx,
+                                const Tensor& dweight, const Tensor& dbias) {
+  OpScope scope(name, &grad, &x, &weight);
   const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
   if (R == 0 || D == 0) return;
   const int device = x.device().index;
   brisk::cuda::DeviceGuard guard(device);
   cudaStream_t stream = rt::current_native_stream(device);
-  visit_float(x.dtype(), x.device(), "layer_norm backward", [&](auto tag) {
+  visit_float(x.dtype(), x.device(), name, [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     if (dx.defined()) {
-      const auto l = nn_common::row_launch(R, D, sizeof(T), {grad.data_ptr(), x.data_ptr(), dx.data_ptr()}, device);
+      const auto l = nn_common::row_launch(
+          R, D, sizeof(T),
+          {grad.data_ptr(), grad_h.defined() ? grad_h.data_ptr() : nullptr, x.data_ptr(), dx.data_ptr()}, device);
+      const char* dx_name = AddH ? "add_layer_norm_dx" : "layer_norm_dx";
       auto go = [&](auto kernel) {
-        rt::launch("layer_norm_dx", kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(grad), cptr<T>(x),
+        rt::launch(dx_name, kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(grad), cptr<T>(grad_h), cptr<T>(x),
                    cptr<T>(weight), cptr<A>(mean), cptr<A>(rstd), mptr<T>(dx));
       };
       if (l.vectorized)
-        go(layer_norm_dx_kernel<dv::vec_width<T>, T>);
+        go(layer_norm_dx_kernel<dv::vec_width<T>, T, AddH>);
       else
-        go(layer_norm_dx_kernel<1, T>);
+        go(layer_norm_dx_kernel<1, T, AddH>);
     }
     if (!dweight.defined() && !dbias.defined()) return;
     const dv::ColumnChunks cc = dv::column_chunks(R);
@@ -578,6 +633,30 @@ void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean
                dim3(256), 0, stream, D, cc.chunks, static_cast<const A*>(pw), static_cast<const A*>(pb),
                mptr<T>(dweight), mptr<T>(dbias));
   });
+}
+
+}  // namespace
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd) {
+  launch_layer_norm<false>("layer_norm", x, Tensor(), Tensor(), weight, bias, eps, y, mean, rstd);
+}
+
+void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
+                    const Tensor& h, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  launch_layer_norm<true>("add_layer_norm", x, residual, h, weight, bias, eps, y, mean, rstd);
+}
+
+void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  launch_layer_norm_backward<false>("layer_norm backward", grad, Tensor(), x, mean, rstd, weight, dx, dweight, dbias);
+}
+
+void add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_h, const Tensor& h, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& weight, const Tensor& dinput, const Tensor& dweight,
+                             const Tensor& dbias) {
+  launch_layer_norm_backward<true>("add_layer_norm backward", grad_y, grad_h, h, mean, rstd, weight, dinput, dweight,
+                                   dbias);
 }
 
 void batch_norm(const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight, const Tensor& bias,

@@ -8,6 +8,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include "brisk/kernels/device/convert.h"
 #include "brisk/kernels/device/vec.h"
 #include "brisk/util/env.h"
 #include "cuda/runtime.h"
@@ -23,6 +24,17 @@ inline constexpr int kRowRegisterPieces = 8;
 inline constexpr int kMaxRegisterThreads = 512;
 // Lanes of a row whose pieces live in shared memory (one row per block).
 inline constexpr int kSharedLanes = 1024;
+
+// a + b element by element, each sum rounded to T as the binary add rounds it (computed in
+// acc_t<T>, rounded once): the residual add of add_layer_norm.
+template <class T, int W>
+__device__ __forceinline__ kd::AlignedVector<T, W> add_pieces(const kd::AlignedVector<T, W>& a,
+                                                              const kd::AlignedVector<T, W>& b) {
+  kd::AlignedVector<T, W> s;
+#pragma unroll
+  for (int l = 0; l < W; ++l) s.v[l] = kd::from_acc<T>(kd::to_acc(a.v[l]) + kd::to_acc(b.v[l]));
+  return s;
+}
 
 template <class T, int W, bool Shared>
 struct RowCache {
@@ -51,6 +63,24 @@ struct RowCache {
       for (int k = 0; k < kRowRegisterPieces; ++k) {
         const int64_t j = lane + static_cast<int64_t>(k) * lanes;
         if (j < pieces) reg[k] = kd::load_vector<T, W>(row, j);
+      }
+    }
+  }
+
+  // Holds the row a + b (add_pieces) instead, writing it to `sum` as well: a and b are read once.
+  __device__ void load_sum(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ sum) {
+    auto piece = [&](int64_t j) {
+      const Vec v = add_pieces<T, W>(kd::load_vector<T, W>(a, j), kd::load_vector<T, W>(b, j));
+      kd::store_vector<T, W>(sum, j, v);
+      return v;
+    };
+    if constexpr (Shared) {
+      for (int64_t j = lane; j < pieces; j += lanes) smem[j] = piece(j);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRowRegisterPieces; ++k) {
+        const int64_t j = lane + static_cast<int64_t>(k) * lanes;
+        if (j < pieces) reg[k] = piece(j);
       }
     }
   }

@@ -9,6 +9,7 @@
 #include "brisk/kernels/device/dropout.h"
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
+#include "brisk/util/env.h"
 #include "cpu/nn_kernels.h"
 #include "cuda/nn.h"
 
@@ -185,30 +186,62 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
 
 // --- layer norm ------------------------------------------------------------------------
 
-LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                           double eps) {
-  BRISK_CHECK(x.defined(), "layer_norm: undefined input");
-  check_float("layer_norm", x);
+namespace {
+
+// layer_norm's argument checks (also add_layer_norm's, on x): the message names `op`.
+void check_layer_norm(const char* op, const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                      const Tensor& bias, double eps) {
+  BRISK_CHECK(x.defined(), op, ": undefined input");
+  check_float(op, x);
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  BRISK_CHECK(k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
-              "layer_norm: normalized_shape ", normalized_shape, " does not match the trailing dims of input ",
-              x.sizes());
+  BRISK_CHECK(k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape, op,
+              ": normalized_shape ", normalized_shape, " does not match the trailing dims of input ", x.sizes());
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
     const char* what = p == &weight ? "weight" : "bias";
-    BRISK_CHECK(p->sizes() == normalized_shape, "layer_norm: ", what, " ", p->sizes(), " must have normalized_shape ",
+    BRISK_CHECK(p->sizes() == normalized_shape, op, ": ", what, " ", p->sizes(), " must have normalized_shape ",
                 normalized_shape);
-    BRISK_CHECK(p->dtype() == x.dtype(), "layer_norm: dtype mismatch: input ", dtype_name(x.dtype()), " vs ", what, " ",
+    BRISK_CHECK(p->dtype() == x.dtype(), op, ": dtype mismatch: input ", dtype_name(x.dtype()), " vs ", what, " ",
                 dtype_name(p->dtype()));
-    check_same_device("layer_norm", x, *p);
+    check_same_device(op, x, *p);
   }
-  BRISK_CHECK(eps >= 0, "layer_norm: eps must be non-negative, got ", eps);
+  BRISK_CHECK(eps >= 0, op, ": eps must be non-negative, got ", eps);
+}
+
+// The outputs of a layer norm of x over normalized_shape: y like x, mean and rstd per row.
+LayerNormResult layer_norm_outputs(const Tensor& x, const Shape& normalized_shape) {
   const int64_t D = shape_numel(normalized_shape);
   const int64_t R = D ? x.numel() / D : 0;
-  LayerNormResult r;
-  r.y = empty(x.sizes(), x.dtype(), x.device());
-  r.mean = empty({R}, stat_dtype(x.dtype()), x.device());
-  r.rstd = empty({R}, stat_dtype(x.dtype()), x.device());
+  return {empty(x.sizes(), x.dtype(), x.device()), empty({R}, stat_dtype(x.dtype()), x.device()),
+          empty({R}, stat_dtype(x.dtype()), x.device())};
+}
+
+// Layer norm's gradients: each asked for, x's dtype; weight's shape, or (D) without weight.
+LayerNormGrads layer_norm_grads(const Tensor& x, const Tensor& mean, const Tensor& weight, std::array<bool, 3> needs) {
+  const int64_t R = mean.numel();
+  const int64_t D = R ? x.numel() / R : 0;
+  const Shape wshape = weight.defined() ? weight.sizes() : Shape{D};
+  LayerNormGrads g;
+  if (needs[0]) g.dx = empty(x.sizes(), x.dtype(), x.device());
+  if (needs[1]) g.dweight = empty(wshape, x.dtype(), x.device());
+  if (needs[2]) g.dbias = empty(wshape, x.dtype(), x.device());
+  if (R == 0 || D == 0)
+    for (Tensor* t : {&g.dx, &g.dweight, &g.dbias})
+      if (t->defined()) fill_(*t, 0.0);
+  return g;
+}
+
+// A gradient in x's dtype, contiguous.
+Tensor grad_like(const Tensor& grad, const Tensor& x) {
+  return grad.dtype() == x.dtype() ? contiguous(grad) : cast(grad, x.dtype());
+}
+
+}  // namespace
+
+LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                           double eps) {
+  check_layer_norm("layer_norm", x, normalized_shape, weight, bias, eps);
+  LayerNormResult r = layer_norm_outputs(x, normalized_shape);
   const Tensor w = weight.defined() ? contiguous(weight) : weight, b = bias.defined() ? contiguous(bias) : bias;
   if (x.device().is_cuda())
     cuda::layer_norm(contiguous(x), w, b, eps, r.y, r.mean, r.rstd);
@@ -222,24 +255,79 @@ LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Te
   BRISK_CHECK(grad.sizes() == x.sizes(), "layer_norm backward: grad ", grad.sizes(), " does not match input ",
               x.sizes());
   check_same_device("layer_norm backward", grad, x);
-  const int64_t R = mean.numel();
-  const int64_t D = R ? x.numel() / R : 0;
-  Shape wshape = weight.defined() ? weight.sizes() : Shape{D};
-  LayerNormGrads g;
-  if (needs[0]) g.dx = empty(x.sizes(), x.dtype(), x.device());
-  if (needs[1]) g.dweight = empty(wshape, x.dtype(), x.device());
-  if (needs[2]) g.dbias = empty(wshape, x.dtype(), x.device());
-  Tensor gc = grad.dtype() == x.dtype() ? contiguous(grad) : cast(grad, x.dtype());
-  if (R == 0 || D == 0) {
-    for (Tensor* t : {&g.dx, &g.dweight, &g.dbias})
-      if (t->defined()) fill_(*t, 0.0);
-    return g;
-  }
+  LayerNormGrads g = layer_norm_grads(x, mean, weight, needs);
+  if (x.numel() == 0 || mean.numel() == 0) return g;
+  const Tensor gc = grad_like(grad, x);
   const Tensor w = weight.defined() ? contiguous(weight) : weight;
   if (x.device().is_cuda())
     cuda::layer_norm_backward(gc, contiguous(x), mean, rstd, w, g.dx, g.dweight, g.dbias);
   else
     cpu::layer_norm_backward(gc, contiguous(x), mean, rstd, w, g.dx, g.dweight, g.dbias);
+  return g;
+}
+
+// --- residual add + layer norm -------------------------------------------------------------
+
+bool fused_residual_layer_norm_enabled() {
+  return envvar::get_bool("BRISK_CUDA_FUSED_RESIDUAL_LN", true);
+}
+
+AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                  const Tensor& weight, const Tensor& bias, double eps) {
+  BRISK_CHECK(x.defined() && residual.defined(), "add_layer_norm: undefined input or residual");
+  BRISK_CHECK(x.sizes() == residual.sizes(), "add_layer_norm: input ", x.sizes(), " and residual ", residual.sizes(),
+              " must have the same shape");
+  BRISK_CHECK(x.dtype() == residual.dtype(), "add_layer_norm: dtype mismatch: input ", dtype_name(x.dtype()),
+              " vs residual ", dtype_name(residual.dtype()), " (shape ", x.sizes(), ")");
+  BRISK_CHECK(x.device() == residual.device(), "add_layer_norm: input ", x.sizes(), " is on ", x.device().str(),
+              " and residual ", residual.sizes(), " on ", residual.device().str(), " (move them with .to(device))");
+  check_layer_norm("add_layer_norm", x, normalized_shape, weight, bias, eps);
+  AddLayerNormResult r;
+  if (x.device().is_cuda() && !fused_residual_layer_norm_enabled()) {
+    r.h = binary(BinaryOp::Add, x, residual);
+    LayerNormResult l = layer_norm(r.h, normalized_shape, weight, bias, eps);
+    r.y = l.y;
+    r.mean = l.mean;
+    r.rstd = l.rstd;
+    return r;
+  }
+  LayerNormResult l = layer_norm_outputs(x, normalized_shape);
+  r.h = empty(x.sizes(), x.dtype(), x.device());
+  r.y = l.y;
+  r.mean = l.mean;
+  r.rstd = l.rstd;
+  const Tensor w = weight.defined() ? contiguous(weight) : weight, b = bias.defined() ? contiguous(bias) : bias;
+  if (x.device().is_cuda())
+    cuda::add_layer_norm(contiguous(x), contiguous(residual), w, b, eps, r.h, r.y, r.mean, r.rstd);
+  else
+    cpu::add_layer_norm(contiguous(x), contiguous(residual), w, b, eps, r.h, r.y, r.mean, r.rstd);
+  return r;
+}
+
+LayerNormGrads add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_h, const Tensor& h, const Tensor& mean,
+                                       const Tensor& rstd, const Tensor& weight, std::array<bool, 3> needs) {
+  BRISK_CHECK(grad_y.defined() && h.defined(), "add_layer_norm backward: undefined grad or input");
+  BRISK_CHECK(grad_y.sizes() == h.sizes(), "add_layer_norm backward: grad ", grad_y.sizes(), " does not match input ",
+              h.sizes());
+  check_same_device("add_layer_norm backward", grad_y, h);
+  if (grad_h.defined()) {
+    BRISK_CHECK(grad_h.sizes() == h.sizes(), "add_layer_norm backward: grad of the sum ", grad_h.sizes(),
+                " does not match input ", h.sizes());
+    check_same_device("add_layer_norm backward", grad_h, h);
+  }
+  if (h.device().is_cuda() && !fused_residual_layer_norm_enabled()) {
+    LayerNormGrads g = layer_norm_backward(grad_y, h, mean, rstd, weight, needs);
+    if (g.dx.defined() && grad_h.defined()) g.dx = binary(BinaryOp::Add, g.dx, grad_like(grad_h, h));
+    return g;
+  }
+  LayerNormGrads g = layer_norm_grads(h, mean, weight, needs);
+  if (h.numel() == 0 || mean.numel() == 0) return g;
+  const Tensor gy = grad_like(grad_y, h), gh = grad_h.defined() ? grad_like(grad_h, h) : grad_h;
+  const Tensor w = weight.defined() ? contiguous(weight) : weight;
+  if (h.device().is_cuda())
+    cuda::add_layer_norm_backward(gy, gh, contiguous(h), mean, rstd, w, g.dx, g.dweight, g.dbias);
+  else
+    cpu::add_layer_norm_backward(gy, gh, contiguous(h), mean, rstd, w, g.dx, g.dweight, g.dbias);
   return g;
 }
 

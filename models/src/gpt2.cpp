@@ -98,6 +98,17 @@ Tensor GPT2::forward(const Tensor& idx) {
   BRISK_CHECK(T >= 1 && T <= config.block_size, "GPT2: sequence length ", T,
               " must be in [1, block_size = ", config.block_size, "]");
   Tensor x = drop(wte(idx) + wpe(arange(T, {.dtype = DType::I64, .device = idx.device()})));
+  if (fuse_across_blocks() && !(config.activation_checkpointing && is_grad_enabled() && is_training())) {
+    // Each block's last residual add and the next block's ln_1 (ln_f after the last) are one op:
+    // the same values and gradients as the loop below, one pass over the residual stream fewer.
+    Tensor normed;  // ln_1 of the next block's input
+    for (size_t l = 0; l < h.size(); ++l) {
+      AddLayerNormOutput o = h[l]->forward_fused(x, normed, l + 1 < h.size() ? h[l + 1]->ln_1 : ln_f);
+      x = o.h;
+      normed = o.y;
+    }
+    return linear(normed, wte.weight);  // tied head: x W_te^T
+  }
   for (auto& b : h) {
     if (config.activation_checkpointing && is_grad_enabled() && is_training())
       x = autograd::checkpoint([blk = b](const Tensor& in) { return (*blk)(in); }, x);
@@ -105,6 +116,13 @@ Tensor GPT2::forward(const Tensor& idx) {
       x = (*b)(x);
   }
   return linear(ln_f(x), wte.weight);  // tied head: x W_te^T
+}
+
+bool GPT2::fuse_across_blocks() const {
+  if (h.empty() || ln_f.has_hooks()) return false;
+  for (const auto& b : h)
+    if (b->has_hooks() || b->ln_1.has_hooks()) return false;
+  return true;
 }
 
 Tensor GPT2::loss(const Tensor& logits, const Tensor& targets) {
@@ -138,9 +156,13 @@ Tensor GPT2::forward_cached(const Tensor& idx, KVCache& cache) {
   Tensor future;
   if (n > 1) future = triu(full({n, p + n}, -INFINITY, {.dtype = x.dtype(), .device = x.device()}), p + 1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  // As in forward: the residual adds with the LayerNorm after them as one op (across blocks too
+  // when no hooks are registered); `normed` is ln_1(x) when the previous block computed it.
+  const bool fused = fuse_across_blocks();
+  Tensor normed;
   for (size_t l = 0; l < h.size(); ++l) {
     nn::TransformerBlock& b = *h[l];
-    auto qkv = split(b.attn.c_attn(b.ln_1(x)), C, 2);                                         // 3 x (B, n, C)
+    auto qkv = split(b.attn.c_attn(normed.defined() ? normed : b.ln_1(x)), C, 2);             // 3 x (B, n, C)
     auto heads = [&](const Tensor& t) { return t.reshape({B, n, nh, hd}).transpose(1, 2); };  // (B, nh, n, hd)
     Tensor q = heads(qkv[0]), k = contiguous(heads(qkv[1])), v = contiguous(heads(qkv[2]));
     if (p > 0) {
@@ -153,11 +175,18 @@ Tensor GPT2::forward_cached(const Tensor& idx, KVCache& cache) {
     if (future.defined()) att = att + future;
     att = softmax(att, -1);
     Tensor y = matmul(att, v).transpose(1, 2).reshape({B, n, C});
-    Tensor hx = x + b.attn.c_proj(y);
-    x = hx + b.c_proj(gelu(b.c_fc(b.ln_2(hx)), GeluApproximation::Tanh));
+    auto [hx, y2] = b.ln_2.forward_residual(x, b.attn.c_proj(y));
+    Tensor mlp = b.c_proj(gelu(b.c_fc(y2), GeluApproximation::Tanh));
+    if (fused) {
+      AddLayerNormOutput o = (l + 1 < h.size() ? h[l + 1]->ln_1 : ln_f).forward_residual(hx, mlp);
+      x = o.h;
+      normed = o.y;
+    } else {
+      x = hx + mlp;
+    }
   }
   cache.length = p + n;
-  return linear(ln_f(x), wte.weight);
+  return linear(normed.defined() ? normed : ln_f(x), wte.weight);
 }
 
 Tensor GPT2::sample_next(const Tensor& logits, double temperature, int64_t top_k, Generator& gen) const {

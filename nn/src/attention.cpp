@@ -90,14 +90,21 @@ TransformerBlock::TransformerBlock(int64_t c, int64_t h, AttentionOptions o)
       {{"ln_1", ln_1}, {"attn", attn}, {"ln_2", ln_2}, {"c_fc", c_fc}, {"c_proj", c_proj}, {"drop", drop_}});
 }
 
+// The residual add after attention and ln_2 are one op (LayerNorm::forward_residual); so is the
+// one after the MLP with the next LayerNorm in forward_fused.
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = x + attn(ln_1(x));
-  return h + drop_(c_proj(gelu(c_fc(ln_2(h)), GeluApproximation::Tanh)));
+  auto [h, y] = ln_2.forward_residual(x, attn(ln_1(x)));
+  return h + drop_(c_proj(gelu(c_fc(y), GeluApproximation::Tanh)));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask) {
-  Tensor h = x + attn(ln_1(x), attn_mask, key_padding_mask);
-  return h + drop_(c_proj(gelu(c_fc(ln_2(h)), GeluApproximation::Tanh)));
+  auto [h, y] = ln_2.forward_residual(x, attn(ln_1(x), attn_mask, key_padding_mask));
+  return h + drop_(c_proj(gelu(c_fc(y), GeluApproximation::Tanh)));
+}
+
+AddLayerNormOutput TransformerBlock::forward_fused(const Tensor& x, const Tensor& ln_1_x, LayerNorm& next) {
+  auto [h, y] = ln_2.forward_residual(x, attn(ln_1_x.defined() ? ln_1_x : ln_1(x)));
+  return next.forward_residual(h, drop_(c_proj(gelu(c_fc(y), GeluApproximation::Tanh))));
 }
 
 }  // namespace brisk::nn

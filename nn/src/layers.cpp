@@ -54,6 +54,14 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, normalized_shape, weight, bias, eps);
 }
 
+AddLayerNormOutput LayerNorm::forward_residual(const Tensor& x, const Tensor& residual) {
+  if (has_hooks()) {
+    Tensor h = x + residual;
+    return {h, (*this)(h)};
+  }
+  return add_layer_norm(x, residual, normalized_shape, weight, bias, eps);
+}
+
 Dropout::Dropout(double p_) : p(p_) {
   BRISK_CHECK(p >= 0 && p <= 1, "Dropout: probability must be in [0, 1], got ", p);
 }

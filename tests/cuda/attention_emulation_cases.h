@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/compare.h"
 #include "common/gradcheck.h"
 // Last: it defines CUDA's names for the host.
 #include "cuda/attention_emulation.h"
@@ -42,19 +43,6 @@ inline std::string describe(const Case& c) {
   return std::string(dtype_name(c.dt)) + (c.causal ? " causal" : " full") + " B=" + std::to_string(c.B) +
          " H=" + std::to_string(c.H) + " Tq=" + std::to_string(c.Tq) + " Tk=" + std::to_string(c.Tk) +
          " D=" + std::to_string(c.D) + (c.strided ? " strided" : "");
-}
-
-// max |got - want| / max |want|; infinity for a NaN or infinite value in got.
-inline double relative_error(const Tensor& got, const Tensor& want) {
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  if (g.size() != w.size()) return INFINITY;
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!std::isfinite(g[i])) return INFINITY;
-    err = std::max(err, std::fabs(g[i] - w[i]));
-    scale = std::max(scale, std::fabs(w[i]));
-  }
-  return err / scale;
 }
 
 // (B, H, T, D) in dt; with `strided`, a view of the first D of every 2D + 8 (16-byte aligned rows).

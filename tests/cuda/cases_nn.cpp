@@ -112,6 +112,41 @@ const CaseRegistrar reg{
            return std::vector<Tensor>{a.dx, a.dweight, a.dbias, b.dx, b.dbias};
          },
      .tolerance_scale = 10},
+    {.op = "add_layer_norm",
+     .variant = "odd rows, rows of 768, two normalised dims without affine, rows of 20000",
+     .dtypes = kFloats,
+     .run =
+         [](const CaseEnv& e) {
+           std::vector<Tensor> out;
+           for (const auto& r : {kernels::add_layer_norm(e.input({6, 37}, 130), e.input({6, 37}, 131), {37},
+                                                         e.input({37}, 132), e.input({37}, 133), 1e-5),
+                                 kernels::add_layer_norm(e.input({5, 768}, 134, -3, 5), e.input({5, 768}, 135), {768},
+                                                         e.input({768}, 136), e.input({768}, 137), 1e-5),
+                                 kernels::add_layer_norm(e.input({3, 4, 256}, 138), e.input({3, 4, 256}, 139), {4, 256},
+                                                         Tensor(), Tensor(), 1e-3),
+                                 kernels::add_layer_norm(e.input({3, 20000}, 140, -2, 6), e.input({3, 20000}, 141),
+                                                         {20000}, e.input({20000}, 142), e.input({20000}, 143), 1e-5)})
+             out.insert(out.end(), {r.h, r.y, r.mean, r.rstd});
+           return out;
+         },
+     .tolerance_scale = 10},
+    {.op = "add_layer_norm_backward",
+     .variant = "with the sum's gradient over several row chunks; without it and without weight",
+     .dtypes = kFloats,
+     .run =
+         [](const CaseEnv& e) {
+           Tensor x = e.input({70, 48}, 144), w = e.input({48}, 146);
+           kernels::AddLayerNormResult f =
+               kernels::add_layer_norm(x, e.input({70, 48}, 145), {48}, w, e.input({48}, 147), 1e-5);
+           kernels::LayerNormGrads a = kernels::add_layer_norm_backward(e.input({70, 48}, 148), e.input({70, 48}, 149),
+                                                                        f.h, f.mean, f.rstd, w, {true, true, true});
+           kernels::AddLayerNormResult f2 =
+               kernels::add_layer_norm(e.input({5, 3, 7}, 150), e.input({5, 3, 7}, 151), {7}, Tensor(), Tensor(), 1e-5);
+           kernels::LayerNormGrads b = kernels::add_layer_norm_backward(
+               e.input({5, 3, 7}, 152), Tensor(), f2.h, f2.mean, f2.rstd, Tensor(), {true, false, true});
+           return std::vector<Tensor>{a.dx, a.dweight, a.dbias, b.dx, b.dbias};
+         },
+     .tolerance_scale = 10},
     {.op = "batch_norm",
      .variant = "training with running stats (several chunks per channel), eval, 1-d, no affine",
      .dtypes = kFloats,

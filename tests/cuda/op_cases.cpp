@@ -30,7 +30,8 @@ const std::set<std::string>& not_ops() {
       "cpu_bf16_dot",  // whether CPU bf16 products use AVX512_BF16, and its switch
       "cpu_bf16_dot_available",
       "set_cpu_bf16_dot",
-      "randperm",  // takes no device: always a CPU tensor (samplers use it on the host)
+      "randperm",                           // takes no device: always a CPU tensor (samplers use it on the host)
+      "fused_residual_layer_norm_enabled",  // reads an environment switch
   };
   return names;
 }

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compare.h"
 #include "common/gradcheck.h"
 #include "cuda/exact_input.h"
 #include "cuda/gpu_skip.h"
@@ -28,28 +29,14 @@
 using namespace brisk;
 using brisk::testing::exact_input;
 using brisk::testing::leaf;
+using brisk::testing::relative_error;
 
 namespace {
 
 // Sets BRISK_CUDA_FUSED_ATTENTION for a scope (the op reads it at each call).
-class FusedAttentionSwitch {
+class FusedAttentionSwitch : public brisk::testing::ScopedEnv {
  public:
-  explicit FusedAttentionSwitch(bool on) {
-    if (const char* p = std::getenv(kName)) old_ = p;
-    setenv(kName, on ? "1" : "0", 1);
-  }
-  ~FusedAttentionSwitch() {
-    if (old_)
-      setenv(kName, old_->c_str(), 1);
-    else
-      unsetenv(kName);
-  }
-  FusedAttentionSwitch(const FusedAttentionSwitch&) = delete;
-  FusedAttentionSwitch& operator=(const FusedAttentionSwitch&) = delete;
-
- private:
-  static constexpr const char* kName = "BRISK_CUDA_FUSED_ATTENTION";
-  std::optional<std::string> old_;
+  explicit FusedAttentionSwitch(bool on) : ScopedEnv("BRISK_CUDA_FUSED_ATTENTION", on ? "1" : "0") {}
 };
 
 struct Outputs {
@@ -71,20 +58,6 @@ Outputs run(const Inputs& in, DType dt, Device dev, bool causal, std::optional<d
   Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = causal, .scale = scale});
   y.backward(in.gy.to(dt).to(dev));
   return {y.detach().to(kCPU), q.grad().to(kCPU), k.grad().to(kCPU), v.grad().to(kCPU)};
-}
-
-// max |got - want| / max |want| (the error relative to the tensor's scale); infinity when a value
-// of got is NaN or infinite, or the shapes differ.
-double relative_error(const Tensor& got, const Tensor& want) {
-  if (!got.defined() || got.sizes() != want.sizes()) return INFINITY;
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!std::isfinite(g[i])) return INFINITY;
-    err = std::max(err, std::fabs(g[i] - w[i]));
-    scale = std::max(scale, std::fabs(w[i]));
-  }
-  return err / scale;
 }
 
 void expect_outputs_close(const Outputs& got, const Outputs& want, double bound, const std::string& what) {

@@ -11,6 +11,7 @@
 
 using namespace brisk;
 using namespace brisk::testing::attention_emulation;
+using brisk::testing::relative_error;
 
 TEST(AttentionEmulation, KernelsMatchTheCpuOnAFewCases) {
   run_case({DType::BF16, 2, 1, 65, 65, 32, true, true});   // causal, ragged, strided, two heads

@@ -183,6 +183,8 @@ TEST(DeviceIndex, NnAndIndexCasesGiveTheCpuShapesAndDtypesOnCuda) {
                                       "embedding_backward",
                                       "layer_norm",
                                       "layer_norm_backward",
+                                      "add_layer_norm",
+                                      "add_layer_norm_backward",
                                       "batch_norm",
                                       "batch_norm_backward",
                                       "dropout",

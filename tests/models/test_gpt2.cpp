@@ -1,10 +1,13 @@
 // GPT-2: presets and their parameter counts, shapes, the tied head, GPT-2's init, the AdamW
-// groups, cached generation against recomputing the prefix, and a float64 gradient check.
+// groups, cached generation against recomputing the prefix, a float64 gradient check, and the
+// residual adds fused with the LayerNorms after them against the unfused composition.
 #include <gtest/gtest.h>
 
+#include <brisk/amp/autocast.h>
 #include <brisk/brisk.h>
 
 #include <cmath>
+#include <optional>
 
 #include "common/gradcheck.h"
 
@@ -30,6 +33,13 @@ std::pair<double, double> stats(const Tensor& t) {
 
 bool equal(const Tensor& a, const Tensor& b) {
   return a.sizes() == b.sizes() && sum(eq(a, b)).item<int64_t>() == a.numel();
+}
+
+// Token indices and targets (B, T) for c's vocabulary, both from one generator seeded with seed.
+std::pair<Tensor, Tensor> random_batch(const GPT2Config& c, int64_t B, int64_t T, uint64_t seed) {
+  Generator gen(seed);
+  Tensor idx = randint(0, c.vocab_size, {B, T}, {.dtype = DType::I64}, &gen);
+  return {idx, randint(0, c.vocab_size, {B, T}, {.dtype = DType::I64}, &gen)};
 }
 
 }  // namespace
@@ -285,9 +295,8 @@ TEST(GPT2, GradientsPassAFloat64Check) {
 TEST(GPT2, ActivationCheckpointingGivesTheSameGradientsWithLessMemory) {
   GPT2Config c = micro();
   c.n_layer = 6, c.n_embd = 32, c.block_size = 32, c.vocab_size = 50, c.dropout = 0.1;
-  Generator data_gen(3);
-  Tensor idx = randint(0, c.vocab_size, {4, 32}, {.dtype = DType::I64}, &data_gen);
-  Tensor targets = randint(0, c.vocab_size, {4, 32}, {.dtype = DType::I64}, &data_gen);
+  const std::pair<Tensor, Tensor> batch = random_batch(c, 4, 32, 3);
+  const Tensor &idx = batch.first, &targets = batch.second;
   auto run = [&](bool checkpointing, std::vector<Tensor>& grads) {
     GPT2Config cc = c;
     cc.activation_checkpointing = checkpointing;
@@ -311,4 +320,53 @@ TEST(GPT2, ActivationCheckpointingGivesTheSameGradientsWithLessMemory) {
   for (size_t i = 0; i < plain_grads.size(); ++i) EXPECT_TRUE(equal(plain_grads[i], ckpt_grads[i])) << i;
   EXPECT_LT(ckpt_peak, plain_peak * 3 / 4)
       << "peak bytes " << ckpt_peak << " with checkpointing, " << plain_peak << " without";
+}
+
+namespace {
+
+// GPT-2's forward written out with separate residual adds and LayerNorms (no dropout), as the
+// model computed it before the adds were fused with the norms after them.
+Tensor unfused_forward(GPT2& m, const Tensor& idx) {
+  Tensor x = m.wte(idx) + m.wpe(arange(idx.size(1), {.dtype = DType::I64}));
+  for (auto& b : m.h) {
+    Tensor hx = x + b->attn(b->ln_1(x));
+    x = hx + b->c_proj(gelu(b->c_fc(b->ln_2(hx)), GeluApproximation::Tanh));
+  }
+  return linear(m.ln_f(x), m.wte.weight);
+}
+
+}  // namespace
+
+TEST(GPT2, FusedResidualNormsGiveTheUnfusedLogitsAndGradients) {
+  GPT2Config c = micro();
+  c.n_layer = 3, c.n_embd = 24, c.n_head = 3, c.block_size = 8, c.vocab_size = 11;
+  const std::pair<Tensor, Tensor> batch = random_batch(c, 2, 8, 5);
+  const Tensor &idx = batch.first, &targets = batch.second;
+  // f32, a bf16 model, and f32 under bf16 autocast (a bf16 branch added to the f32 stream); the
+  // model as is (fused across blocks), and with a hook on a block (each block on its own).
+  for (int mode = 0; mode < 4; ++mode) {
+    manual_seed(7);
+    GPT2 model(c);
+    if (mode == 1) model.to(DType::BF16);
+    if (mode == 3) model.h[1]->register_forward_hook([](nn::Module&, const Tensor&, const Tensor&) {});
+    std::vector<Tensor> logits(2);
+    std::vector<std::vector<Tensor>> grads(2);
+    for (int fused = 0; fused < 2; ++fused) {
+      std::optional<amp::Autocast> ac;
+      if (mode == 2) ac.emplace(DType::BF16);
+      model.zero_grad();
+      logits[fused] = fused ? model(idx) : unfused_forward(model, idx);
+      GPT2::loss(logits[fused].to(DType::F32), targets).backward();
+      for (const Tensor& p : model.parameters()) grads[fused].push_back(p.grad().clone());
+    }
+    EXPECT_TRUE(equal(logits[0], logits[1])) << "mode " << mode;
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_TRUE(equal(grads[0][i], grads[1][i])) << "mode " << mode << " " << i;
+  }
+  // Cached generation takes the fused path too: its logits are the uncached forward's.
+  manual_seed(7);
+  GPT2 model(c);
+  models::KVCache cache;
+  EXPECT_TRUE(equal(model.forward_cached(idx, cache), unfused_forward(model, idx)));
 }

@@ -21,6 +21,19 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_id
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+// A transformer's residual add and the LayerNorm after it as one op: h = x + residual and
+// y = layer_norm(h, normalized_shape, weight, bias, eps), with the values (and gradients) of that
+// composition, bit for bit on the CPU, in one pass over each row (kernels::add_layer_norm).
+// Gradients flow to x, residual, weight and bias. x and residual must have the same shape; their
+// dtypes promote as `x + residual` does (the narrower one is cast first, exactly). Under autocast
+// with a 16-bit h (layer_norm would run in f32) it is the composition itself.
+struct AddLayerNormOutput {
+  Tensor h;  // x + residual
+  Tensor y;  // layer_norm(h)
+};
+AddLayerNormOutput add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
+
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p); the mask comes
 // from the counter-based generator (default_generator() when gen is null). Returns x itself
 // when !training or p == 0; p must be in [0, 1] (p == 1 gives zeros).

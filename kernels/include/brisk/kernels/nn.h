@@ -40,6 +40,39 @@ struct LayerNormGrads {
 LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, std::array<bool, 3> needs);
 
+// --- residual add + layer norm -------------------------------------------------------------
+// A transformer's `h = x + residual; y = layer_norm(h)` in one pass over each row: x and residual
+// are read once, h and y written once (the CPU adds a row into h and normalises it while it is
+// in the cache; CUDA's layer-norm kernels load x + residual instead of x).
+struct AddLayerNormResult {
+  Tensor h;     // x + residual, x's shape, contiguous: each element rounded as `x + residual` rounds
+                // it (the sum in f32 for f16/bf16, then one rounding), so bit for bit the add
+  Tensor y;     // layer_norm(h), contiguous
+  Tensor mean;  // (rows), as LayerNormResult
+  Tensor rstd;  // (rows)
+};
+// x and residual: the same shape, dtype (f64, f32, f16, bf16; f64 on the CPU only) and device;
+// normalized_shape, weight, bias, eps as layer_norm. y, mean and rstd are bit for bit those of
+// layer_norm(x + residual) on the CPU (the same row code on the same h, any thread count), and on
+// CUDA whenever x and residual start 16-byte aligned (fresh or contiguous tensors with such
+// offsets): the fused launch then takes layer norm's own path for h (rows held in registers, a
+// cluster or shared memory, or streamed) and sums in its order. Misaligned inputs stream, where
+// layer_norm(h) might hold the row: the same values up to rounding, not the same bits. On CUDA,
+// BRISK_CUDA_FUSED_RESIDUAL_LN=0 (or false, off, no; read at each call) runs the add and
+// layer_norm's kernels instead, to measure one against the other.
+AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                  const Tensor& weight, const Tensor& bias, double eps);
+// The backward of add_layer_norm. grad_y: the gradient of y; grad_h: of h, or undefined (none).
+// needs = {input, weight, bias}; dx is the gradient of h's inputs (x and residual alike):
+// grad_h + layer_norm_backward's dx, the latter rounded to the dtype before the sum, which is how
+// the autograd engine adds h's two gradients in the unfused composition (so the result is its
+// value; for f32 and f64 the extra rounding changes nothing). One pass over each row for dx;
+// dweight and dbias are layer_norm_backward's deterministic column sums over (grad_y, h).
+LayerNormGrads add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_h, const Tensor& h, const Tensor& mean,
+                                       const Tensor& rstd, const Tensor& weight, std::array<bool, 3> needs);
+// False when BRISK_CUDA_FUSED_RESIDUAL_LN is 0, false, off or no (read now); CUDA only.
+bool fused_residual_layer_norm_enabled();
+
 // --- batch norm ------------------------------------------------------------------------
 struct BatchNormResult {
   Tensor y;            // x's shape, contiguous

@@ -90,6 +90,10 @@ class GPT2 : public nn::Module {
 
  private:
   void init_weights();
+  // Whether forward may run each block's last residual add with the next block's ln_1 (ln_f
+  // after the last) as one op: not when any of them has hooks (ZeRO-3 gathers a block's
+  // parameters in its hooks, so the next block's ln_1 is only there inside its own call).
+  bool fuse_across_blocks() const;
   Tensor sample_next(const Tensor& logits, double temperature, int64_t top_k, Generator& gen) const;
 };
 

@@ -37,6 +37,11 @@ class TransformerBlock : public CallableModule<TransformerBlock> {
   Tensor forward(const Tensor& x) override;
   // The attention masks of CausalSelfAttention: `block(x, mask)`, `block(x, Tensor(), padding)`.
   Tensor forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask = Tensor());
+  // forward(x) with `next` (the following block's ln_1, or a final LayerNorm) fused into the
+  // block's last residual add: returns {the block's output, next(output)}. ln_1_x is ln_1(x) when
+  // the previous block computed it so, or undefined (computed here). Calls no hooks of this
+  // block; the caller uses it only where the blocks have none (GPT2::forward).
+  AddLayerNormOutput forward_fused(const Tensor& x, const Tensor& ln_1_x, LayerNorm& next);
   LayerNorm ln_1, ln_2;
   CausalSelfAttention attn;
   Linear c_fc, c_proj;

@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "brisk/autograd/ops_loss.h"
 #include "brisk/core/rng.h"
 #include "brisk/nn/module.h"
 
@@ -49,6 +50,9 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(Shape normalized_shape, LayerNormOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // {x + residual, this norm of it} as one op (brisk::add_layer_norm): a transformer's residual
+  // add and the LayerNorm after it. With hooks on this module, the add and then a call of it.
+  AddLayerNormOutput forward_residual(const Tensor& x, const Tensor& residual);
   Tensor weight, bias;
   Shape normalized_shape;
   double eps;

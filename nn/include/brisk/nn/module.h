@@ -117,6 +117,12 @@ class Module {
   void register_forward_pre_hook(ForwardPreHookList fn) { pre_list_hooks_.push_back(std::move(fn)); }
   void register_forward_hook(ForwardHookList fn) { fwd_list_hooks_.push_back(std::move(fn)); }
   void register_backward_hook(BackwardHook fn) { bwd_hooks_.push_back(std::move(fn)); }
+  // Whether any hook is registered: code that fuses work across modules (GPT-2's residual adds
+  // with the next block's LayerNorm) does so only where no call it skips would run one.
+  bool has_hooks() const {
+    return !pre_hooks_.empty() || !fwd_hooks_.empty() || !pre_list_hooks_.empty() || !fwd_list_hooks_.empty() ||
+           !bwd_hooks_.empty();
+  }
 
   // A short name for printing (the class name by default).
   virtual std::string name() const;
@@ -128,10 +134,6 @@ class Module {
   void run_pre_hooks(const TensorList& inputs);
   void run_post_hooks(const TensorList& inputs, TensorList& outputs);
   Tensor with_backward_hooks(const Tensor& out);
-  bool has_hooks() const {
-    return !pre_hooks_.empty() || !fwd_hooks_.empty() || !pre_list_hooks_.empty() || !fwd_list_hooks_.empty() ||
-           !bwd_hooks_.empty();
-  }
 
  private:
   struct Slot {
