@@ -72,6 +72,22 @@ AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups) : Adam(true) {
   }
 }
 
+// One fused update of parameters given by global index (one dtype and device), with their
+// gradients cast to the parameters' dtype and their state.
+void Adam::step_part(const std::vector<size_t>& part, const kernels::AdamHyper& hyper) {
+  std::vector<Tensor> ps, gs, m, v, vmax;
+  for (size_t i : part) {
+    const Tensor& p = flat_params_[i];
+    Tensor grad = p.grad();
+    ps.push_back(p);
+    gs.push_back(kernels::contiguous(grad.dtype() == p.dtype() ? grad : kernels::cast(grad, p.dtype())));
+    m.push_back(state(kExpAvg, i));
+    v.push_back(state(kExpAvgSq, i));
+    if (hyper.amsgrad) vmax.push_back(state(kMaxExpAvgSq, i));
+  }
+  kernels::adam_step(ps, gs, m, v, vmax, hyper);
+}
+
 void Adam::set_capturable(bool capturable) {
   BRISK_CHECK(!capturable_set_ || capturable == capturable_, name(),
               ": capturable must be the same for every parameter group (the step count is one per optimizer)");
@@ -123,28 +139,15 @@ void Adam::update_capturable() {
   }
   for (int64_t& s : steps_) ++s;  // the host's count; the GPU's is the one used (state_dict reads it)
   kernels::count_step_(scalars_);
-  std::vector<Tensor> ps, gs, m, v, vmax;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group& g = groups_[gi];
     const std::vector<double>& h = g.hyper;
     const bool amsgrad = h[kAmsgrad] != 0;
     std::vector<size_t> all(g.params.size());
     for (size_t j = 0; j < all.size(); ++j) all[j] = g.first + j;
-    for (const std::vector<size_t>& part : by_dtype_and_device(all)) {
-      ps.clear(), gs.clear(), m.clear(), v.clear(), vmax.clear();
-      for (size_t i : part) {
-        const Tensor& p = flat_params_[i];
-        Tensor grad = p.grad();
-        ps.push_back(p);
-        gs.push_back(kernels::contiguous(grad.dtype() == p.dtype() ? grad : kernels::cast(grad, p.dtype())));
-        m.push_back(state(kExpAvg, i));
-        v.push_back(state(kExpAvgSq, i));
-        if (amsgrad) vmax.push_back(state(kMaxExpAvgSq, i));
-      }
-      kernels::adam_step(ps, gs, m, v, vmax,
-                         {h[kLr], h[kBeta1], h[kBeta2], h[kEps], h[kWeightDecay], decoupled_, amsgrad,
-                          h[kMaximize] != 0, steps_[part.front()], scalars_, 1 + static_cast<int64_t>(gi)});
-    }
+    for (const std::vector<size_t>& part : by_dtype_and_device(all))
+      step_part(part, {h[kLr], h[kBeta1], h[kBeta2], h[kEps], h[kWeightDecay], decoupled_, amsgrad, h[kMaximize] != 0,
+                       steps_[part.front()], scalars_, 1 + static_cast<int64_t>(gi)});
   }
 }
 
@@ -171,7 +174,6 @@ void Adam::update() {
     update_capturable();
     return;
   }
-  std::vector<Tensor> ps, gs, m, v, vmax;
   for (const Group& g : groups_) {
     const std::vector<double>& h = g.hyper;
     const bool amsgrad = h[kAmsgrad] != 0;
@@ -182,21 +184,9 @@ void Adam::update() {
     for (size_t j = 0; j < g.params.size(); ++j)
       if (g.params[j].grad().defined()) by_step[++steps_[g.first + j]].push_back(g.first + j);
     for (auto& [step, at_step] : by_step) {
-      for (const std::vector<size_t>& part : by_dtype_and_device(at_step)) {
-        ps.clear(), gs.clear(), m.clear(), v.clear(), vmax.clear();
-        for (size_t i : part) {
-          const Tensor& p = flat_params_[i];
-          Tensor grad = p.grad();
-          ps.push_back(p);
-          gs.push_back(kernels::contiguous(grad.dtype() == p.dtype() ? grad : kernels::cast(grad, p.dtype())));
-          m.push_back(state(kExpAvg, i));
-          v.push_back(state(kExpAvgSq, i));
-          if (amsgrad) vmax.push_back(state(kMaxExpAvgSq, i));
-        }
-        kernels::adam_step(
-            ps, gs, m, v, vmax,
-            {h[kLr], h[kBeta1], h[kBeta2], h[kEps], h[kWeightDecay], decoupled_, amsgrad, h[kMaximize] != 0, step});
-      }
+      for (const std::vector<size_t>& part : by_dtype_and_device(at_step))
+        step_part(part, {h[kLr], h[kBeta1], h[kBeta2], h[kEps], h[kWeightDecay], decoupled_, amsgrad, h[kMaximize] != 0,
+                         step});
     }
   }
 }

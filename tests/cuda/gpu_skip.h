@@ -1,9 +1,11 @@
 // The one way tests/cuda skips a test that needs a real GPU: SKIP_WITHOUT_GPU() says why (this
-// build has no CUDA, or this machine has no device or driver).
+// build has no CUDA, or this machine has no device or driver); SKIP_WITHOUT_RECORDING() for
+// recording-mode tests.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <brisk/kernels/cuda.h>
+#include <brisk/kernels/cuda_recording.h>
 #include <brisk/version.h>
 
 #include <string>
@@ -23,4 +25,10 @@ inline std::string gpu_unavailable_reason() {
   do {                                                                                                          \
     if (const std::string brisk_skip_why = ::brisk::testing::gpu_unavailable_reason(); !brisk_skip_why.empty()) \
       GTEST_SKIP() << brisk_skip_why;                                                                           \
+  } while (0)
+
+// For tests of the CUDA layer's host logic in recording mode: skips in a CPU-only build.
+#define SKIP_WITHOUT_RECORDING()                                                                           \
+  do {                                                                                                     \
+    if (!::brisk::cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support"; \
   } while (0)

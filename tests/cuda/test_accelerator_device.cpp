@@ -14,13 +14,11 @@
 #include <map>
 #include <string>
 #include <vector>
+#include "cuda/gpu_skip.h"
 
 using namespace brisk;
 namespace rec = brisk::cuda::recording;
 namespace fs = std::filesystem;
-
-#define SKIP_WITHOUT_RECORDING() \
-  if (!rec::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support"
 
 namespace {
 

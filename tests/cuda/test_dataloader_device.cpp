@@ -10,14 +10,12 @@
 
 #include <set>
 #include <vector>
+#include "cuda/gpu_skip.h"
 
 using namespace brisk;
 using namespace brisk::data;
 namespace rec = brisk::cuda::recording;
 using rec::Kind;
-
-#define SKIP_WITHOUT_RECORDING() \
-  if (!rec::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support"
 
 namespace {
 

@@ -11,14 +11,10 @@
 #include <brisk/kernels/elementwise.h>
 
 #include "common/errors.h"
+#include "cuda/gpu_skip.h"
 
 using namespace brisk;
 using cuda::recording::Kind;
-
-#define SKIP_WITHOUT_RECORDING()                                                                  \
-  do {                                                                                            \
-    if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support"; \
-  } while (0)
 
 TEST(Recording, PretendsAGpuExistsOnlyWhileASessionIsAlive) {
   SKIP_WITHOUT_RECORDING();

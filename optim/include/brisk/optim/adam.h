@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "brisk/kernels/optim.h"
 #include "brisk/optim/optimizer.h"
 
 namespace brisk::optim {
@@ -61,6 +62,7 @@ class Adam : public Optimizer {
 
  private:
   void update_capturable();
+  void step_part(const std::vector<size_t>& part, const kernels::AdamHyper& hyper);
   // Writes the learning rates (and the step count when `step` >= 0) to scalars_ (not while capturing).
   void write_scalars(int64_t step);
   bool capturable_ = false;
