@@ -124,9 +124,9 @@ void Adam::update_capturable() {
                 " has no gradient; a capturable optimizer keeps one step count on the GPU for all parameters, so "
                 "every parameter needs a gradient at every step");
   }
-  const bool capturing = cuda::is_capturing();
+  // Made by the first step; later set_lr and load_state_dict keep its learning rates current.
   if (!scalars_.defined()) {
-    BRISK_CHECK(!capturing, name(),
+    BRISK_CHECK(!cuda::is_capturing(), name(),
                 " (capturable): the first step must run before a CUDA graph is captured (it moves the step count "
                 "and the learning rates to the GPU)");
     for (int64_t s : steps_)
@@ -134,8 +134,6 @@ void Adam::update_capturable() {
                   steps_.front(), " and ", s, "); a capturable optimizer keeps one step count");
     scalars_ = empty({1 + static_cast<int64_t>(groups_.size())}, DType::F64, dev);
     write_scalars(steps_.front());
-  } else if (!capturing) {
-    write_scalars(-1);  // the learning rates may have changed without set_lr (load_state_dict)
   }
   for (int64_t& s : steps_) ++s;  // the host's count; the GPU's is the one used (state_dict reads it)
   kernels::count_step_(scalars_);
