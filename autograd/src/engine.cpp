@@ -53,9 +53,19 @@ void accumulate_into_leaf(Node& acc, const Tensor& g) {
   Tensor leaf(leaf_impl);
   AutogradMeta* m = meta(leaf, true);
   if (!m->grad.defined()) {
-    // Own the gradient: a fresh contiguous buffer counted as a gradient.
-    MemoryCategoryGuard cat(MemoryCategory::Gradients);
-    Tensor buf = empty(leaf.sizes(), leaf.dtype(), leaf.device());
+    // Own the gradient: a fresh contiguous buffer counted as a gradient (or the buffer the
+    // leaf's owner provides: set_grad_buffer).
+    Tensor buf = m->grad_buffer ? m->grad_buffer() : Tensor();
+    if (buf.defined()) {
+      BRISK_CHECK(buf.sizes() == leaf.sizes() && buf.dtype() == leaf.dtype() && buf.device() == leaf.device() &&
+                      buf.is_contiguous(),
+                  "backward: the gradient buffer provided for a leaf of shape ", leaf.sizes(), " (",
+                  dtype_name(leaf.dtype()), ") is ", buf.sizes(), " (", dtype_name(buf.dtype()),
+                  buf.is_contiguous() ? "" : ", not contiguous", ")");
+    } else {
+      MemoryCategoryGuard cat(MemoryCategory::Gradients);
+      buf = empty(leaf.sizes(), leaf.dtype(), leaf.device());
+    }
     kernels::copy_(buf, g);
     m->grad = buf;
   } else {
@@ -262,6 +272,12 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 void queue_callback(std::function<void()> fn) {
   BRISK_CHECK(tl_pass != nullptr, "queue_callback: no backward pass is running on this thread");
   tl_pass->callbacks.push_back(std::move(fn));
+}
+
+void set_grad_buffer(const Tensor& leaf, std::function<Tensor()> fn) {
+  BRISK_CHECK(leaf.defined() && leaf.is_leaf(), "set_grad_buffer: gradients accumulate into leaf tensors only",
+              leaf.defined() ? "; this tensor was made by an op" : "; the tensor is undefined");
+  meta(leaf, true)->grad_buffer = std::move(fn);
 }
 
 bool in_backward_pass() {

@@ -426,6 +426,13 @@ void ProcessGroupImpl::fail(const std::string& message, const std::shared_ptr<Wo
   for (auto& w : also) w->fail(message);
 }
 
+std::string ProcessGroupImpl::unusable_reason() {
+  std::lock_guard lk(m_);
+  if (poisoned_) return "the process group is unusable after an earlier failure: " + poison_message_;
+  if (shut_down_) return "the process group was shut down (dist::finalize)";
+  return {};
+}
+
 void ProcessGroupImpl::fail_stream_work(const std::string& message) {
   std::vector<StreamInFlight> items;
   {

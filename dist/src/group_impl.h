@@ -119,6 +119,11 @@ class ProcessGroupImpl {
                         const DeviceFn& fn);
 
   void shutdown();
+  // "" while the group is usable; else why not (poisoned by a failure, or shut down).
+  std::string unusable_reason();
+  // A failure found outside the communication thread (the Reducer's shared-memory barrier),
+  // handled by the group's policy: aborts the job (OnError::Abort) or poisons the group.
+  void report_failure(const std::string& message) { fail(message, nullptr); }
   // A rank that exits with a failure status stops the whole job at once (the other ranks may be
   // computing, not communicating, and would otherwise only notice at their next collective).
   [[noreturn]] void abort_job(int code);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <sstream>
@@ -24,7 +25,10 @@
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
+#include "brisk/kernels/threads.h"
 #include "brisk/util/trace.h"
+#include "group_impl.h"
+#include "shm.h"
 
 namespace brisk::dist {
 
@@ -41,7 +45,10 @@ struct Reducer::Impl {
     int64_t offset = 0;  // elements into the bucket's buffer
   };
   struct Bucket {
-    Tensor flat;                  // (numel,) contiguous, the params' dtype and device
+    Tensor flat;            // (numel,) contiguous, the params' dtype and device
+    Tensor result;          // shared memory: (numel,) where the averages land
+    size_t shm_offset = 0;  // shared memory: bytes into each region
+    int64_t numel = 0;
     std::vector<size_t> members;  // indices into params
     size_t pending = 0;           // gradients still missing in this pass
     WorkPtr work;
@@ -64,6 +71,10 @@ struct Reducer::Impl {
 
   ProcessGroup& pg;
   ReducerOptions opts;
+  // Shared-memory mode: the segment the buckets live in (declared before them: it must outlive
+  // their views), and why it can no longer be used after a failed barrier.
+  std::unique_ptr<detail::SharedSegment> shm;
+  std::string broken;
   std::vector<Param> params;
   std::vector<Bucket> buckets;
   std::vector<BucketInfo> infos;
@@ -88,8 +99,10 @@ struct Reducer::Impl {
   bool stop = false;
   std::thread watcher;
 
-  Tensor slot(const Param& p) const {
-    return buckets[p.bucket].flat.as_strided(p.tensor.sizes(), contiguous_strides(p.tensor.sizes()), p.offset);
+  Tensor slot(const Param& p) const { return view_of(buckets[p.bucket].flat, p); }
+  Tensor result_slot(const Param& p) const { return view_of(buckets[p.bucket].result, p); }
+  static Tensor view_of(const Tensor& flat, const Param& p) {
+    return flat.as_strided(p.tensor.sizes(), contiguous_strides(p.tensor.sizes()), flat.offset() + p.offset);
   }
 
   // --- the watcher: records when each all-reduce finishes (Work has no completion callback) ---
@@ -166,7 +179,8 @@ struct Reducer::Impl {
     const Param& p = params[i];
     Tensor dst = slot(p);
     if (grad.defined()) {
-      kernels::copy_(dst, grad);
+      // Shared memory: backward wrote the gradient into its slot already (set_grad_buffer).
+      if (grad.data_ptr() != dst.data_ptr() || grad.strides() != dst.strides()) kernels::copy_(dst, grad);
     } else {
       kernels::fill_(dst, 0.0);
     }
@@ -177,6 +191,7 @@ struct Reducer::Impl {
   // Launches every ready bucket that has all its predecessors launched: the same order on
   // every rank, whatever order the hooks fire in.
   void launch_ready() {
+    if (shm) return;  // shared memory: everything at the end of backward (finalize)
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       const size_t b = next_launch++;
       const double start = trace_now_us();
@@ -239,6 +254,105 @@ struct Reducer::Impl {
     return events;
   }
 
+  // The buckets' buffers: in a shared-memory segment when the mode resolves to SharedMemory
+  // (a collective: see reducer.h), else ordinary zeroed memory of the parameters' device.
+  void setup_buffers() {
+    ReducerMode mode = opts.mode;
+    if (mode == ReducerMode::Auto) {
+      const char* env = std::getenv("BRISK_REDUCER_MODE");
+      if (env && *env) mode = reducer_mode_from_name(env);
+    }
+    if (pg.size() > 1 && mode != ReducerMode::Overlap) {
+      bool cpu = true;
+      std::string where;
+      for (size_t k = 0; k < buckets.size(); ++k) {
+        const Tensor& t = params[buckets[k].members.front()].tensor;
+        if (!t.device().is_cpu() && cpu) where = params[buckets[k].members.front()].name + " on " + t.device().str();
+        cpu = cpu && t.device().is_cpu();
+      }
+      if (mode == ReducerMode::SharedMemory) {
+        BRISK_CHECK(cpu, "Reducer: ReducerMode::SharedMemory reduces CPU gradients only; parameter ", where,
+                    " (use ReducerMode::Auto or Overlap: GPU gradients go through NCCL)");
+        BRISK_CHECK(opts.algorithm == Algorithm::Default,
+                    "Reducer: ReducerMode::SharedMemory has an algorithm of its "
+                    "own; algorithm ",
+                    algorithm_name(opts.algorithm), " applies to ReducerMode::Overlap");
+      }
+      std::string why;
+      if (!cpu) {
+        why = "parameter " + where + " is not on the CPU";
+      } else if (opts.algorithm != Algorithm::Default) {
+        why = std::string("algorithm ") + algorithm_name(opts.algorithm) + " was asked for";
+      } else {
+        size_t bytes = 0;
+        for (Bucket& b : buckets) {
+          b.shm_offset = bytes;
+          bytes += (static_cast<size_t>(b.numel) * dtype_size(params[b.members.front()].tensor.dtype()) + 63) / 64 * 64;
+        }
+        const bool wants =
+            mode == ReducerMode::SharedMemory || pg.size() * std::max(1, get_num_threads()) >= detail::usable_cpus();
+        shm = detail::SharedSegment::create(pg, bytes, wants, &why);
+      }
+      BRISK_CHECK(shm || mode != ReducerMode::SharedMemory,
+                  "Reducer: ReducerMode::SharedMemory is not possible here: ", why,
+                  " (ReducerMode::Auto falls back to overlapping all-reduces through the process group)");
+    }
+    for (Bucket& b : buckets) {
+      const Tensor& first = params[b.members.front()].tensor;
+      if (shm) {
+        b.flat = shm->view(shm->rank(), b.shm_offset, b.numel, first.dtype());
+        b.result = shm->view(shm->size(), b.shm_offset, b.numel, first.dtype());
+      } else {
+        MemoryCategoryGuard cat(MemoryCategory::Gradients);
+        b.flat = zeros({b.numel}, {first.dtype(), first.device()});
+      }
+    }
+  }
+
+  // Shared memory: meet every rank (their buckets are full), average this rank's share of each
+  // bucket into the result region, meet again (every share is done). A failed barrier (a peer
+  // exited or timed out) goes to the group's failure policy and leaves the segment unusable.
+  void all_reduce_shared(PassLog& log) {
+    if (!broken.empty()) {
+      pass_active = false;
+      BRISK_THROW("Reducer: the shared-memory all-reduce failed earlier (", broken,
+                  "); this Reducer cannot be used again");
+    }
+    const char* op = "Reducer (shared-memory all-reduce)";
+    const int W = shm->size(), me = shm->rank();
+    double start = 0;
+    try {
+      auto interrupted = [this] { return pg.impl().unusable_reason(); };
+      shm->barrier(op, pg.timeout_seconds(), interrupted);
+      start = trace_now_us();
+      std::vector<const void*> inputs(static_cast<size_t>(W));
+      for (Bucket& b : buckets) {
+        const int64_t n = b.flat.numel();
+        const DType dt = b.flat.dtype();
+        // Shares of whole cache lines, so no two ranks write the same line of the result.
+        const auto line = static_cast<int64_t>(64 / dtype_size(dt));
+        const int64_t share = ((n + W - 1) / W + line - 1) / line * line;
+        const int64_t lo = std::min(n, share * me), hi = std::min(n, lo + share);
+        for (int r = 0; r < W; ++r)
+          inputs[static_cast<size_t>(r)] = static_cast<const char*>(shm->region(r)) + b.shm_offset;
+        detail::reduce_ranks(static_cast<char*>(shm->result()) + b.shm_offset, inputs.data(), W, lo, hi, dt,
+                             ReduceOp::Avg);
+      }
+      shm->barrier(op, pg.timeout_seconds(), interrupted);
+    } catch (const Error& e) {
+      broken = e.message();
+      pass_active = false;
+      pg.impl().report_failure(broken);  // aborts the job (OnError::Abort) or poisons the group
+      throw;
+    }
+    const double end = trace_now_us();
+    std::lock_guard lk(m);
+    for (size_t b = 0; b < buckets.size(); ++b) log.events.push_back(Event{b, start, end});
+    log.completed = log.events.size();
+    log.last_end = end;
+    trace_complete("shared-memory all_reduce", "comm", start, end, kTraceComputeTid);
+  }
+
   void finalize() {
     if (!pass_active) return;
     if (pass_token.expired()) {  // its backward threw: nothing consistent to write back
@@ -275,15 +389,8 @@ struct Reducer::Impl {
       float* h = has_grad.data<float>();
       for (size_t i = 0; i < params.size(); ++i) h[i] = params[i].tensor.grad().defined() ? 1.0f : 0.0f;
     }
-    // Host buckets: wait() blocks until each is done. CUDA buckets: wait() makes the current
-    // (compute) stream wait for each bucket's completion event; the host goes on.
-    bool host_buckets = false;
     try {
       if (has_grad.defined()) pg.all_reduce(has_grad, {.op = ReduceOp::Max});
-      for (Bucket& b : buckets) {
-        b.work->wait();
-        host_buckets = host_buckets || !b.work->device().is_cuda();
-      }
     } catch (...) {
       abandon();
       throw;
@@ -293,14 +400,30 @@ struct Reducer::Impl {
       std::lock_guard lk(m);
       log = cur_log;
     }
-    if (host_buckets) wait_watcher(log);  // done already: only the timestamps are missing
+    if (shm) {
+      all_reduce_shared(*log);
+    } else {
+      // Host buckets: wait() blocks until each is done. CUDA buckets: wait() makes the current
+      // (compute) stream wait for each bucket's completion event; the host goes on.
+      bool host_buckets = false;
+      try {
+        for (Bucket& b : buckets) {
+          b.work->wait();
+          host_buckets = host_buckets || !b.work->device().is_cuda();
+        }
+      } catch (...) {
+        abandon();
+        throw;
+      }
+      if (host_buckets) wait_watcher(log);  // done already: only the timestamps are missing
+    }
 
     // Write the averages back.
     const float* h = has_grad.defined() ? has_grad.data<float>() : nullptr;
     for (size_t i = 0; i < params.size(); ++i) {
       const Param& p = params[i];
       if (h && h[i] == 0.0f) continue;  // no rank has a gradient: leave p.grad() as it is
-      Tensor src = slot(p);
+      Tensor src = shm ? result_slot(p) : slot(p);
       Tensor g = p.tensor.grad();
       if (g.defined()) {
         kernels::copy_(g, src);
@@ -347,7 +470,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
   size_t bytes = 0;
   auto close_bucket = [&] {
     if (members.empty()) return;
-    const Impl::Param& first = im.params[members.front()];
+
     Impl::Bucket b;
     int64_t numel = 0;
     for (size_t k : members) {
@@ -355,10 +478,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
       im.params[k].offset = numel;
       numel += im.params[k].tensor.numel();
     }
-    {
-      MemoryCategoryGuard cat(MemoryCategory::Gradients);
-      b.flat = zeros({numel}, {first.tensor.dtype(), first.tensor.device()});
-    }
+    b.numel = numel;  // the buffer is allocated once the mode is known (below)
     b.members = members;
     BucketInfo info{{}, bytes};
     for (size_t k : members) info.params.push_back(im.params[k].index);
@@ -380,12 +500,22 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
     bytes += t.nbytes();
   }
   close_bucket();
+  im.setup_buffers();
 
   std::weak_ptr<Impl> self = impl_;
-  for (size_t k = 0; k < n; ++k)
+  for (size_t k = 0; k < n; ++k) {
     im.params[k].tensor.register_hook([self, k](const Tensor& grad) {
       if (auto s = self.lock()) s->on_grad(k, grad, self);
     });
+    // Shared memory: a fresh gradient is written straight into its bucket slot (the bucket is
+    // this rank's region of the segment, which the others read only inside finalize()), so the
+    // hook copies nothing; p.grad() stays a view of the bucket (PyTorch's gradient_as_bucket_view).
+    if (im.shm)
+      autograd::set_grad_buffer(im.params[k].tensor, [self, k]() -> Tensor {
+        if (auto s = self.lock()) return s->slot(s->params[k]);
+        return {};
+      });
+  }
   im.watcher = std::thread([&im] { im.watch(); });
 }
 
@@ -398,6 +528,8 @@ Reducer::~Reducer() {
   }
   im.cv.notify_all();
   if (im.watcher.joinable()) im.watcher.join();
+  if (im.shm)
+    for (auto& p : im.params) autograd::set_grad_buffer(p.tensor, nullptr);
   impl_.reset();  // the hooks' weak references expire: they do nothing from now on
 }
 
@@ -418,6 +550,27 @@ const std::vector<Reducer::Event>& Reducer::last_step_events() const {
 }
 double Reducer::last_backward_end_us() const {
   return impl_->backward_end_us;
+}
+bool Reducer::uses_shared_memory() const {
+  return impl_->shm != nullptr;
+}
+
+const char* reducer_mode_name(ReducerMode m) {
+  switch (m) {
+    case ReducerMode::Auto:
+      return "auto";
+    case ReducerMode::Overlap:
+      return "overlap";
+    case ReducerMode::SharedMemory:
+      return "shm";
+  }
+  return "?";
+}
+
+ReducerMode reducer_mode_from_name(const std::string& name) {
+  for (ReducerMode m : {ReducerMode::Auto, ReducerMode::Overlap, ReducerMode::SharedMemory})
+    if (name == reducer_mode_name(m)) return m;
+  BRISK_THROW("Reducer: unknown mode '", name, "' (BRISK_REDUCER_MODE / ReducerMode): choose auto, overlap or shm");
 }
 
 }  // namespace brisk::dist

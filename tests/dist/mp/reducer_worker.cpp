@@ -14,6 +14,14 @@
 //   world        the world-of-one unit tests (tests/dist/test_reducer.cpp) in a real world,
 //                where averaging is not an identity: rank r's gradient of parameter k is
 //                (k + 1)(r + 1), so every rank must end with (k + 1)(W + 1) / 2
+// Every scenario runs under BRISK_REDUCER_MODE=overlap and =shm (tests/dist/mp/CMakeLists.txt);
+// the shared-memory mode all-reduces at the end of backward, so `buckets` and `world` check
+// that instead of overlap there.
+//   shm          the mode is what was asked for (options, environment); gradients are views of
+//                the shared buckets and outlive the Reducer; f64/f16/bf16 buckets; 3 steps of
+//                training match the overlap mode's (bit for bit on 2 ranks)
+//   shm_late     rank 1 never runs backward: rank 0 times out in the shared-memory barrier
+//   shm_exit     rank 1 exits before backward: rank 0 notices within milliseconds
 #include <brisk/brisk.h>
 #include <brisk/kernels/elementwise.h>
 
@@ -24,6 +32,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 using namespace brisk;
 
@@ -234,6 +243,7 @@ void buckets(dist::ProcessGroup& pg) {
   Deep model;
   const double cap = 0.04;  // MiB: 41,943 B; one layer is 36,864 + 384 B
   dist::Reducer reducer(model.named_parameters(), pg, {.bucket_cap_mb = cap, .first_bucket_mb = cap});
+  const bool shm = reducer.uses_shared_memory();
   const auto& bs = reducer.buckets();
   CHECK(bs.size() >= 5, "only ", bs.size(), " buckets");
   std::vector<size_t> order;
@@ -274,12 +284,17 @@ void buckets(dist::ProcessGroup& pg) {
       CHECK(ev[k].start_us <= ev[k].end_us, "event times");
       if (ev[k].start_us < reducer.last_backward_end_us()) ++early;
     }
-    // Bucket 0 (the last layer) is launched from a hook while the earlier layers' gradients
-    // are still being computed.
-    CHECK(early >= 1, "step ", step, ": no all-reduce started before the backward ended");
-    // ... and bucket 0 went out while the earlier layers' gradients were still being computed.
-    CHECK(!ev.empty() && ev.front().start_us < ev.back().start_us, "step ", step,
-          ": the first bucket was not launched before the last");
+    if (shm) {
+      // Shared memory: one all-reduce of every bucket once the backward ended.
+      CHECK(early == 0, "step ", step, ": ", early, " shared-memory all-reduces began before the backward ended");
+    } else {
+      // Bucket 0 (the last layer) is launched from a hook while the earlier layers' gradients
+      // are still being computed.
+      CHECK(early >= 1, "step ", step, ": no all-reduce started before the backward ended");
+      // ... and bucket 0 went out while the earlier layers' gradients were still being computed.
+      CHECK(!ev.empty() && ev.front().start_us < ev.back().start_us, "step ", step,
+            ": the first bucket was not launched before the last");
+    }
     overlapped_steps += early >= 1;
     if (pg.rank() == 0)
       std::printf("step %d: %zu of %zu buckets launched before the backward ended\n", step, early, ev.size());
@@ -290,7 +305,7 @@ void buckets(dist::ProcessGroup& pg) {
   // step before that step's "reducer finalize" began.
   const std::string file = trace_flush();
   json::Value doc = json::parse(read_file(file));
-  std::vector<double> finalize_ts, bucket_ts;
+  std::vector<double> finalize_ts, bucket_ts, shm_ts;
   int forward = 0, backward = 0;
   std::vector<double> launch0_ts;
   for (const auto& e : doc.at("traceEvents").as_array()) {
@@ -300,6 +315,10 @@ void buckets(dist::ProcessGroup& pg) {
     CHECK(e.at("pid").as_int() == pg.rank(), "pid");
     const std::string name = e.at("name").as_string();
     if (name == "reducer finalize") finalize_ts.push_back(e.at("ts").as_double());
+    if (name == "shared-memory all_reduce") {
+      CHECK(e.at("tid").as_int() == kTraceComputeTid, "shared-memory span tid");
+      shm_ts.push_back(e.at("ts").as_double());
+    }
     if (name.rfind("all_reduce bucket ", 0) == 0) {
       CHECK(e.at("tid").as_int() == kTraceCommTid, "bucket span tid");
       CHECK(e.at("cat").as_string() == "comm", "bucket span category");
@@ -310,6 +329,18 @@ void buckets(dist::ProcessGroup& pg) {
   }
   CHECK(forward == steps && backward == steps, forward, " forward / ", backward, " backward spans");
   CHECK(finalize_ts.size() == static_cast<size_t>(steps), finalize_ts.size(), " finalize spans");
+  if (shm) {
+    CHECK(bucket_ts.empty() && shm_ts.size() == static_cast<size_t>(steps), bucket_ts.size(), " bucket spans, ",
+          shm_ts.size(), " shared-memory spans");
+    std::sort(shm_ts.begin(), shm_ts.end());
+    std::sort(finalize_ts.begin(), finalize_ts.end());
+    for (size_t s = 0; s < finalize_ts.size() && s < shm_ts.size(); ++s)
+      CHECK(shm_ts[s] >= finalize_ts[s], "trace step ", s, ": the shared-memory all-reduce began at ", shm_ts[s],
+            " us, before the backward ended at ", finalize_ts[s], " us");
+    if (pg.rank() == 0)
+      std::printf("buckets: %zu buckets in shared memory, %d steps, trace %s OK\n", bs.size(), steps, file.c_str());
+    return;
+  }
   CHECK(bucket_ts.size() == steps * bs.size(), bucket_ts.size(), " bucket spans");
   std::sort(bucket_ts.begin(), bucket_ts.end());
   std::sort(finalize_ts.begin(), finalize_ts.end());
@@ -431,7 +462,11 @@ void world(dist::ProcessGroup& pg) {
     for (size_t k = 0; k < ev.size(); ++k) {
       CHECK(ev[k].bucket == k, "event ", k, " is bucket ", ev[k].bucket);
       CHECK(ev[k].start_us <= ev[k].end_us, "event times");
-      CHECK(ev[k].start_us <= red.last_backward_end_us(), "bucket ", k, " launched after the backward ended");
+      if (red.uses_shared_memory()) {
+        CHECK(ev[k].start_us >= red.last_backward_end_us(), "bucket ", k, " reduced before the backward ended");
+      } else {
+        CHECK(ev[k].start_us <= red.last_backward_end_us(), "bucket ", k, " launched after the backward ended");
+      }
     }
     red.finalize();  // idempotent
     expect_grad_value(ps[3], 4 * avg, "after a second finalize");
@@ -513,11 +548,102 @@ void world(dist::ProcessGroup& pg) {
   if (r == 0) std::printf("world: %d ranks, averaged gradients in every unit-test case OK\n", W);
 }
 
+// Trains the Mlp 3 steps (Adam) with the given mode; returns the parameters.
+std::vector<float> train_mode(dist::ProcessGroup& pg, dist::ReducerMode mode, bool* shm) {
+  Mlp m;
+  Generator init(77);
+  for (auto& p : m.parameters()) kernels::copy_(p, randn(p.sizes(), {}, &init));
+  dist::Reducer red(m.named_parameters(), pg, {.bucket_cap_mb = 0.0004, .first_bucket_mb = 0.0001, .mode = mode});
+  *shm = red.uses_shared_memory();
+  optim::Adam opt(m.parameters(), {.lr = 0.01});
+  for (int step = 0; step < 3; ++step) {
+    Batch mine = my_rows(global_batch(step, pg.size() * 4), pg.rank(), 4);
+    opt.zero_grad();
+    mse_loss(m.forward(mine.x), mine.y).backward();
+    opt.step();
+  }
+  return flat(m);
+}
+
+void shm(dist::ProcessGroup& pg) {
+  const int W = pg.size(), r = pg.rank();
+  const double avg = (W + 1) / 2.0;
+  const char* env = std::getenv("BRISK_REDUCER_MODE");
+  {
+    Tensor a = leaf_param({2});
+    dist::Reducer red({{"a", a}}, pg);
+    if (env && std::string(env) == "shm") CHECK(red.uses_shared_memory(), "BRISK_REDUCER_MODE=shm was not used");
+    if (env && std::string(env) == "overlap")
+      CHECK(!red.uses_shared_memory(), "BRISK_REDUCER_MODE=overlap was not used");
+  }
+  bool used = false;
+  const auto via_shm = train_mode(pg, dist::ReducerMode::SharedMemory, &used);
+  CHECK(used, "ReducerMode::SharedMemory did not use shared memory");
+  const auto via_mpi = train_mode(pg, dist::ReducerMode::Overlap, &used);
+  CHECK(!used, "ReducerMode::Overlap used shared memory");
+  // Two ranks: a + b either way, the same bits. More: shared memory adds in rank order, MPI in
+  // an order of its own, so the sums may differ in the last bit.
+  if (W == 2) {
+    CHECK(via_shm == via_mpi, "3 Adam steps through shared memory differ from the overlap mode's bits");
+  } else {
+    const double ratio = worst_ratio(via_shm, via_mpi, 1e-5, 1e-7);
+    CHECK(ratio <= 1.0, "3 Adam steps through shared memory differ from the overlap mode's by ", ratio, " x tolerance");
+  }
+  CHECK(same_on_all_ranks(pg, via_shm), "ranks hold different parameters after shared-memory training");
+  {
+    // Every floating dtype, in buckets of its own; gradients outlive the Reducer (they are
+    // views of its shared buckets, which stay mapped while anything views them).
+    std::vector<Tensor> ps;
+    for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+      Tensor p = zeros({33}, {.dtype = dt});
+      p.requires_grad_();
+      ps.push_back(p);
+    }
+    {
+      dist::Reducer red(named_params(ps), pg, {.mode = dist::ReducerMode::SharedMemory});
+      CHECK(red.buckets().size() == 4, red.buckets().size(), " buckets for 4 dtypes");
+      rank_weighted_sum(ps, r).backward();
+    }
+    for (size_t k = 0; k < ps.size(); ++k)
+      expect_grad_value(ps[k], static_cast<double>(k + 1) * avg,
+                        std::string("after the Reducer went, ") + dtype_name(ps[k].dtype()));
+    // Without the Reducer, gradients accumulate locally into the same tensors.
+    rank_weighted_sum(ps, r).backward();
+    expect_grad_value(ps[0], avg + (r + 1), "local accumulation after the Reducer went");
+  }
+  {
+    // A second Reducer over the same parameters, after the first is gone: a new segment.
+    Tensor a = leaf_param({5});
+    for (int k = 0; k < 2; ++k) {
+      dist::Reducer red({{"a", a}}, pg, {.mode = dist::ReducerMode::SharedMemory});
+      a.set_grad(Tensor());
+      rank_weighted_sum({a}, r).backward();
+      expect_grad_value(a, avg, std::string("Reducer ").append(std::to_string(k)));
+    }
+  }
+  if (r == 0)
+    std::printf("shm: %d ranks, modes, dtypes, gradients outliving the Reducer, same bits as overlap OK\n", W);
+}
+
+// rank 1 never runs (shm_late) or leaves before (shm_exit) the synced backward rank 0 waits in.
+void shm_failure(dist::ProcessGroup& pg, bool exit_early) {
+  Tensor a = leaf_param({4});
+  dist::Reducer red({{"a", a}}, pg, {.mode = dist::ReducerMode::SharedMemory});
+  if (pg.rank() == 1) {
+    if (exit_early) std::_Exit(0);  // no goodbye to the group: as if killed
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return;
+  }
+  a.sum().backward();
+  CHECK(false, "rank 0's backward returned although rank 1 never joined it");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: reducer_worker equivalence|no_sync|buckets|unused|checkpoint|world\n");
+    std::fprintf(stderr,
+                 "usage: reducer_worker equivalence|no_sync|buckets|unused|checkpoint|world|shm|shm_late|shm_exit\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -536,6 +662,10 @@ int main(int argc, char** argv) {
       checkpointed(pg);
     } else if (scenario == "world") {
       world(pg);
+    } else if (scenario == "shm") {
+      shm(pg);
+    } else if (scenario == "shm_late" || scenario == "shm_exit") {
+      shm_failure(pg, scenario == "shm_exit");
     } else {
       std::fprintf(stderr, "reducer_worker: unknown scenario %s\n", scenario.c_str());
       return 2;

@@ -20,4 +20,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 void queue_callback(std::function<void()> fn);
 bool in_backward_pass();
 
+// Where a leaf's gradient goes when its .grad is undefined: backward copies the gradient into
+// the tensor fn returns (which must have the leaf's shape and dtype, and be contiguous) and makes
+// it the .grad, instead of allocating a fresh buffer; an undefined return falls back to a fresh
+// buffer. The data-parallel Reducer's shared-memory mode points gradients straight into its
+// buckets this way (PyTorch DDP's gradient_as_bucket_view). nullptr removes it.
+void set_grad_buffer(const Tensor& leaf, std::function<Tensor()> fn);
+
 }  // namespace brisk::autograd

@@ -82,6 +82,7 @@ struct AutogradMeta : AutogradMetaBase {
   uint32_t output_nr = 0;
   std::weak_ptr<Node> accumulator;  // leaves: the node that adds into .grad
   std::vector<std::function<void(const Tensor&)>> hooks;
+  std::function<Tensor()> grad_buffer;  // leaves: where a fresh .grad goes (set_grad_buffer)
   bool retains_grad = false;
   // The storage's version when grad_fn was set: a view whose storage changed since (its base was
   // updated in place) has a stale grad_fn, and using it in a new op is refused.

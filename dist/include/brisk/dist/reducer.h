@@ -22,6 +22,15 @@
 // copies the averages back on it. So the optimizer step that follows on the compute stream is
 // ordered after every bucket, and the host never waits for the GPU during backward.
 //
+// Shared memory (CPU, every rank on this host, MPI backend): with ReducerMode::SharedMemory,
+// or under ReducerMode::Auto when the ranks' compute threads fill the host's cores (so an
+// all-reduce overlapped with backward only takes cores from it), the buckets live in one
+// shared-memory segment and nothing is launched during backward: at its end the computing
+// thread meets the other ranks at a barrier in that segment, reduces its share of every bucket
+// (rank order, the same on every rank), meets them again and copies the averages into p.grad().
+// No MPI call, no other thread. Constructing a Reducer is then collective (every rank constructs
+// it at the same point, as PyTorch's DDP). See docs/data-parallel.md, "Shared memory".
+//
 // Several synced backward passes before one optimizer step (two losses): each pass averages
 // the whole accumulated p.grad() once (each bucket is launched exactly once per pass). That is
 // still exact, since averaging is linear (avg(avg(g1) + g2) = avg(g1) + avg(g2)), but costs one
@@ -38,6 +47,18 @@
 
 namespace brisk::dist {
 
+// How the Reducer moves gradients (ReducerOptions::mode; the environment variable
+// BRISK_REDUCER_MODE=auto|overlap|shm overrides Auto).
+enum class ReducerMode : uint8_t {
+  // SharedMemory when it applies (CPU buckets, the MPI backend, every rank on this host, the
+  // default algorithm) and ranks x compute threads >= the cores this process may use; else Overlap.
+  Auto,
+  Overlap,       // all-reduces launched from the gradient hooks, overlapping the rest of backward
+  SharedMemory,  // one shared-memory all-reduce by the computing thread at the end of backward
+};
+const char* reducer_mode_name(ReducerMode m);
+ReducerMode reducer_mode_from_name(const std::string& name);  // throws brisk::Error naming the choices
+
 struct ReducerOptions {
   double bucket_cap_mb = 25.0;   // buckets after the first
   double first_bucket_mb = 1.0;  // the first bucket (the last layers' gradients) is small so
@@ -48,6 +69,7 @@ struct ReducerOptions {
   // then left alone (undefined stays undefined, as in one process).
   bool find_unused_parameters = false;
   Algorithm algorithm = Algorithm::Default;
+  ReducerMode mode = ReducerMode::Auto;
 };
 struct BucketInfo {
   std::vector<size_t> params;
@@ -85,6 +107,9 @@ class Reducer {
   // Beyond the shared interface: when the last synced backward's finalize() began (the end of
   // the backward computation), on the same clock as the events (trace_now_us()).
   double last_backward_end_us() const;
+  // Whether this Reducer all-reduces through shared memory (ReducerMode::SharedMemory, chosen
+  // or resolved from Auto) rather than overlapping all-reduces with backward.
+  bool uses_shared_memory() const;
 
   struct Impl;
 
