@@ -15,6 +15,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "brisk/kernels/factory.h"
 #include "brisk/kernels/threads.h"
@@ -52,25 +53,24 @@ bool process_alive(int64_t pid) {
   return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
 }
 
-// Hands out the mapping once, as one Storage's bytes, and unmaps it when that storage goes: the
-// last tensor viewing the segment (a gradient may outlive the Reducer) keeps it mapped. A
-// Storage holds a plain pointer to its allocator, so these few bytes per segment are never freed.
+// Hands a mapping to one Storage as its bytes, and unmaps it when that storage goes: the last
+// tensor viewing the segment (a gradient may outlive the Reducer) keeps it mapped. One allocator
+// serves every segment (a Storage keeps a plain pointer to its allocator): the mapping to hand
+// out is passed in `handing_out` by the thread constructing the Storage.
+thread_local void* handing_out = nullptr;
 class MappingAllocator final : public Allocator {
  public:
-  explicit MappingAllocator(void* base) : base_(base) {}
   void* allocate(size_t) override {
-    BRISK_CHECK(base_ != nullptr, "SharedSegment: the shared-memory mapping is gone and cannot be allocated again");
-    return base_;
+    BRISK_CHECK(handing_out != nullptr, "SharedSegment: a shared-memory mapping cannot be allocated again");
+    return std::exchange(handing_out, nullptr);
   }
-  void deallocate(void* p, size_t n) override {
-    ::munmap(p, n);
-    base_ = nullptr;
-  }
+  void deallocate(void* p, size_t n) override { ::munmap(p, n); }
   Device device() const override { return Device(DeviceKind::CPU); }
-
- private:
-  void* base_;
 };
+MappingAllocator* mapping_allocator() {
+  static auto* a = new MappingAllocator();  // never destroyed: storages may outlive static destruction
+  return a;
+}
 
 }  // namespace
 
@@ -167,8 +167,9 @@ std::unique_ptr<SharedSegment> SharedSegment::create(ProcessGroup& pg, size_t by
     return fail(ok ? std::string("another rank could not map the shared-memory segment")
                    : std::string("could not map the shared-memory segment: ") + std::strerror(err));
   }
+  handing_out = s->base_;
   s->storage_ = std::make_shared<StorageImpl>(s->mapped_bytes_, Device(DeviceKind::CPU), MemoryCategory::Gradients,
-                                              new MappingAllocator(s->base_));
+                                              mapping_allocator());
   // Peers' liveness is checked while waiting for them, where their pids mean something here.
   s->check_peers_ = true;
   for (int q = 0; q < W; ++q) {

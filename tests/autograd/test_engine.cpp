@@ -264,3 +264,45 @@ TEST(Engine, AGradientHasItsTensorsDtype) {
   EXPECT_EQ(x.grad().dtype(), DType::BF16);
   EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(12, 2.f));
 }
+
+// set_grad_buffer: where a leaf's fresh gradient goes (the Reducer's shared buckets use it).
+TEST(Engine, GradBufferReceivesAFreshGradientAndBecomesTheGrad) {
+  Tensor x = leaf_f32({1.f, 2.f, 3.f});
+  Tensor storage = zeros({5});
+  Tensor slot = storage.narrow(0, 1, 3);  // a view into a larger buffer, as a bucket slot
+  int asked = 0;
+  autograd::set_grad_buffer(x, [&] {
+    ++asked;
+    return slot;
+  });
+  (x * 2.0).sum().backward();
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(x.grad().data_ptr(), slot.data_ptr());
+  EXPECT_EQ(storage.to_vector<float>(), (std::vector<float>{0.f, 2.f, 2.f, 2.f, 0.f}));
+  // A defined .grad accumulates in place; the buffer is not asked again.
+  (x * 3.0).sum().backward();
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(storage.to_vector<float>(), (std::vector<float>{0.f, 5.f, 5.f, 5.f, 0.f}));
+  // An undefined answer falls back to a fresh buffer; nullptr removes the provider.
+  x.set_grad(Tensor());
+  autograd::set_grad_buffer(x, [] { return Tensor(); });
+  x.sum().backward();
+  EXPECT_NE(x.grad().data_ptr(), slot.data_ptr());
+  autograd::set_grad_buffer(x, nullptr);
+  x.set_grad(Tensor());
+  x.sum().backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{1.f, 1.f, 1.f}));
+}
+
+TEST(Engine, GradBufferOfTheWrongShapeOrANonLeafIsRefused) {
+  Tensor x = leaf_f32({1.f, 2.f});
+  autograd::set_grad_buffer(x, [] { return zeros({3}); });
+  try {
+    x.sum().backward();
+    FAIL() << "a gradient buffer of the wrong shape was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient buffer"), std::string::npos) << e.what();
+  }
+  Tensor y = x * 2.0;
+  EXPECT_THROW(autograd::set_grad_buffer(y, [] { return Tensor(); }), Error);
+}

@@ -311,3 +311,32 @@ TEST(Trace, WritesChromeTraceJsonWithSpansFromTheReducerOnTheCommunicationThread
     EXPECT_TRUE(names.count(n)) << n;
   std::filesystem::remove_all(dir);
 }
+
+TEST(Reducer, ModesByNameAndWhereSharedMemoryCannotBeUsed) {
+  for (auto m : {dist::ReducerMode::Auto, dist::ReducerMode::Overlap, dist::ReducerMode::SharedMemory})
+    EXPECT_EQ(dist::reducer_mode_from_name(dist::reducer_mode_name(m)), m);
+  try {
+    dist::reducer_mode_from_name("fast");
+    FAIL() << "an unknown mode was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("auto, overlap or shm"), std::string::npos) << e.what();
+  }
+  // A world of one communicates nothing: no segment, whatever the mode.
+  Tensor a = param({3}, 0.0);
+  {
+    dist::Reducer r({{"a", a}}, group(), {.mode = dist::ReducerMode::SharedMemory});
+    EXPECT_FALSE(r.uses_shared_memory());
+  }
+  // A fake world of 4 has no peers to share memory with: asked for explicitly, that is an error
+  // that says why; Auto overlaps.
+  auto fake = dist::fake_group(4);
+  try {
+    dist::Reducer r({{"a", a}}, *fake, {.mode = dist::ReducerMode::SharedMemory});
+    FAIL() << "shared memory in a fake world";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not possible here: the group's backend is fake"), std::string::npos)
+        << e.what();
+  }
+  dist::Reducer r({{"a", a}}, *fake);
+  EXPECT_FALSE(r.uses_shared_memory());
+}

@@ -28,8 +28,12 @@
 // shared-memory segment and nothing is launched during backward: at its end the computing
 // thread meets the other ranks at a barrier in that segment, reduces its share of every bucket
 // (rank order, the same on every rank), meets them again and copies the averages into p.grad().
-// No MPI call, no other thread. Constructing a Reducer is then collective (every rank constructs
-// it at the same point, as PyTorch's DDP). See docs/data-parallel.md, "Shared memory".
+// No MPI call, no other thread. Backward writes each gradient straight into its bucket slot, so
+// p.grad() is a view of the bucket, overwritten by the next backward (PyTorch's
+// gradient_as_bucket_view). Constructing a Reducer is a collective under Auto and SharedMemory
+// in a world of more than one (every rank constructs it at the same point, as PyTorch's DDP); a
+// world of one communicates nothing and never makes a segment. See docs/data-parallel.md,
+// "Shared memory".
 //
 // Several synced backward passes before one optimizer step (two losses): each pass averages
 // the whole accumulated p.grad() once (each bucket is launched exactly once per pass). That is
