@@ -254,36 +254,29 @@ struct Reducer::Impl {
     return events;
   }
 
+  // Why these buckets cannot go through shared memory ("" if they can).
+  std::string shm_obstacle() const {
+    for (const Bucket& b : buckets) {
+      const Param& p = params[b.members.front()];
+      if (!p.tensor.device().is_cpu())
+        return "parameter " + p.name + " is on " + p.tensor.device().str() +
+               " (GPU gradients go through NCCL: use ReducerMode::Auto or Overlap)";
+    }
+    if (opts.algorithm != Algorithm::Default)
+      return std::string("algorithm ") + algorithm_name(opts.algorithm) +
+             " was asked for (it applies to ReducerMode::Overlap)";
+    return {};
+  }
+
   // The buckets' buffers: in a shared-memory segment when the mode resolves to SharedMemory
   // (a collective: see reducer.h), else ordinary zeroed memory of the parameters' device.
   void setup_buffers() {
     ReducerMode mode = opts.mode;
-    if (mode == ReducerMode::Auto) {
-      const char* env = std::getenv("BRISK_REDUCER_MODE");
-      if (env && *env) mode = reducer_mode_from_name(env);
-    }
+    const char* env = std::getenv("BRISK_REDUCER_MODE");
+    if (mode == ReducerMode::Auto && env && *env) mode = reducer_mode_from_name(env);
     if (pg.size() > 1 && mode != ReducerMode::Overlap) {
-      bool cpu = true;
-      std::string where;
-      for (size_t k = 0; k < buckets.size(); ++k) {
-        const Tensor& t = params[buckets[k].members.front()].tensor;
-        if (!t.device().is_cpu() && cpu) where = params[buckets[k].members.front()].name + " on " + t.device().str();
-        cpu = cpu && t.device().is_cpu();
-      }
-      if (mode == ReducerMode::SharedMemory) {
-        BRISK_CHECK(cpu, "Reducer: ReducerMode::SharedMemory reduces CPU gradients only; parameter ", where,
-                    " (use ReducerMode::Auto or Overlap: GPU gradients go through NCCL)");
-        BRISK_CHECK(opts.algorithm == Algorithm::Default,
-                    "Reducer: ReducerMode::SharedMemory has an algorithm of its "
-                    "own; algorithm ",
-                    algorithm_name(opts.algorithm), " applies to ReducerMode::Overlap");
-      }
-      std::string why;
-      if (!cpu) {
-        why = "parameter " + where + " is not on the CPU";
-      } else if (opts.algorithm != Algorithm::Default) {
-        why = std::string("algorithm ") + algorithm_name(opts.algorithm) + " was asked for";
-      } else {
+      std::string why = shm_obstacle();
+      if (why.empty()) {
         size_t bytes = 0;
         for (Bucket& b : buckets) {
           b.shm_offset = bytes;
@@ -470,7 +463,6 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
   size_t bytes = 0;
   auto close_bucket = [&] {
     if (members.empty()) return;
-
     Impl::Bucket b;
     int64_t numel = 0;
     for (size_t k : members) {

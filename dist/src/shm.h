@@ -36,7 +36,6 @@ class SharedSegment {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  size_t bytes_per_rank() const { return region_bytes_; }
   void* region(int rank) const { return base_ + header_bytes_ + region_bytes_ * static_cast<size_t>(rank); }
   void* result() const { return region(size_); }
   // A 1-D tensor of `numel` elements of dt at `byte_offset` into `rank`'s region (rank ==
