@@ -132,6 +132,7 @@ std::vector<Tensor> checkpoint(const CheckpointMultiFn& fn, const std::vector<Te
     AutogradMeta* m = meta(result[i], true);
     m->grad_fn = node;
     m->output_nr = static_cast<uint32_t>(i);
+    m->version_at_record = result[i].version();  // (as record() does: later in-place writes are caught)
   }
   state->outputs = node->outputs;
   node->backward = [state](const GradCtx& g) { return recompute_and_backward(*state, g); };

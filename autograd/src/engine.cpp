@@ -154,8 +154,10 @@ void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& roo
       m->grad = m->grad.defined() ? kernels::binary(kernels::BinaryOp::Add, m->grad, grads[nr])
                                   : kernels::cast(grads[nr], grads[nr].dtype());
     }
+    // Outputs that got no gradient read as zeros, except integer ones (max_pool2d's indices):
+    // they cannot carry a gradient, and a zero fill of their size would be wasted on every step.
     for (size_t i = 0; i < grads.size(); ++i)
-      if (!grads[i].defined()) {
+      if (!grads[i].defined() && is_floating(n->outputs[i].dtype)) {
         const OutputMeta& om = n->outputs[i];
         grads[i] = zeros(om.sizes, {om.dtype, om.device});
       }

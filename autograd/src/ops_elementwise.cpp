@@ -5,6 +5,7 @@
 #include "brisk/autograd/node.h"
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
+#include "reuse.h"
 
 namespace brisk {
 
@@ -30,17 +31,67 @@ Tensor kscal(BinaryOp op, const Tensor& a, double s) {
   return kernels::binary_scalar(op, a, s);
 }
 
-Tensor unary_op(UnaryOp op, const Tensor& x) {
+// What each unary op's backward reads: its input x, its output y, or neither (Neg, Sign).
+// Relu reads y (y > 0 exactly where x > 0), so relu's input need not be kept for backward.
+bool backward_reads_input(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Log:
+    case UnaryOp::Abs:
+    case UnaryOp::GeluTanh:
+    case UnaryOp::GeluErf:
+    case UnaryOp::Silu:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Square:
+    case UnaryOp::Log1p:
+      return true;
+    default:
+      return false;
+  }
+}
+bool backward_reads_output(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Relu:
+    case UnaryOp::Sigmoid:
+    case UnaryOp::Tanh:
+    case UnaryOp::Reciprocal:
+    case UnaryOp::Expm1:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// y = op(x), recorded. `reuse_input`: the caller handed x over (an rvalue) and y may be written
+// over it when nothing else can see x's bytes and backward does not need x.
+Tensor unary_op(UnaryOp op, const Tensor& x, bool reuse_input = false) {
   profiler::Scope prof_scope(kernels::op_name(op));
-  Tensor y = kernels::unary(op, x);
+  const bool in_place =
+      reuse_input && x.is_floating_point() && !backward_reads_input(op) && autograd::detail::reusable(x);
+  // (No version bump for the overwrite: nothing can read x's old values, and x's history, which
+  // the node below points at, must still look current.)
+  Tensor y = in_place ? autograd::detail::take_over(kernels::unary(op, x, x)) : kernels::unary(op, x);
   if (autograd::any_requires_grad({&x})) {
-    Tensor ys = y.detach();
+    // Only what backward reads is kept alive (a stand-in of the right shape otherwise).
+    const Tensor xs = backward_reads_input(op) ? x.detach() : Tensor();
+    const Tensor ys = backward_reads_output(op) ? y.detach() : Tensor();
+    std::vector<Tensor> saved;
+    if (xs.defined()) saved.push_back(xs);
+    if (ys.defined()) saved.push_back(ys);
     record(
         kernels::op_name(op), {x}, y,
-        [op, xs = x, ys](const GradCtx& g) -> std::vector<Tensor> {
-          return {kernels::unary_backward(op, g.grad(), xs, ys)};
+        [op, xs, ys](const GradCtx& g) -> std::vector<Tensor> {
+          const Tensor& grad = g.grad();
+          const Tensor& in = xs.defined() ? xs : ys.defined() ? ys : grad;
+          // The engine drops this gradient after the node: when nothing else holds it, the
+          // input's gradient is written over it.
+          const Tensor out = grad.dtype() == in.dtype() && autograd::detail::reusable(grad) ? grad : Tensor();
+          return {kernels::unary_backward(op, grad, in, ys, out)};
         },
-        op == UnaryOp::Neg ? std::vector<Tensor>{} : std::vector<Tensor>{x, ys});
+        saved);
   }
   return y;
 }
@@ -54,16 +105,18 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name
   profiler::Scope prof_scope(name);
   Tensor out = kbin(op, a, b);
   if (autograd::any_requires_grad({&a, &b})) {
-    Tensor os = out.detach();
+    // Only what backward reads is kept alive (add and sub keep neither operand nor the result);
+    // the rest are undefined in `grads`.
+    const Tensor as = saves & kSaveA ? a : Tensor(), bs = saves & kSaveB ? b : Tensor();
+    const Tensor os = saves & kSaveOut ? out.detach() : Tensor();
     std::vector<Tensor> saved;
-    if (saves & kSaveA) saved.push_back(a);
-    if (saves & kSaveB) saved.push_back(b);
-    if (saves & kSaveOut) saved.push_back(os);
+    for (const Tensor* t : {&as, &bs, &os})
+      if (t->defined()) saved.push_back(*t);
     record(
         name, {a, b}, out,
-        [as = a, bs = b, os, grads](const GradCtx& g) -> std::vector<Tensor> {
+        [as, bs, os, sa = a.sizes(), sb = b.sizes(), grads](const GradCtx& g) -> std::vector<Tensor> {
           auto [ga, gb] = grads(g, as, bs, os);
-          return {ga.defined() ? sum_to(ga, as.sizes()) : ga, gb.defined() ? sum_to(gb, bs.sizes()) : gb};
+          return {ga.defined() ? sum_to(ga, sa) : ga, gb.defined() ? sum_to(gb, sb) : gb};
         },
         saved);
   }
@@ -167,6 +220,9 @@ Tensor neg(const Tensor& x) {
 Tensor exp(const Tensor& x) {
   return unary_op(UnaryOp::Exp, x);
 }
+Tensor exp(Tensor&& x) {
+  return unary_op(UnaryOp::Exp, x, true);
+}
 Tensor log(const Tensor& x) {
   return unary_op(UnaryOp::Log, x);
 }
@@ -182,6 +238,9 @@ Tensor abs(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   return unary_op(UnaryOp::Relu, x);
 }
+Tensor relu(Tensor&& x) {
+  return unary_op(UnaryOp::Relu, x, true);
+}
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   return unary_op(approximate == GeluApproximation::Tanh ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
 }
@@ -191,8 +250,14 @@ Tensor silu(const Tensor& x) {
 Tensor sigmoid(const Tensor& x) {
   return unary_op(UnaryOp::Sigmoid, x);
 }
+Tensor sigmoid(Tensor&& x) {
+  return unary_op(UnaryOp::Sigmoid, x, true);
+}
 Tensor tanh(const Tensor& x) {
   return unary_op(UnaryOp::Tanh, x);
+}
+Tensor tanh(Tensor&& x) {
+  return unary_op(UnaryOp::Tanh, x, true);
 }
 Tensor sin(const Tensor& x) {
   return unary_op(UnaryOp::Sin, x);
@@ -288,10 +353,12 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
   profiler::Scope prof_scope(kernels::op_name(op));
   Tensor out = kernels::binary_scalar(op, a, s, scalar_first);
   if (autograd::any_requires_grad({&a})) {
-    Tensor os = out.detach();
+    // Only s / a reads a tensor in backward (a and the result).
+    const bool reads = op == BinaryOp::Div && scalar_first;
+    const Tensor as = reads ? a : Tensor(), os = reads ? out.detach() : Tensor();
     record(
         kernels::op_name(op), {a}, out,
-        [op, as = a, os, s, scalar_first](const GradCtx& g) -> std::vector<Tensor> {
+        [op, as, os, s, scalar_first](const GradCtx& g) -> std::vector<Tensor> {
           const Tensor& gr = g.grad();
           switch (op) {
             case BinaryOp::Add:
@@ -308,7 +375,7 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
               BRISK_THROW("scalar ", kernels::op_name(op), ": no gradient");
           }
         },
-        op == BinaryOp::Div && scalar_first ? std::vector<Tensor>{a, os} : std::vector<Tensor>{});
+        reads ? std::vector<Tensor>{as, os} : std::vector<Tensor>{});
   }
   return out;
 }

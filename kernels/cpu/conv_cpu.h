@@ -34,8 +34,13 @@ void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const
                      const Tensor& gw, const Tensor& gb);
 // x: (planes, H, W) -> values, indices (i64): (planes, OH, OW); any float dtype.
 void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& indices);
-// gx (planes, H, W) = scatter-add of gy by indices.
+// gx (planes, H, W) = scatter-add of gy by indices (each index already checked to lie in its plane).
 void max_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& indices, const Tensor& gx);
+// The same for disjoint windows (2x2, stride 2, as max_pool2d's indices for them are), written
+// without a zero fill or scatter, each index checked to lie in its own output's window on the
+// way. false when this path does not apply (another shape, dtype or instruction set) or an index
+// lies elsewhere: gx is then partly written and max_pool2d_backward must produce it.
+bool max_pool2d_backward_disjoint(const PoolGeom& g, const Tensor& gy, const Tensor& indices, const Tensor& gx);
 void avg_pool2d(const PoolGeom& g, bool count_include_pad, const Tensor& x, const Tensor& y);
 void avg_pool2d_backward(const PoolGeom& g, bool count_include_pad, const Tensor& gy, const Tensor& gx);
 // Only planes, h, w, oh, ow of g are used.
@@ -48,6 +53,7 @@ BRISK_CPU_DISPATCH_FN(conv2d);
 BRISK_CPU_DISPATCH_FN(conv2d_backward);
 BRISK_CPU_DISPATCH_FN(max_pool2d);
 BRISK_CPU_DISPATCH_FN(max_pool2d_backward);
+BRISK_CPU_DISPATCH_FN(max_pool2d_backward_disjoint);
 BRISK_CPU_DISPATCH_FN(avg_pool2d);
 BRISK_CPU_DISPATCH_FN(avg_pool2d_backward);
 BRISK_CPU_DISPATCH_FN(adaptive_avg_pool2d);

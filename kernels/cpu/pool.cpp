@@ -284,14 +284,6 @@ void max_pool_backward_impl(const PoolGeom& g, const T* gy, const int64_t* idx, 
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
 #pragma omp parallel for schedule(static) if (worth_parallel(g.planes * in_plane))
   for (int64_t pl = 0; pl < g.planes; ++pl) {
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float>) {
-      if (g.oh == g.h / 2 && g.ow == g.w / 2 && g.oh > 0 && g.ow > 0 &&
-          max_pool_2x2_backward_plane_avx512(gy + pl * out_plane, idx + pl * out_plane, g.h, g.w, g.oh, g.ow,
-                                             gx + pl * in_plane))
-        continue;
-    }
-#endif
     PlaneAcc<T> acc(gx + pl * in_plane, in_plane);
     for (int64_t o = 0; o < out_plane; ++o) acc[idx[pl * out_plane + o]] += static_cast<A>(gy[pl * out_plane + o]);
     acc.finish();
@@ -415,6 +407,26 @@ void max_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& indi
     max_pool_backward_impl<T>(g, static_cast<const T*>(gy.data<T>()),
                               static_cast<const int64_t*>(indices.data<int64_t>()), gx.data<T>());
   });
+}
+
+bool max_pool2d_backward_disjoint(const PoolGeom& g, const Tensor& gy, const Tensor& indices, const Tensor& gx) {
+#if defined(__AVX512F__)
+  if (gy.dtype() != DType::F32 || g.oh != g.h / 2 || g.ow != g.w / 2 || g.oh <= 0 || g.ow <= 0) return false;
+  const float* gyp = gy.data<float>();
+  const int64_t* idx = indices.data<int64_t>();
+  float* gxp = gx.data<float>();
+  const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+  int failed = 0;
+#pragma omp parallel for schedule(static) reduction(| : failed) if (worth_parallel(g.planes * in_plane))
+  for (int64_t pl = 0; pl < g.planes; ++pl)
+    if (!failed)
+      failed |= !max_pool_2x2_backward_plane_avx512(gyp + pl * out_plane, idx + pl * out_plane, g.h, g.w, g.oh, g.ow,
+                                                    gxp + pl * in_plane);
+  return !failed;
+#else
+  (void)g, (void)gy, (void)indices, (void)gx;
+  return false;
+#endif
 }
 
 void avg_pool2d(const PoolGeom& g, bool count_include_pad, const Tensor& x, const Tensor& y) {

@@ -243,8 +243,11 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
     cuda::max_pool2d_backward(grad_out, indices, gx);  // checks the indices on the device
     return gx;
   }
-  // An index outside its plane would add into another plane (or past the buffer).
-  const Tensor idx = contiguous(indices);
+  const Tensor idx = contiguous(indices), gy = contiguous(grad_out);
+  // The common case (2x2 windows with stride 2, indices from max_pool2d) checks every index
+  // against its own window as it writes; anything else is checked here first: an index outside
+  // its plane would add into another plane (or past the buffer).
+  if (cpu::max_pool2d_backward_disjoint(g, gy, idx, gx)) return gx;
   const int64_t* iv = idx.data<int64_t>();
   const int64_t in_plane = g.h * g.w, count = idx.numel();
   // One branch-free pass finds whether any index is out of range (numel() is a product: not per element).
@@ -254,7 +257,7 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
     for (int64_t i = 0; i < count; ++i)
       BRISK_CHECK(iv[i] >= 0 && iv[i] < in_plane, op, ": index out of range (value ", iv[i], ", limit ", in_plane,
                   ") for input ", input_sizes);
-  cpu::max_pool2d_backward(g, contiguous(grad_out), idx, gx);
+  cpu::max_pool2d_backward(g, gy, idx, gx);
   return gx;
 }
 

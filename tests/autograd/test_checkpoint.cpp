@@ -249,6 +249,30 @@ TEST(Checkpoint, AFunctionReturningItsInputLeavesTheInputAlone) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3.f, 3.f}));
 }
 
+// The output's storage may have been written in place inside the function (version > 0): the
+// checkpoint's output is current as returned, and only a later in-place write makes it stale.
+TEST(Checkpoint, AnOutputWrittenInPlaceInsideTheFunctionIsCurrent) {
+  Tensor x = tensor<float>({1.f, 2.f});
+  x.requires_grad_();
+  Tensor y = autograd::checkpoint(
+      [](const Tensor& t) {
+        Tensor r = t * 2.0;
+        NoGradGuard no_grad;
+        r.add_(1.0);  // (a constant shift: the gradient stays 2)
+        return r;
+      },
+      x);
+  ASSERT_GT(y.version(), 0u);
+  (y * 3.0).sum().backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{6.f, 6.f}));
+  Tensor z = autograd::checkpoint([](const Tensor& t) { return t * 2.0; }, x);
+  {
+    NoGradGuard no_grad;
+    z.add_(1.0);
+  }
+  EXPECT_THROW(z * 3.0, Error);
+}
+
 TEST(Checkpoint, ChangingAnInputInPlaceBeforeBackwardIsAnError) {
   Tensor a = tensor<float>({1.f, 2.f});
   a.requires_grad_();

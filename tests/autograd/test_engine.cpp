@@ -265,6 +265,33 @@ TEST(Engine, AGradientHasItsTensorsDtype) {
   EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(12, 2.f));
 }
 
+// An output that got no gradient reads as zeros in its node's backward, unless it is an integer
+// output (max_pool2d's indices): that one can never carry a gradient and stays undefined, so no
+// zero fill of its size runs on every step.
+TEST(Engine, OnlyFloatingOutputsWithoutAGradientReadAsZeros) {
+  Tensor x = leaf_f32({1.f, 2.f});
+  Tensor values = x * 3.0, spare = x * 5.0;
+  Tensor idx = zeros({2}, {.dtype = DType::I64});
+  bool saw = false;
+  std::vector<Tensor> outs = {values.detach(), spare.detach(), idx};
+  autograd::record("three_outputs", {x}, outs, [&saw](const autograd::GradCtx& g) -> std::vector<Tensor> {
+    saw = true;
+    EXPECT_TRUE(g.grad(0).defined());
+    EXPECT_TRUE(g.grad(1).defined());  // a float output nobody used: zeros
+    EXPECT_EQ(g.grad(1).to_vector<float>(), std::vector<float>(2, 0.f));
+    EXPECT_FALSE(g.grad(2).defined());  // the integer output: none
+    return {g.grad(0)};
+  });
+  outs[0].sum().backward();
+  EXPECT_TRUE(saw);
+  EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(2, 1.f));
+  // max_pool2d's backward runs with its indices output undefined.
+  Tensor img = randn({1, 1, 4, 4}).requires_grad_();
+  auto [pooled, indices] = max_pool2d_with_indices(img, 2);
+  pooled.sum().backward();
+  EXPECT_FLOAT_EQ(img.grad().sum().item<float>(), 4.f);
+}
+
 // set_grad_buffer: where a leaf's fresh gradient goes (the Reducer's shared buckets use it).
 TEST(Engine, GradBufferReceivesAFreshGradientAndBecomesTheGrad) {
   Tensor x = leaf_f32({1.f, 2.f, 3.f});

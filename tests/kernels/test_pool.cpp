@@ -302,6 +302,19 @@ TEST(Pooling, MaxPoolBackwardRejectsIndicesOutsideThePlane) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("index out of range (value 9, limit 9)"), std::string::npos) << e.what();
   }
+  // The same on the 2x2 / stride 2 shape, whose fast path checks each index against its own
+  // window: an index past the plane, or negative, still fails with the same message.
+  for (int64_t bad : {int64_t{16}, int64_t{-1}}) {
+    Tensor idx4 = from_vector<int64_t>({0, 2, 8, 10, 0, 2, 8, bad}, {1, 2, 2, 2});
+    try {
+      kernels::max_pool2d_backward(gy, idx4, {1, 2, 4, 4});
+      ADD_FAILURE() << "expected an error for index " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("index out of range (value " + std::to_string(bad) + ", limit 16)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // The 2x2 / stride 2 f32 path (vectorised where the CPU has AVX-512): every width and height from

@@ -21,8 +21,9 @@ struct Edge {
   bool valid() const { return node != nullptr; }
 };
 
-// What a backward closure sees: the gradient of each output (zeros where an output got
-// none) and which inputs need a gradient.
+// What a backward closure sees: the gradient of each output (zeros where a floating-point
+// output got none; undefined for an integer output, which never has one) and which inputs need
+// a gradient.
 class GradCtx {
  public:
   GradCtx(const std::vector<Tensor>& grads, const std::vector<Edge>& next) : grads_(grads), next_(next) {}

@@ -37,6 +37,14 @@ Tensor sign(const Tensor& x);
 Tensor log1p(const Tensor& x);
 Tensor expm1(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// Given a tensor nobody else holds (a temporary: `relu(conv(x))`, or std::move of the last
+// handle), these write their result over its memory instead of allocating: the same values and
+// gradients, one activation fewer to allocate and keep (docs/how-brisk-works.md, "Reusing memory
+// nobody else can see"). With any other handle, view or saved copy alive they allocate as usual.
+Tensor relu(Tensor&& x);
+Tensor sigmoid(Tensor&& x);
+Tensor tanh(Tensor&& x);
+Tensor exp(Tensor&& x);
 // cond ? a : b (gradient flows to a where cond, to b elsewhere).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 

@@ -34,10 +34,13 @@ const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
 const char* op_name(CompareOp op);
 
-// y = op(x); float dtypes (Neg, Abs, Relu, Sign, Square also take integers).
-Tensor unary(UnaryOp op, const Tensor& x);
-// dx = grad * op'(x), given x and y = op(x) (either may be used).
-Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y);
+// y = op(x); float dtypes (Neg, Abs, Relu, Sign, Square also take integers). With `out`
+// (contiguous, the result's shape and dtype, on x's device; it may be x itself) y is written
+// there and returned.
+Tensor unary(UnaryOp op, const Tensor& x, const Tensor& out = {});
+// dx = grad * op'(x), given x and y = op(x) (either may be used). With `out` (contiguous,
+// grad's shape and dtype; it may be grad itself) dx is written there and returned.
+Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, const Tensor& out = {});
 // out = a op b with broadcasting; mixed dtypes are promoted (promote_types).
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 // out = a op s (or s op a when `scalar_first`), in a's dtype (an integer tensor with a

@@ -1,0 +1,153 @@
+// Ops that write over memory nobody else can see (docs/how-brisk-works.md, "Reusing memory
+// nobody else can see"): relu/sigmoid/tanh/exp given a temporary, and unary backward nodes
+// writing the input's gradient over the output's. Each case checks both that the memory was
+// (or was not) reused and that values and gradients are those of the allocating path.
+#include <gtest/gtest.h>
+
+#include <brisk/brisk.h>
+
+#include "common/gradcheck.h"
+
+using namespace brisk;
+
+namespace {
+
+Tensor leaf(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  return randn(s, {}, &g).requires_grad_();
+}
+
+std::vector<float> values(const Tensor& t) {
+  return t.contiguous().to_vector<float>();
+}
+
+}  // namespace
+
+TEST(MemoryReuse, ATemporaryIsOverwrittenWithTheSameValuesAndGradients) {
+  for (auto [name, lvalue, rvalue] :
+       std::vector<std::tuple<const char*, Tensor (*)(const Tensor&), Tensor (*)(Tensor &&)>>{
+           {"relu", &relu, &relu}, {"sigmoid", &sigmoid, &sigmoid}, {"tanh", &tanh, &tanh}, {"exp", &exp, &exp}}) {
+    SCOPED_TRACE(name);
+    Tensor x = leaf({4, 5}, 1);
+    Tensor h = x * 0.5;  // a non-leaf nobody else holds
+    const void* bytes = h.data_ptr();
+    Tensor y = rvalue(std::move(h));
+    EXPECT_EQ(y.data_ptr(), bytes) << "the temporary's memory was not reused";
+    Tensor want = lvalue(x * 0.5);  // (an rvalue too, but compared by value only)
+    EXPECT_EQ(values(y), values(want));
+    Generator g(7);
+    Tensor w = randn({4, 5}, {}, &g);
+    (y * w).sum().backward();
+    Tensor gx = x.grad();
+    x.set_grad(Tensor());
+    Tensor h2 = x * 0.5;
+    (lvalue(h2) * w).sum().backward();  // lvalue: allocates
+    EXPECT_EQ(values(gx), values(x.grad()));
+  }
+}
+
+TEST(MemoryReuse, AnythingElseSeeingTheBytesKeepsThemIntact) {
+  Tensor x = leaf({6}, 2);
+  {
+    // A view of the temporary is alive.
+    Tensor h = x * 1.0;
+    Tensor v = h.narrow(0, 0, 3);
+    const std::vector<float> before = values(v);
+    Tensor y = relu(std::move(h));
+    EXPECT_NE(y.data_ptr(), v.data_ptr());
+    EXPECT_EQ(values(v), before);
+  }
+  {
+    // Another handle on the same tensor.
+    Tensor h = x * 1.0;
+    Tensor other = h;
+    Tensor y = relu(std::move(h));
+    EXPECT_NE(y.data_ptr(), other.data_ptr());
+    EXPECT_EQ(values(other), values(x));
+  }
+  {
+    // exp saved its output for backward: relu of that output must leave it alone, and the
+    // gradient through both is exp(x) * (exp(x) > 0) = exp(x).
+    x.set_grad(Tensor());
+    Tensor e = exp(x);
+    const void* e_bytes = e.data_ptr();
+    Tensor y = relu(std::move(e));
+    EXPECT_NE(y.data_ptr(), e_bytes);
+    y.sum().backward();
+    EXPECT_EQ(values(x.grad()), values(exp(x.detach())));
+  }
+  {
+    // A leaf that requires grad is never overwritten.
+    Tensor l = leaf({6}, 3);
+    const std::vector<float> before = values(l);
+    const void* l_bytes = l.data_ptr();
+    Tensor copy = l;  // (keeps a handle to look at afterwards)
+    Tensor y = relu(std::move(l));
+    EXPECT_NE(y.data_ptr(), l_bytes);
+    EXPECT_EQ(values(copy), before);
+  }
+  {
+    // Parameters' memory is not activation memory.
+    Tensor p = zeros({6});
+    p.storage()->set_category(MemoryCategory::Parameters);
+    const void* p_bytes = p.data_ptr();
+    Tensor y = relu(std::move(p));
+    EXPECT_NE(y.data_ptr(), p_bytes);
+  }
+}
+
+// A relu output's gradient also goes elsewhere: kept by retain_grad, or handed by add's backward
+// to two relu nodes at once. The relu backward must not write over a gradient someone else reads.
+TEST(MemoryReuse, BackwardWritesOverAGradientOnlyWhenNothingElseReadsIt) {
+  Tensor p = leaf({8}, 4), q = leaf({8}, 5);
+  Tensor a = relu(p * 1.0);
+  Tensor b = relu(q * 1.0);
+  a.retain_grad();
+  Generator g(9);
+  Tensor w = randn({8}, {}, &g);
+  ((a + b) * w).sum().backward();
+  EXPECT_EQ(values(a.grad()), values(w)) << "the retained gradient was overwritten";
+  auto masked = [&](const Tensor& in) {
+    std::vector<float> out = values(w), v = values(in);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = v[i] > 0 ? out[i] : 0.0f;
+    return out;
+  };
+  EXPECT_EQ(values(p.grad()), masked(p));
+  EXPECT_EQ(values(q.grad()), masked(q));
+}
+
+// A chain of temporaries in a model's shape: the same gradients as with every tensor kept, checked
+// against finite differences in float64.
+TEST(MemoryReuse, ChainsOfTemporariesPassTheGradientCheck) {
+  Generator g(12);
+  Tensor x = randn({3, 4}, {.dtype = DType::F64}, &g).requires_grad_();
+  Tensor w = randn({4, 4}, {.dtype = DType::F64}, &g).requires_grad_();
+  auto f = [](const std::vector<Tensor>& in) { return tanh(sigmoid(relu(matmul(in[0], in[1]) + 0.1)) * 2.0).sum(); };
+  brisk::testing::expect_gradcheck(f, {x, w});
+}
+
+// Under activation checkpointing a function's output becomes the checkpoint's output (a detached
+// handle with the checkpoint's history), then the next function's input, recomputed in backward.
+TEST(MemoryReuse, CheckpointedLayersOfTemporariesTrainAsWithoutCheckpoint) {
+  Generator g(21);
+  nn::Linear l1(16, 16), l2(16, 16);
+  Tensor x = randn({4, 16}, {}, &g), y = randn({4, 16}, {}, &g);
+  auto run = [&](bool ckpt) {
+    for (auto* l : {&l1, &l2})
+      for (auto& p : l->parameters()) p.set_grad(Tensor());
+    Tensor h = x;
+    for (nn::Linear* l : {&l1, &l2}) {
+      auto f = [l](const Tensor& t) { return tanh(l->forward(t)); };
+      h = ckpt ? autograd::checkpoint(f, h) : f(h);
+    }
+    mse_loss(h, y).backward();
+    std::vector<float> grads;
+    for (auto* l : {&l1, &l2})
+      for (auto& p : l->parameters()) {
+        auto v = values(p.grad());
+        grads.insert(grads.end(), v.begin(), v.end());
+      }
+    return grads;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
