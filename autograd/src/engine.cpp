@@ -10,6 +10,7 @@
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
+#include "reuse.h"
 
 namespace brisk::autograd {
 
@@ -56,6 +57,15 @@ void accumulate_into_leaf(Node& acc, const Tensor& g) {
     // Own the gradient: a fresh contiguous buffer counted as a gradient (or the buffer the
     // leaf's owner provides: set_grad_buffer).
     Tensor buf = m->grad_buffer ? m->grad_buffer() : Tensor();
+    if (!buf.defined() && detail::reusable(g) && g.dtype() == leaf.dtype() && g.device() == leaf.device() &&
+        g.sizes() == leaf.sizes() && g.offset() == 0 && g.nbytes() == g.storage()->nbytes()) {
+      // Nothing else holds this gradient (the engine drops it next): it becomes .grad as it is,
+      // without a copy (PyTorch's AccumulateGrad steals it the same way).
+      g.storage()->set_category(MemoryCategory::Gradients);
+      m->grad = detail::take_over(g);
+      for (auto& hook : m->hooks) hook(m->grad);
+      return;
+    }
     if (buf.defined()) {
       BRISK_CHECK(buf.sizes() == leaf.sizes() && buf.dtype() == leaf.dtype() && buf.device() == leaf.device() &&
                       buf.is_contiguous(),

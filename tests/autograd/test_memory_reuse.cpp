@@ -151,3 +151,39 @@ TEST(MemoryReuse, CheckpointedLayersOfTemporariesTrainAsWithoutCheckpoint) {
   };
   EXPECT_EQ(run(true), run(false));
 }
+
+namespace {
+// Hands back a gradient the test can recognise (and, with `keep`, holds on to it).
+struct Recognised : autograd::Function<Recognised> {
+  static inline const void* handed = nullptr;
+  static inline bool keep = false;
+  static inline Tensor kept;
+  static Tensor forward(autograd::FunctionCtx&, const Tensor& x) { return x * 1.0; }
+  static std::vector<Tensor> backward(autograd::FunctionCtx&, const std::vector<Tensor>& g) {
+    Tensor out = g[0] * 2.0;
+    handed = out.data_ptr();
+    if (keep) kept = out;
+    return {out};
+  }
+};
+}  // namespace
+
+// A leaf's first gradient: taken as it is when nothing else holds it (no copy), copied otherwise.
+TEST(MemoryReuse, ALeafTakesOverAGradientNobodyElseHolds) {
+  Tensor x = leaf({5}, 30);
+  Recognised::keep = false;
+  Recognised::apply(x).sum().backward();
+  EXPECT_EQ(x.grad().data_ptr(), Recognised::handed);
+  EXPECT_EQ(values(x.grad()), std::vector<float>(5, 2.f));
+  EXPECT_EQ(x.grad().storage()->category(), MemoryCategory::Gradients);
+  // Accumulation adds into it; a held gradient is copied, so changing .grad leaves it alone.
+  Recognised::apply(x).sum().backward();
+  EXPECT_EQ(values(x.grad()), std::vector<float>(5, 4.f));
+  Tensor y = leaf({5}, 31);
+  Recognised::keep = true;
+  Recognised::apply(y).sum().backward();
+  EXPECT_NE(y.grad().data_ptr(), Recognised::handed);
+  kernels::fill_(y.grad(), 7.0);
+  EXPECT_EQ(values(Recognised::kept), std::vector<float>(5, 2.f));
+  Recognised::kept = Tensor();
+}
