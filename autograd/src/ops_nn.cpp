@@ -10,6 +10,7 @@
 #include "brisk/kernels/conv.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/nn.h"
+#include "reuse.h"
 
 namespace brisk {
 
@@ -35,21 +36,61 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return y;
 }
 
-std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
+namespace {
+
+// The relu node whose sole output x is, when x is a temporary nothing else holds (its gradient
+// can only come from the op it is handed to); null otherwise.
+autograd::Node* relu_of_temporary(const Tensor& x) {
+  if (!is_grad_enabled() || !x.defined() || x.impl_ptr().use_count() != 1 || x.impl()->is_view) return nullptr;
+  autograd::AutogradMeta* m = autograd::meta(x);
+  if (!m || !m->grad_fn || m->output_nr != 0 || m->grad_fn->released || m->grad_fn->next.size() != 1) return nullptr;
+  return m->grad_fn->name == kernels::op_name(kernels::UnaryOp::Relu) ? m->grad_fn.get() : nullptr;
+}
+
+std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o, bool temporary) {
   profiler::Scope prof_scope("max_pool2d");
   kernels::MaxPool2dResult r = kernels::max_pool2d(x, kernel, o);
-  if (autograd::any_requires_grad({&x})) {
-    Tensor idx = r.indices;
+  if (!autograd::any_requires_grad({&x})) return {r.values, r.indices};
+  autograd::Node* relu = temporary ? relu_of_temporary(x) : nullptr;
+  Tensor idx = r.indices;
+  if (!relu) {
     record("max_pool2d", {x}, std::vector<Tensor>{r.values, r.indices},
            [idx, in_sizes = x.sizes()](const GradCtx& g) -> std::vector<Tensor> {
              return {kernels::max_pool2d_backward(g.grad(0), idx, in_sizes)};
            });
+    return {r.values, r.indices};
   }
+  // x = relu(z), and only this pooling reads x: relu's mask at each argmax is (value > 0), so the
+  // node masks the pooled gradient and scatters it into z's gradient, taking relu's place. Zero
+  // where relu's backward would put zero, 0 + g elsewhere, as the two nodes in turn give.
+  // The mask is kept as its own tensor (1 where the value is positive, else 0: relu's outputs
+  // are never negative or NaN), so the caller may still change the pooled values in place, as
+  // with the separate nodes.
+  const autograd::Edge to_relu_input = relu->next[0];
+  Tensor positive = kernels::unary(kernels::UnaryOp::Sign, r.values);
+  record("relu_max_pool2d", {x}, std::vector<Tensor>{r.values, r.indices},
+         [idx, positive, in_sizes = x.sizes()](const GradCtx& g) -> std::vector<Tensor> {
+           const Tensor& gy = g.grad(0);
+           const Tensor masked = kernels::unary_backward(kernels::UnaryOp::Relu, gy, positive, positive,
+                                                         autograd::detail::reusable(gy) ? gy : Tensor());
+           return {kernels::max_pool2d_backward(masked, idx, in_sizes)};
+         });
+  autograd::meta(r.values)->grad_fn->next[0] = to_relu_input;
   return {r.values, r.indices};
 }
 
+}  // namespace
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
+  return max_pool2d_impl(x, kernel, o, false);
+}
+
 Tensor max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
-  return max_pool2d_with_indices(x, kernel, o).first;
+  return max_pool2d_impl(x, kernel, o, false).first;
+}
+
+Tensor max_pool2d(Tensor&& x, Size2 kernel, const MaxPool2dOptions& o) {
+  return max_pool2d_impl(x, kernel, o, true).first;
 }
 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o) {

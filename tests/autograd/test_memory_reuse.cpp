@@ -4,6 +4,8 @@
 // (or was not) reused and that values and gradients are those of the allocating path.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <brisk/brisk.h>
 
 #include "common/gradcheck.h"
@@ -186,4 +188,58 @@ TEST(MemoryReuse, ALeafTakesOverAGradientNobodyElseHolds) {
   kernels::fill_(y.grad(), 7.0);
   EXPECT_EQ(values(Recognised::kept), std::vector<float>(5, 2.f));
   Recognised::kept = Tensor();
+}
+
+// max_pool2d(relu(z)) with relu's output a temporary: the pooling takes relu's place in backward.
+// The same gradient bits as relu and max_pool2d each recording their node, also when relu's output
+// feeds another op too, when windows overlap (an argmax shared by windows), and when the pooled
+// values are changed in place before backward (allowed, as without the fusion).
+TEST(MemoryReuse, MaxPoolOfATemporaryReluGivesTheSameGradientBits) {
+  Generator g(40);
+  const Tensor z0 = randn({2, 3, 8, 8}, {}, &g), w = randn({2, 3, 4, 4}, {}, &g);
+  const Tensor w3 = randn({2, 3, 7, 7}, {}, &g);
+  auto grad_of = [&](int variant, bool fused) {
+    Tensor z = z0.detach().requires_grad_();
+    Tensor h = z * 1.5;
+    Tensor loss;
+    if (variant == 0) {  // the CNN's shape
+      Tensor p = fused ? max_pool2d(relu(std::move(h)), 2) : max_pool2d(static_cast<const Tensor&>(relu(h)), 2);
+      loss = (p * w).sum();
+    } else if (variant == 1) {  // relu's output also feeds another op
+      Tensor r = relu(h);
+      Tensor other = (r + 1.0).sum();
+      Tensor p = fused ? max_pool2d(std::move(r), 2) : max_pool2d(static_cast<const Tensor&>(r), 2);
+      loss = (p * w).sum() + other;
+    } else if (variant == 2) {  // overlapping windows: 2x2, stride 1
+      Tensor p = fused ? max_pool2d(relu(std::move(h)), 2, {.stride = 1})
+                       : max_pool2d(static_cast<const Tensor&>(relu(h)), 2, {.stride = 1});
+      loss = (p * w3).sum();
+    } else {  // the pooled values changed in place before backward
+      Tensor p = fused ? max_pool2d(relu(std::move(h)), 2) : max_pool2d(static_cast<const Tensor&>(relu(h)), 2);
+      p.mul_(3.0);
+      loss = (p * w).sum();
+    }
+    loss.backward();
+    return values(z.grad());
+  };
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE(variant);
+    const auto a = grad_of(variant, true), b = grad_of(variant, false);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  }
+  // The fused node is what the profiler shows, and relu's own backward does not run.
+  profiler::reset();
+  profiler::enable();
+  Tensor z = z0.detach().requires_grad_();
+  (max_pool2d(relu(z * 1.5), 2) * w).sum().backward();
+  profiler::disable();
+  bool fused = false, relu_backward = false;
+  for (const auto& r : profiler::key_averages()) {
+    fused = fused || r.name == "ReluMaxPool2dBackward";
+    relu_backward = relu_backward || r.name == "ReluBackward";
+  }
+  profiler::reset();
+  EXPECT_TRUE(fused);
+  EXPECT_FALSE(relu_backward);
 }

@@ -17,6 +17,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 
 // The maximum of each window (padding never wins); the gradient flows to the argmax only.
 Tensor max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o = {});
+// Given a temporary that relu made (max_pool2d(relu(conv(x)), 2)), the same values, and in
+// backward the pooling applies relu's mask itself on its (smaller) output and hands the gradient
+// straight to relu's input: relu's backward, and the relu output it would keep, are skipped,
+// with the same gradient bits (docs/how-brisk-works.md, "Reusing memory nobody else can see").
+Tensor max_pool2d(Tensor&& x, Size2 kernel, const MaxPool2dOptions& o = {});
 // Values and their i64 indices (h * W + w inside each input plane, as PyTorch).
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o = {});
 
