@@ -33,24 +33,12 @@ Tensor kscal(BinaryOp op, const Tensor& a, double s) {
 
 // What each unary op's backward reads: its input x, its output y, or neither (Neg, Sign).
 // Relu reads y (y > 0 exactly where x > 0), so relu's input need not be kept for backward.
-bool backward_reads_input(UnaryOp op) {
+enum class Reads { Nothing, Input, Output };
+Reads backward_reads(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Log:
-    case UnaryOp::Abs:
-    case UnaryOp::GeluTanh:
-    case UnaryOp::GeluErf:
-    case UnaryOp::Silu:
-    case UnaryOp::Sin:
-    case UnaryOp::Cos:
-    case UnaryOp::Square:
-    case UnaryOp::Log1p:
-      return true;
-    default:
-      return false;
-  }
-}
-bool backward_reads_output(UnaryOp op) {
-  switch (op) {
+    case UnaryOp::Neg:
+    case UnaryOp::Sign:
+      return Reads::Nothing;
     case UnaryOp::Exp:
     case UnaryOp::Sqrt:
     case UnaryOp::Rsqrt:
@@ -59,9 +47,9 @@ bool backward_reads_output(UnaryOp op) {
     case UnaryOp::Tanh:
     case UnaryOp::Reciprocal:
     case UnaryOp::Expm1:
-      return true;
+      return Reads::Output;
     default:
-      return false;
+      return Reads::Input;
   }
 }
 
@@ -69,15 +57,15 @@ bool backward_reads_output(UnaryOp op) {
 // over it when nothing else can see x's bytes and backward does not need x.
 Tensor unary_op(UnaryOp op, const Tensor& x, bool reuse_input = false) {
   profiler::Scope prof_scope(kernels::op_name(op));
-  const bool in_place =
-      reuse_input && x.is_floating_point() && !backward_reads_input(op) && autograd::detail::reusable(x);
+  const Reads reads = backward_reads(op);
+  const bool in_place = reuse_input && x.is_floating_point() && reads != Reads::Input && autograd::detail::reusable(x);
   // (No version bump for the overwrite: nothing can read x's old values, and x's history, which
   // the node below points at, must still look current.)
   Tensor y = in_place ? autograd::detail::take_over(kernels::unary(op, x, x)) : kernels::unary(op, x);
   if (autograd::any_requires_grad({&x})) {
     // Only what backward reads is kept alive (a stand-in of the right shape otherwise).
-    const Tensor xs = backward_reads_input(op) ? x.detach() : Tensor();
-    const Tensor ys = backward_reads_output(op) ? y.detach() : Tensor();
+    const Tensor xs = reads == Reads::Input ? x.detach() : Tensor();
+    const Tensor ys = reads == Reads::Output ? y.detach() : Tensor();
     std::vector<Tensor> saved;
     if (xs.defined()) saved.push_back(xs);
     if (ys.defined()) saved.push_back(ys);

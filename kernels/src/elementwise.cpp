@@ -34,12 +34,15 @@ Tensor as_dtype(const Tensor& t, DType dt) {
   return t.dtype() == dt ? t : cast(t, dt);
 }
 
-// A caller's output tensor for an elementwise result of `sizes` and `dt` on `device`.
-void check_out(const char* op, const Tensor& out, const Shape& sizes, DType dt, Device device) {
+// The caller's output tensor for an elementwise result of `sizes` and `dt` on `device`, checked;
+// a fresh one when the caller gave none.
+Tensor output_for(const char* op, const Tensor& out, const Shape& sizes, DType dt, Device device) {
+  if (!out.defined()) return empty(sizes, dt, device);
   BRISK_CHECK(out.sizes() == sizes && out.dtype() == dt && out.device() == device && out.is_contiguous(), op,
               ": the output tensor is ", out.sizes(), " ", dtype_name(out.dtype()), " on ", out.device().str(),
               out.is_contiguous() ? "" : " (not contiguous)", ", expected a contiguous ", sizes, " ", dtype_name(dt),
               " on ", device.str());
+  return out;
 }
 }  // namespace
 
@@ -47,11 +50,7 @@ Tensor unary(UnaryOp op, const Tensor& x, const Tensor& out_in) {
   BRISK_CHECK(x.dtype() != DType::Bool, op_name(op), ": not defined for bool tensors");
   Tensor in = x;
   if (needs_float(op) && !x.is_floating_point()) in = cast(x, DType::F32);
-  Tensor out = out_in;
-  if (out.defined())
-    check_out(op_name(op), out, in.sizes(), in.dtype(), in.device());
-  else
-    out = empty(in.sizes(), in.dtype(), in.device());
+  const Tensor out = output_for(op_name(op), out_in, in.sizes(), in.dtype(), in.device());
   if (in.device().is_cuda())
     cuda::unary(op, in, out);
   else
@@ -64,11 +63,7 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Ten
   if (y.defined()) check_same_device(op_name(op), grad, y);
   BRISK_CHECK(grad.sizes() == x.sizes(), op_name(op), " backward: grad shape ", grad.sizes(),
               " differs from input shape ", x.sizes());
-  Tensor out = out_in;
-  if (out.defined())
-    check_out(op_name(op), out, x.sizes(), grad.dtype(), grad.device());
-  else
-    out = empty(x.sizes(), grad.dtype(), grad.device());
+  const Tensor out = output_for(op_name(op), out_in, x.sizes(), grad.dtype(), grad.device());
   const Tensor xs = as_dtype(x, grad.dtype());
   const Tensor ys = y.defined() ? as_dtype(y, grad.dtype()) : xs;
   if (grad.device().is_cuda())
