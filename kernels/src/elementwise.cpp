@@ -50,7 +50,7 @@ Tensor unary(UnaryOp op, const Tensor& x, const Tensor& out_in) {
   BRISK_CHECK(x.dtype() != DType::Bool, op_name(op), ": not defined for bool tensors");
   Tensor in = x;
   if (needs_float(op) && !x.is_floating_point()) in = cast(x, DType::F32);
-  const Tensor out = output_for(op_name(op), out_in, in.sizes(), in.dtype(), in.device());
+  Tensor out = output_for(op_name(op), out_in, in.sizes(), in.dtype(), in.device());
   if (in.device().is_cuda())
     cuda::unary(op, in, out);
   else
@@ -63,7 +63,7 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Ten
   if (y.defined()) check_same_device(op_name(op), grad, y);
   BRISK_CHECK(grad.sizes() == x.sizes(), op_name(op), " backward: grad shape ", grad.sizes(),
               " differs from input shape ", x.sizes());
-  const Tensor out = output_for(op_name(op), out_in, x.sizes(), grad.dtype(), grad.device());
+  Tensor out = output_for(op_name(op), out_in, x.sizes(), grad.dtype(), grad.device());
   const Tensor xs = as_dtype(x, grad.dtype());
   const Tensor ys = y.defined() ? as_dtype(y, grad.dtype()) : xs;
   if (grad.device().is_cuda())

@@ -557,7 +557,7 @@ std::vector<float> train_mode(dist::ProcessGroup& pg, dist::ReducerMode mode, bo
   *shm = red.uses_shared_memory();
   optim::Adam opt(m.parameters(), {.lr = 0.01});
   for (int step = 0; step < 3; ++step) {
-    Batch mine = my_rows(global_batch(step, pg.size() * 4), pg.rank(), 4);
+    Batch mine = my_rows(global_batch(step, static_cast<int64_t>(pg.size()) * 4), pg.rank(), 4);
     opt.zero_grad();
     mse_loss(m.forward(mine.x), mine.y).backward();
     opt.step();
