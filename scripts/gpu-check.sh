@@ -17,15 +17,19 @@
 #             with --cuda_graph) and PyTorch eager in alternating rounds and torch.compile once, into OUT/gpt2_bench.jsonl;
 #             and Hugging Face tokenizers' own small BPE and encodings (scripts/hf_bpe_fixtures.py)
 #             into OUT/bpe_hf, to be committed as tests/data/fixtures/bpe_hf
+#   aln       bench/bench_add_layer_norm's GPU cases (the fused residual add + LayerNorm against the
+#             unfused kernels), into OUT/add_layer_norm.json (needs Google Benchmark to run there)
 #   zero      the same brisk step under BRISK_SHARDING none, zero1, zero2, zero3 (a world of one:
 #             the sharded code paths on the GPU), into OUT/zero_gpu.jsonl
+# torch.compile's GPT-2 step (stage gpt2) runs last of all: its compilation takes minutes.
 # OUT/check.log holds everything printed; OUT/summary.json what scripts/gpu-results.py needs to
 # write bench/results/gpu-<date>.json.
 # Usage: scripts/gpu-check.sh DEPS OUT [stage...]
 # Env: BRISK_CHECK_SECONDS (540: the whole budget, build included), BRISK_BUILD_DIR (build),
 #      BRISK_CHECK_COMMIT (the commit to record; default: git rev-parse HEAD),
 #      BRISK_BUILD_TARGETS (default: what the stages run), BRISK_TRAIN_EPOCHS (8),
-#      BRISK_BENCH_ONLY (bench_gpu's --only groups; default: all).
+#      BRISK_BENCH_ONLY (bench_gpu's --only groups; default: all), BRISK_GPT2_ROUNDS (2: alternating
+#      brisk / PyTorch rounds of the GPT-2 step).
 set -uo pipefail
 
 if [[ $# -lt 2 || $1 == -h || $1 == --help ]]; then
@@ -36,7 +40,7 @@ deps=$1
 out=$2
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh gpt2 zero)
+((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh aln gpt2 zero)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -159,6 +163,12 @@ fi
 if has trainsh; then
   stage trainsh 5 bash scripts/train.sh --epochs 1 --out /tmp/fm_trainsh
 fi
+if has aln; then
+  # Built apart from the main targets: without a Google Benchmark that runs here it does not exist.
+  stage aln_build 60 cmake --build "$build" --target bench_add_layer_norm &&
+    stage aln 60 "$build/bench/bench_add_layer_norm" --benchmark_filter='gpu:1' --benchmark_repetitions=3 \
+      --benchmark_out="$out/add_layer_norm.json" --benchmark_out_format=json
+fi
 if has gpt2; then
   stage hf_bpe 60 python3 scripts/hf_bpe_fixtures.py --out "$out/bpe_hf"
   for mp in no bf16; do
@@ -167,18 +177,20 @@ if has gpt2; then
       --seq 64 --steps 10 --device cuda --mixed_precision "$mp" &&
       stage "gpt2_check_$mp" 30 python3 bench/gpt2/torch_gpt2.py check "/tmp/gpt2_ref_$mp" --json "$out/gpt2_check.jsonl"
   done
-  for round in 1 2; do
+  for ((round = 1; round <= ${BRISK_GPT2_ROUNDS:-2}; round++)); do
     stage "gpt2_brisk_round$round" 30 bash bench/gpt2/brisk_bench.sh "$build" "$out/gpt2_bench.jsonl"
     stage "gpt2_torch_round$round" 30 python3 bench/gpt2/torch_gpt2.py bench --json "$out/gpt2_bench.jsonl"
     BRISK_GPT2_CUDA_GRAPH=1 stage "gpt2_brisk_graph_round$round" 30 bash bench/gpt2/brisk_bench.sh "$build" \
       "$out/gpt2_bench.jsonl"
   done
-  stage gpt2_torch_compile 10 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
 fi
 if has zero; then
   for s in none zero1 zero2 zero3; do
     BRISK_SHARDING=$s stage "zero_$s" 10 bash bench/gpt2/brisk_bench.sh "$build" "$out/zero_gpu.jsonl" 10
   done
+fi
+if has gpt2; then
+  stage gpt2_torch_compile 0 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
 fi
 echo "  \"done\": true" >> "$summary"
 echo "}" >> "$summary"

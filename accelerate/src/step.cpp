@@ -217,7 +217,8 @@ double Accelerator::clip_grad_norm_(const std::vector<Tensor>& params, double ma
     if (world_size_ > 1) pg_->all_reduce(t, {.op = inf ? dist::ReduceOp::Max : dist::ReduceOp::Sum});
     const double total = inf ? t.item<double>() : std::sqrt(t.item<double>());
     if (!shard_grads.empty())
-      kernels::clip_grads_with_norm_(shard_grads, max_norm, full({}, total, {.dtype = DType::F64}));
+      kernels::clip_grads_with_norm_(shard_grads, max_norm,
+                                     full({}, total, {.dtype = DType::F64, .device = shard_grads.front().device()}));
     return total;
   }
   // The gradients are identical on every rank after a synced backward, so the local norm is the

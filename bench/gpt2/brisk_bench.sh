@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # examples/gpt2 --bench on GPT-2 124M at batch 16 x 1024 in bf16 (the peer of torch_gpt2.py bench),
 # on random tokens in llm.c's format (no text needed); appends a JSON line to JSONL (with the
-# BRISK_SHARDING stage it ran under, when that is set). BRISK_GPT2_CUDA_GRAPH=1 adds --cuda_graph.
+# BRISK_SHARDING stage it ran under, when that is set). BRISK_GPT2_CUDA_GRAPH=1 adds --cuda_graph;
+# BRISK_GPT2_LAUNCHER, words put before the program (a profiler: bench/gpt2/kernel_profile.sh).
 # Usage: bench/gpt2/brisk_bench.sh BUILD JSONL [STEPS]
 set -euo pipefail
 if [[ $# -lt 2 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,5s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,6s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
   [[ $# -ge 1 && ($1 == -h || $1 == --help) ]] && exit 0 || exit 2
 fi
 build=$1
@@ -23,7 +24,8 @@ with open(sys.argv[1], "wb") as f:  # llm.c's header: magic, version, token coun
 EOF
 graph=()
 [[ ${BRISK_GPT2_CUDA_GRAPH:-0} == 1 ]] && graph=(--cuda_graph)
-"$build/examples/gpt2" --preset 124M --batch_size 16 --mixed_precision bf16 --train_bin "$tmp/tokens.bin" \
+read -r -a launcher <<< "${BRISK_GPT2_LAUNCHER:-}"
+"${launcher[@]}" "$build/examples/gpt2" --preset 124M --batch_size 16 --mixed_precision bf16 --train_bin "$tmp/tokens.bin" \
   --output_dir "$tmp/out" --bench "$steps" "${graph[@]}" 2>&1 | tee "$tmp/log.txt"
 python3 - "$tmp/log.txt" "$jsonl" "$steps" << 'EOF'
 import json, re, sys

@@ -254,7 +254,7 @@ __device__ __forceinline__ double add_rn(double a, double b) {
 // grad, x, dx: (R, D); weight: (D) or null; mean, rstd: (R). dx = rstd * (gh - mean(gh) -
 // xhat * mean(gh * xhat)) with gh = grad * weight, `=`. AddH (add_layer_norm's backward, x is
 // h): dx = grad_h + that, the latter rounded to T first, then the sum in acc_t<T> rounded once,
-// as the autograd engine adds h's two gradients; without AddH, grad_h is null.
+// as the autograd engine adds h's two gradients; without AddH, grad_h is null (and is not read).
 template <int W, class T, bool AddH>
 __global__ void __launch_bounds__(dv::kMaxRowThreads)
     layer_norm_dx_kernel(int64_t R, int64_t D, const T* __restrict__ grad, const T* __restrict__ grad_h,
@@ -610,15 +610,18 @@ void launch_layer_norm_backward(const char* name, const Tensor& grad, const Tens
       const auto l = nn_common::row_launch(
           R, D, sizeof(T),
           {grad.data_ptr(), grad_h.defined() ? grad_h.data_ptr() : nullptr, x.data_ptr(), dx.data_ptr()}, device);
-      const char* dx_name = AddH ? "add_layer_norm_dx" : "layer_norm_dx";
+      // add_layer_norm_backward without h's own gradient (grad_h undefined) is layer norm's.
+      const bool add_h = AddH && grad_h.defined();
+      const char* dx_name = add_h ? "add_layer_norm_dx" : "layer_norm_dx";
       auto go = [&](auto kernel) {
         rt::launch(dx_name, kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(grad), cptr<T>(grad_h), cptr<T>(x),
                    cptr<T>(weight), cptr<A>(mean), cptr<A>(rstd), mptr<T>(dx));
       };
+      constexpr int W = dv::vec_width<T>;
       if (l.vectorized)
-        go(layer_norm_dx_kernel<dv::vec_width<T>, T, AddH>);
+        add_h ? go(layer_norm_dx_kernel<W, T, true>) : go(layer_norm_dx_kernel<W, T, false>);
       else
-        go(layer_norm_dx_kernel<1, T, AddH>);
+        add_h ? go(layer_norm_dx_kernel<1, T, true>) : go(layer_norm_dx_kernel<1, T, false>);
     }
     if (!dweight.defined() && !dbias.defined()) return;
     const dv::ColumnChunks cc = dv::column_chunks(R);
