@@ -21,6 +21,8 @@
 #             unfused kernels), into OUT/add_layer_norm.json (needs Google Benchmark to run there)
 #   zero      the same brisk step under BRISK_SHARDING none, zero1, zero2, zero3 (a world of one:
 #             the sharded code paths on the GPU), into OUT/zero_gpu.jsonl
+#   profile   bench/gpt2/kernel_profile.sh: every kernel of GPT-2 124M's training step, brisk's and
+#             PyTorch's, under Nsight Compute, summed per kind of work (OUT/profile/table.txt)
 # torch.compile's GPT-2 step (stage gpt2) runs last of all: its compilation takes minutes.
 # OUT/check.log holds everything printed; OUT/summary.json what scripts/gpu-results.py needs to
 # write bench/results/gpu-<date>.json.
@@ -40,7 +42,7 @@ deps=$1
 out=$2
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh aln gpt2 zero)
+((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh aln gpt2 zero profile)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -188,6 +190,12 @@ if has zero; then
   for s in none zero1 zero2 zero3; do
     BRISK_SHARDING=$s stage "zero_$s" 10 bash bench/gpt2/brisk_bench.sh "$build" "$out/zero_gpu.jsonl" 10
   done
+fi
+if has profile; then
+  mkdir -p "$out/profile"
+  stage profile 30 bash -c 'bash bench/gpt2/kernel_profile.sh "$1" "$2" 1 > "$2/table.txt" 2>&1' _ "$build" \
+    "$out/profile"
+  tail -40 "$out/profile/table.txt" 2> /dev/null || true
 fi
 if has gpt2; then
   stage gpt2_torch_compile 0 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
