@@ -79,6 +79,25 @@ std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& x, Size2 kernel, const M
   return {r.values, r.indices};
 }
 
+// max_pool2d's values, through the one-byte taps where the kernels have them (CPU): the backward
+// needs only each window's tap, and for a relu output the taps carry relu's mask too (a window
+// whose maximum is not > 0 keeps no tap), so the node saves an eighth of the indices' bytes and
+// no mask. The same values and gradient bits as the indices' path.
+Tensor max_pool2d_values(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o, bool temporary) {
+  if (!kernels::max_pool2d_taps_supported(x, kernel)) return max_pool2d_impl(x, kernel, o, temporary).first;
+  profiler::Scope prof_scope("max_pool2d");
+  const bool grad = autograd::any_requires_grad({&x});
+  autograd::Node* relu = grad && temporary ? relu_of_temporary(x) : nullptr;
+  kernels::MaxPool2dTaps r = kernels::max_pool2d_taps(x, kernel, o, relu != nullptr);
+  if (!grad) return r.values;
+  record(relu ? "relu_max_pool2d" : "max_pool2d", {x}, r.values,
+         [taps = r.taps, in_sizes = x.sizes(), kernel, o](const GradCtx& g) -> std::vector<Tensor> {
+           return {kernels::max_pool2d_taps_backward(g.grad(), taps, in_sizes, kernel, o)};
+         });
+  if (relu) autograd::meta(r.values)->grad_fn->next[0] = relu->next[0];
+  return r.values;
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
@@ -86,11 +105,11 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2 kernel,
 }
 
 Tensor max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o) {
-  return max_pool2d_impl(x, kernel, o, false).first;
+  return max_pool2d_values(x, kernel, o, false);
 }
 
 Tensor max_pool2d(Tensor&& x, Size2 kernel, const MaxPool2dOptions& o) {
-  return max_pool2d_impl(x, kernel, o, true).first;
+  return max_pool2d_values(x, kernel, o, true);
 }
 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o) {

@@ -23,6 +23,9 @@ struct PoolGeom {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
+// max_pool2d_taps's code for a window whose gradient is dropped.
+inline constexpr uint8_t kDroppedTap = 255;
+
 // Declared once per instruction set; cpu::<name> calls the active one (cpu/isa.h).
 // clang-format off
 BRISK_CPU_KERNELS(
@@ -34,6 +37,13 @@ void conv2d_backward(const ConvGeom& g, const Tensor& gy, const Tensor& x, const
                      const Tensor& gw, const Tensor& gb);
 // x: (planes, H, W) -> values, indices (i64): (planes, OH, OW); any float dtype.
 void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& indices);
+// The same with each argmax as a u8 tap in its window (i * kW + j); with drop_nonpositive,
+// kDroppedTap where the maximum is not > 0. Windows of fewer than 255 taps.
+void max_pool2d_taps(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& taps,
+                     bool drop_nonpositive);
+// gx (planes, H, W) from gy and max_pool2d_taps's taps (kDroppedTap: no gradient). false, with gx
+// partly written, when a tap lies outside its window or the input.
+bool max_pool2d_taps_backward(const PoolGeom& g, const Tensor& gy, const Tensor& taps, const Tensor& gx);
 // gx (planes, H, W) = scatter-add of gy by indices (each index already checked to lie in its plane).
 void max_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& indices, const Tensor& gx);
 // The same for disjoint windows (2x2, stride 2, as max_pool2d's indices for them are), written
@@ -54,6 +64,8 @@ BRISK_CPU_DISPATCH_FN(conv2d_backward);
 BRISK_CPU_DISPATCH_FN(max_pool2d);
 BRISK_CPU_DISPATCH_FN(max_pool2d_backward);
 BRISK_CPU_DISPATCH_FN(max_pool2d_backward_disjoint);
+BRISK_CPU_DISPATCH_FN(max_pool2d_taps);
+BRISK_CPU_DISPATCH_FN(max_pool2d_taps_backward);
 BRISK_CPU_DISPATCH_FN(avg_pool2d);
 BRISK_CPU_DISPATCH_FN(avg_pool2d_backward);
 BRISK_CPU_DISPATCH_FN(adaptive_avg_pool2d);

@@ -94,13 +94,17 @@ inline __mmask16 low_lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
-// Output row `oh` of one plane: n_out = ow outputs.
+// Output row `oh` of one plane: n_out = ow outputs. The argmax goes to `ir` as an i64 flat
+// index into the plane (b0: the row's first input index), or with kTaps as a u8 tap (0, 1, 2, 3
+// in window order; kDroppedTap where `drop` and the maximum is not > 0).
+template <bool kTaps>
 inline void max_pool_2x2_row_avx512(const float* r0, const float* r1, int64_t w, int64_t b0, int64_t n_out, float* yr,
-                                    int64_t* ir) {
+                                    void* ir, bool drop) {
   const __m512i even = _mm512_loadu_si512(kEvenLanes), odd = _mm512_loadu_si512(kOddLanes);
   const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 1);
-  const __m512i one = _mm512_set1_epi32(1), w0 = _mm512_set1_epi32(static_cast<int32_t>(w)),
-                w1 = _mm512_set1_epi32(static_cast<int32_t>(w + 1));
+  // The taps' codes: their offsets from the window's corner (0, 1, w, w + 1), or their numbers.
+  const __m512i t1 = _mm512_set1_epi32(1), t2 = _mm512_set1_epi32(kTaps ? 2 : static_cast<int32_t>(w)),
+                t3 = _mm512_set1_epi32(kTaps ? 3 : static_cast<int32_t>(w + 1));
   for (int64_t o = 0; o < n_out; o += 16) {
     const int64_t n = std::min<int64_t>(16, n_out - o);
     const __mmask16 m = low_lanes(n), m_lo = low_lanes(2 * n), m_hi = low_lanes(2 * n - 16);
@@ -109,116 +113,147 @@ inline void max_pool_2x2_row_avx512(const float* r0, const float* r1, int64_t w,
     const __m512 a_lo = _mm512_maskz_loadu_ps(m_lo, p0), a_hi = _mm512_maskz_loadu_ps(m_hi, p0 + 16);
     const __m512 c_lo = _mm512_maskz_loadu_ps(m_lo, p1), c_hi = _mm512_maskz_loadu_ps(m_hi, p1 + 16);
     __m512 best = _mm512_permutex2var_ps(a_lo, even, a_hi);
-    __m512i off = _mm512_setzero_si512();  // 0, 1, w or w + 1: the tap's offset from the window's corner
+    __m512i code = _mm512_setzero_si512();
     auto step = [&](__m512 v, __m512i tap) {
       const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
       best = _mm512_mask_mov_ps(best, take, v);
-      off = _mm512_mask_mov_epi32(off, take, tap);
+      code = _mm512_mask_mov_epi32(code, take, tap);
     };
-    step(_mm512_permutex2var_ps(a_lo, odd, a_hi), one);
-    step(_mm512_permutex2var_ps(c_lo, even, c_hi), w0);
-    step(_mm512_permutex2var_ps(c_lo, odd, c_hi), w1);
+    step(_mm512_permutex2var_ps(a_lo, odd, a_hi), t1);
+    step(_mm512_permutex2var_ps(c_lo, even, c_hi), t2);
+    step(_mm512_permutex2var_ps(c_lo, odd, c_hi), t3);
     _mm512_mask_storeu_ps(yr + o, m, best);
-    // index = b0 + 2 * (o + lane) + off, in 64 bits.
-    const __m512i rel = _mm512_add_epi32(_mm512_add_epi32(lane2, _mm512_set1_epi32(static_cast<int32_t>(2 * o))), off);
-    const __m512i base = _mm512_set1_epi64(b0);
-    _mm512_mask_storeu_epi64(ir + o, static_cast<__mmask8>(m),
-                             _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(rel))));
-    _mm512_mask_storeu_epi64(ir + o + 8, static_cast<__mmask8>(m >> 8),
-                             _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(rel, 1))));
+    if constexpr (kTaps) {
+      if (drop) {
+        const __mmask16 kept = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
+        code = _mm512_mask_mov_epi32(_mm512_set1_epi32(kDroppedTap), kept, code);
+      }
+      _mm512_mask_cvtepi32_storeu_epi8(static_cast<uint8_t*>(ir) + o, m, code);
+    } else {
+      // index = b0 + 2 * (o + lane) + offset, in 64 bits.
+      int64_t* out = static_cast<int64_t*>(ir) + o;
+      const __m512i rel =
+          _mm512_add_epi32(_mm512_add_epi32(lane2, _mm512_set1_epi32(static_cast<int32_t>(2 * o))), code);
+      const __m512i base = _mm512_set1_epi64(b0);
+      _mm512_mask_storeu_epi64(out, static_cast<__mmask8>(m),
+                               _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(rel))));
+      _mm512_mask_storeu_epi64(out + 8, static_cast<__mmask8>(m >> 8),
+                               _mm512_add_epi64(base, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(rel, 1))));
+    }
   }
 }
 #endif
 
+// Where max pooling writes each window's argmax (exactly one of the two pointers is set).
+struct ArgmaxOut {
+  int64_t* index = nullptr;  // i64 flat index into the input plane, as PyTorch
+  uint8_t* tap = nullptr;    // u8 tap in the window (i * kW + j), for backward passes only
+  bool drop = false;         // taps: kDroppedTap where the maximum is not > 0
+};
+
+// A window's argmax from its tap t (the window's top-left input at (h0, w0)) into `a` at o.
+template <class A>
+inline void put_argmax(const ArgmaxOut& a, const PoolGeom& g, int64_t o, int64_t t, int64_t h0, int64_t w0, A best) {
+  if (a.tap != nullptr)
+    a.tap[o] = a.drop && !(best > A(0)) ? kDroppedTap : static_cast<uint8_t>(t);
+  else
+    a.index[o] = (h0 + t / g.kw * g.dh) * g.w + w0 + t % g.kw * g.dw;
+}
+
 // The CNN's common case, 2x2 windows with stride 2 and no padding: straight-line, branch-free.
 template <class T>
-void max_pool_2x2_impl(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
+void max_pool_2x2_impl(const PoolGeom& g, const T* x, T* y, const ArgmaxOut& a) {
   using A = acc_t<T>;
+  const int64_t w = g.w, oh_n = g.oh, ow_n = g.ow, in_plane = g.h * g.w, out_plane = g.oh * g.ow;
 #if defined(__AVX512F__)
   // Offsets within a plane travel in 32-bit lanes: planes below 2^30 elements (the scalar path otherwise).
   if constexpr (std::is_same_v<T, float>) {
     if (g.h * g.w < (int64_t{1} << 30)) {
-      const int64_t w = g.w, oh_n = g.oh, ow_n = g.ow, in_plane = g.h * g.w, out_plane = g.oh * g.ow;
 #pragma omp parallel for schedule(static) if (worth_parallel(g.planes * out_plane * 4))
       for (int64_t pl = 0; pl < g.planes; ++pl)
-        for (int64_t oh = 0; oh < oh_n; ++oh)
-          max_pool_2x2_row_avx512(x + pl * in_plane + 2 * oh * w, x + pl * in_plane + (2 * oh + 1) * w, w, 2 * oh * w,
-                                  ow_n, y + pl * out_plane + oh * ow_n, idx + pl * out_plane + oh * ow_n);
+        for (int64_t oh = 0; oh < oh_n; ++oh) {
+          const float* r0 = x + pl * in_plane + 2 * oh * w;
+          const int64_t o = pl * out_plane + oh * ow_n;
+          if (a.tap != nullptr)
+            max_pool_2x2_row_avx512<true>(r0, r0 + w, w, 2 * oh * w, ow_n, y + o, a.tap + o, a.drop);
+          else
+            max_pool_2x2_row_avx512<false>(r0, r0 + w, w, 2 * oh * w, ow_n, y + o, a.index + o, false);
+        }
       return;
     }
   }
 #endif
-  const int64_t w = g.w, oh_n = g.oh, ow_n = g.ow, in_plane = g.h * g.w, out_plane = g.oh * g.ow;
 #pragma omp parallel for schedule(static) if (worth_parallel(g.planes * out_plane * 4))
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     const T* xp = x + pl * in_plane;
-    T* yp = y + pl * out_plane;
-    int64_t* ip = idx + pl * out_plane;
     for (int64_t oh = 0; oh < oh_n; ++oh) {
-      const int64_t b0 = 2 * oh * w, b1 = b0 + w;
-      const T* r0 = xp + b0;
-      const T* r1 = xp + b1;
+      const T* r0 = xp + 2 * oh * w;
+      const T* r1 = r0 + w;
       for (int64_t ow = 0; ow < ow_n; ++ow) {
-        const int64_t c = 2 * ow;
+        const int64_t c = 2 * ow, o = pl * out_plane + oh * ow_n + ow;
         A best = static_cast<A>(r0[c]);
-        int64_t bi = b0 + c;
-        max_step(static_cast<A>(r0[c + 1]), b0 + c + 1, best, bi);
-        max_step(static_cast<A>(r1[c]), b1 + c, best, bi);
-        max_step(static_cast<A>(r1[c + 1]), b1 + c + 1, best, bi);
-        yp[oh * ow_n + ow] = static_cast<T>(best);
-        ip[oh * ow_n + ow] = bi;
+        int64_t t = 0;
+        max_step(static_cast<A>(r0[c + 1]), 1, best, t);
+        max_step(static_cast<A>(r1[c]), 2, best, t);
+        max_step(static_cast<A>(r1[c + 1]), 3, best, t);
+        y[o] = static_cast<T>(best);
+        put_argmax(a, g, o, t, 2 * oh, c, best);
       }
     }
   }
 }
 
 template <class T>
-void max_pool_impl(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
+void max_pool_impl(const PoolGeom& g, const T* x, T* y, const ArgmaxOut& a) {
   using A = acc_t<T>;
   const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
   if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 &&
       2 * g.oh <= g.h && 2 * g.ow <= g.w) {  // (ceil_mode may add a partial last window)
-    max_pool_2x2_impl(g, x, y, idx);
+    max_pool_2x2_impl(g, x, y, a);
     return;
   }
 #pragma omp parallel if (worth_parallel(g.planes * out_plane * g.kh * g.kw))
   {
     std::vector<A> best_row(static_cast<size_t>(g.ow));
+    std::vector<int64_t> tap_row(static_cast<size_t>(g.ow));
     A* best = best_row.data();
-    std::vector<TapRange> taps;  // per kernel column, computed once (integer divisions are slow)
-    for (int64_t j = 0; j < g.kw; ++j) taps.push_back(tap_range(g, j));
+    int64_t* tap = tap_row.data();
+    std::vector<TapRange> ranges;  // per kernel column, computed once (integer divisions are slow)
+    for (int64_t j = 0; j < g.kw; ++j) ranges.push_back(tap_range(g, j));
 #pragma omp for schedule(static)
     for (int64_t pl = 0; pl < g.planes; ++pl) {
       const T* xp = x + pl * in_plane;
       for (int64_t oh = 0; oh < g.oh; ++oh) {
-        T* yr = y + pl * out_plane + oh * g.ow;
-        int64_t* ir = idx + pl * out_plane + oh * g.ow;
-        int64_t h0 = oh * g.sh - g.ph;
-        while (h0 < 0) h0 += g.dh;
+        const int64_t o0 = pl * out_plane + oh * g.ow, h0 = oh * g.sh - g.ph;
+        int64_t i0 = 0;  // the first tap row inside the input
+        while (h0 + i0 * g.dh < 0) ++i0;
         for (int64_t ow = 0; ow < g.ow; ++ow) {
-          int64_t w0 = ow * g.sw - g.pw;
-          while (w0 < 0) w0 += g.dw;
+          int64_t j0 = 0;
+          while (ow * g.sw - g.pw + j0 * g.dw < 0) ++j0;
           best[ow] = -std::numeric_limits<A>::infinity();
-          ir[ow] = h0 * g.w + w0;  // the first in-bounds position, kept if all are -inf
+          tap[ow] = i0 * g.kw + j0;  // the first in-bounds tap, kept if all are -inf
         }
         for (int64_t i = 0; i < g.kh; ++i) {
-          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          const int64_t ih = h0 + i * g.dh;
           if (ih < 0 || ih >= g.h) continue;
           for (int64_t j = 0; j < g.kw; ++j) {
-            const TapRange& r = taps[static_cast<size_t>(j)];
-            // Locals, so the compiler need not reload g through the aliasing index stores.
-            const int64_t sw = g.sw, base = ih * g.w + r.off, ow0 = r.ow0, ow1 = r.ow1;
-            const T* in = xp + base;
+            const TapRange& r = ranges[static_cast<size_t>(j)];
+            // Locals, so the compiler need not reload g through the aliasing stores.
+            const int64_t sw = g.sw, ow0 = r.ow0, ow1 = r.ow1, t = i * g.kw + j;
+            const T* in = xp + ih * g.w + r.off;
 #pragma omp simd
             for (int64_t ow = ow0; ow < ow1; ++ow) {
               const A v = static_cast<A>(in[ow * sw]);
               const bool take = v > best[ow] || v != v;
               best[ow] = take ? v : best[ow];
-              ir[ow] = take ? base + ow * sw : ir[ow];
+              tap[ow] = take ? t : tap[ow];
             }
           }
         }
-        for (int64_t ow = 0; ow < g.ow; ++ow) yr[ow] = static_cast<T>(best[ow]);
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          y[o0 + ow] = static_cast<T>(best[ow]);
+          put_argmax(a, g, o0 + ow, tap[ow], h0, ow * g.sw - g.pw, best[ow]);
+        }
       }
     }
   }
@@ -288,6 +323,96 @@ void max_pool_backward_impl(const PoolGeom& g, const T* gy, const int64_t* idx, 
     for (int64_t o = 0; o < out_plane; ++o) acc[idx[pl * out_plane + o]] += static_cast<A>(gy[pl * out_plane + o]);
     acc.finish();
   }
+}
+
+// The backward from taps (max_pool_impl's u8 argmax): gx (zeroed first) += gy at each kept tap's
+// input, outputs in order, so the sums are those of the index path's scatter. false, with gx
+// partly written, when a tap is neither kDroppedTap nor a tap of the window inside the input.
+template <class T>
+bool max_pool_taps_backward_impl(const PoolGeom& g, const T* gy, const uint8_t* taps, T* gx) {
+  using A = acc_t<T>;
+  const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow, n_taps = g.kh * g.kw;
+  int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (worth_parallel(g.planes * in_plane))
+  for (int64_t pl = 0; pl < g.planes; ++pl) {
+    PlaneAcc<T> acc(gx + pl * in_plane, in_plane);
+    const uint8_t* tp = taps + pl * out_plane;
+    const T* gp = gy + pl * out_plane;
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        const int64_t o = oh * g.ow + ow, t = tp[o];
+        if (t == kDroppedTap) continue;
+        const int64_t ih = oh * g.sh - g.ph + t / g.kw * g.dh, iw = ow * g.sw - g.pw + t % g.kw * g.dw;
+        if (t >= n_taps || ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) {
+          bad = 1;
+          break;
+        }
+        acc[ih * g.w + iw] += static_cast<A>(gp[o]);
+      }
+    }
+    acc.finish();
+  }
+  return bad == 0;
+}
+
+// The same for 2x2 windows with stride 2 (oh = h / 2, ow = w / 2): disjoint, so every input
+// element is written once, 0 + g at its window's tap and 0 elsewhere, without a zero fill or a
+// scatter (0 + g: a -0 gradient lands as +0, as the accumulation into zeros gives).
+template <class T>
+bool max_pool_taps_backward_2x2_impl(const PoolGeom& g, const T* gy, const uint8_t* taps, T* gx) {
+  using A = acc_t<T>;
+  const int64_t w = g.w, in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+  int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (worth_parallel(g.planes * in_plane))
+  for (int64_t pl = 0; pl < g.planes; ++pl) {
+    const uint8_t* tp = taps + pl * out_plane;
+    const T* gp = gy + pl * out_plane;
+    T* gxp = gx + pl * in_plane;
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      T* row0 = gxp + 2 * oh * w;
+      T* row1 = row0 + w;
+      int64_t ow = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+      if constexpr (std::is_same_v<T, float>) {
+        constexpr int32_t kInterleaveLo[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+        constexpr int32_t kInterleaveHi[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+        const __m512i lo = _mm512_loadu_si512(kInterleaveLo), hi = _mm512_loadu_si512(kInterleaveHi);
+        for (; ow < g.ow; ow += 16) {
+          const int64_t n = std::min<int64_t>(16, g.ow - ow);
+          const __mmask16 m = low_lanes(n);
+          const __m512 gv = _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, gp + oh * g.ow + ow));
+          const __m512i t = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, tp + oh * g.ow + ow));
+          const __mmask16 k0 = _mm512_mask_cmpeq_epi32_mask(m, t, _mm512_setzero_si512());
+          const __mmask16 k1 = _mm512_mask_cmpeq_epi32_mask(m, t, _mm512_set1_epi32(1));
+          const __mmask16 k2 = _mm512_mask_cmpeq_epi32_mask(m, t, _mm512_set1_epi32(2));
+          const __mmask16 k3 = _mm512_mask_cmpeq_epi32_mask(m, t, _mm512_set1_epi32(3));
+          const __mmask16 kd = _mm512_mask_cmpeq_epi32_mask(m, t, _mm512_set1_epi32(kDroppedTap));
+          bad |= static_cast<__mmask16>(k0 | k1 | k2 | k3 | kd) != m;
+          const __m512 v00 = _mm512_maskz_mov_ps(k0, gv), v01 = _mm512_maskz_mov_ps(k1, gv);
+          const __m512 v10 = _mm512_maskz_mov_ps(k2, gv), v11 = _mm512_maskz_mov_ps(k3, gv);
+          const __mmask16 m_lo = low_lanes(2 * n), m_hi = low_lanes(2 * n - 16);
+          _mm512_mask_storeu_ps(row0 + 2 * ow, m_lo, _mm512_permutex2var_ps(v00, lo, v01));
+          _mm512_mask_storeu_ps(row0 + 2 * ow + 16, m_hi, _mm512_permutex2var_ps(v00, hi, v01));
+          _mm512_mask_storeu_ps(row1 + 2 * ow, m_lo, _mm512_permutex2var_ps(v10, lo, v11));
+          _mm512_mask_storeu_ps(row1 + 2 * ow + 16, m_hi, _mm512_permutex2var_ps(v10, hi, v11));
+        }
+      }
+#endif
+      for (; ow < g.ow; ++ow) {
+        const int64_t o = oh * g.ow + ow;
+        const uint8_t t = tp[o];
+        bad |= t > 3 && t != kDroppedTap;
+        const T v = static_cast<T>(A(0) + static_cast<A>(gp[o]));
+        row0[2 * ow] = t == 0 ? v : T(0);
+        row0[2 * ow + 1] = t == 1 ? v : T(0);
+        row1[2 * ow] = t == 2 ? v : T(0);
+        row1[2 * ow + 1] = t == 3 ? v : T(0);
+      }
+      if (w > 2 * g.ow) row0[w - 1] = row1[w - 1] = T(0);  // an odd width's last column is in no window
+    }
+    if (g.h > 2 * g.oh) std::fill(gxp + (g.h - 1) * w, gxp + g.h * w, T(0));  // an odd height's last row
+  }
+  return bad == 0;
 }
 
 // PyTorch's avg-pool window: [h0, h1) x [w0, w1) clipped to the input, and its divisor.
@@ -397,7 +522,8 @@ void adaptive_avg_backward_impl(const PoolGeom& g, const T* gy, T* gx) {
 void max_pool2d(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& indices) {
   visit_float(x.dtype(), x.device(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_impl<T>(g, static_cast<const T*>(x.data<T>()), values.data<T>(), indices.data<int64_t>());
+    max_pool_impl<T>(g, static_cast<const T*>(x.data<T>()), values.data<T>(),
+                     ArgmaxOut{.index = indices.data<int64_t>()});
   });
 }
 
@@ -406,6 +532,27 @@ void max_pool2d_backward(const PoolGeom& g, const Tensor& gy, const Tensor& indi
     using T = decltype(tag);
     max_pool_backward_impl<T>(g, static_cast<const T*>(gy.data<T>()),
                               static_cast<const int64_t*>(indices.data<int64_t>()), gx.data<T>());
+  });
+}
+
+void max_pool2d_taps(const PoolGeom& g, const Tensor& x, const Tensor& values, const Tensor& taps,
+                     bool drop_nonpositive) {
+  visit_float(x.dtype(), x.device(), "max_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_impl<T>(g, static_cast<const T*>(x.data<T>()), values.data<T>(),
+                     ArgmaxOut{.tap = taps.data<uint8_t>(), .drop = drop_nonpositive});
+  });
+}
+
+bool max_pool2d_taps_backward(const PoolGeom& g, const Tensor& gy, const Tensor& taps, const Tensor& gx) {
+  const bool disjoint = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
+                        g.dw == 1 && g.oh == g.h / 2 && g.ow == g.w / 2;
+  return visit_float(gy.dtype(), gy.device(), "max_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* gyp = gy.data<T>();
+    const uint8_t* tp = taps.data<uint8_t>();
+    return disjoint ? max_pool_taps_backward_2x2_impl<T>(g, gyp, tp, gx.data<T>())
+                    : max_pool_taps_backward_impl<T>(g, gyp, tp, gx.data<T>());
   });
 }
 

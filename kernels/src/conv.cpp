@@ -226,6 +226,47 @@ MaxPool2dResult max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions
   return r;
 }
 
+static_assert(kMaxPoolDroppedTap == cpu::kDroppedTap);
+
+bool max_pool2d_taps_supported(const Tensor& x, Size2 kernel) {
+  return x.defined() && x.device().is_cpu() && kernel.h > 0 && kernel.w > 0 &&
+         kernel.h * kernel.w < int64_t{kMaxPoolDroppedTap};
+}
+
+MaxPool2dTaps max_pool2d_taps(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o, bool drop_nonpositive) {
+  const Size2 stride = stride_or_kernel(o.stride, kernel);
+  check_pool_input("max_pool2d", x);
+  check_pool_window("max_pool2d", x.sizes(), kernel, stride, o.padding, o.dilation);
+  BRISK_CHECK(max_pool2d_taps_supported(x, kernel), "max_pool2d_taps: needs a CPU tensor and a window of fewer than ",
+              int{kMaxPoolDroppedTap}, " taps, got kernel ", kernel, " on ", x.device().str(),
+              " (use max_pool2d, whose indices have no such limit)");
+  const cpu::PoolGeom g = pool_geom(x.sizes(), kernel, stride, o.padding, o.dilation, o.ceil_mode);
+  check_windows_hit_input("max_pool2d", x.sizes(), g);
+  const Shape ys = pool_shape(x.sizes(), g);
+  MaxPool2dTaps r{empty(ys, x.dtype(), x.device()), empty(ys, DType::U8, x.device())};
+  cpu::max_pool2d_taps(g, contiguous(x), r.values, r.taps, drop_nonpositive);
+  return r;
+}
+
+Tensor max_pool2d_taps_backward(const Tensor& grad_out, const Tensor& taps, const Shape& input_sizes, Size2 kernel,
+                                const MaxPool2dOptions& o) {
+  const char* op = "max_pool2d_backward";
+  BRISK_CHECK(input_sizes.size() == 4, op, ": expected a 4-d input shape, got ", input_sizes);
+  const Size2 stride = stride_or_kernel(o.stride, kernel);
+  check_pool_window(op, input_sizes, kernel, stride, o.padding, o.dilation);
+  const cpu::PoolGeom g = pool_geom(input_sizes, kernel, stride, o.padding, o.dilation, o.ceil_mode);
+  check_grad(op, grad_out, pool_shape(input_sizes, g));
+  BRISK_CHECK(taps.dtype() == DType::U8 && taps.sizes() == grad_out.sizes(), op, ": taps must be u8 of shape ",
+              grad_out.sizes(), ", got ", dtype_name(taps.dtype()), " ", taps.sizes());
+  BRISK_CHECK(grad_out.device().is_cpu() && taps.device().is_cpu(), op, ": taps are a CPU path, got grad on ",
+              grad_out.device().str(), " and taps on ", taps.device().str());
+  Tensor gx = empty(input_sizes, grad_out.dtype(), grad_out.device());
+  BRISK_CHECK(cpu::max_pool2d_taps_backward(g, contiguous(grad_out), contiguous(taps), gx), op,
+              ": a tap lies outside its window or the input (taps must come from max_pool2d_taps with kernel ", kernel,
+              " and the same options, for input ", input_sizes, ")");
+  return gx;
+}
+
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_sizes) {
   const char* op = "max_pool2d_backward";
   BRISK_CHECK(input_sizes.size() == 4 && grad_out.dim() == 4, op, ": expected 4-d shapes, got grad ", grad_out.sizes(),

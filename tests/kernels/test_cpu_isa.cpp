@@ -192,6 +192,8 @@ TEST(CpuIsa, ConvPoolingAndNormsAgree) {
         kernels::Conv2dGrads cg = kernels::conv2d_backward(rnd(y.sizes(), 32), x, w, o, true, true, true);
         kernels::MaxPool2dResult mp = kernels::max_pool2d(y, {2, 2});
         Tensor gmax = kernels::max_pool2d_backward(rnd(mp.values.sizes(), 33), mp.indices, y.sizes());
+        kernels::MaxPool2dTaps mt = kernels::max_pool2d_taps(y, {2, 2}, {}, true);
+        Tensor gtap = kernels::max_pool2d_taps_backward(rnd(mt.values.sizes(), 34), mt.taps, y.sizes(), {2, 2});
         Tensor ya = kernels::avg_pool2d(y, {3, 3}, {.stride = 2, .padding = 1});
         Tensor rm = zeros({24}), rv = ones({24});
         kernels::BatchNormResult bn = kernels::batch_norm(xb, wb, bb, rm, rv, true, 0.1, 1e-5);
@@ -199,8 +201,9 @@ TEST(CpuIsa, ConvPoolingAndNormsAgree) {
             kernels::batch_norm_backward(gb, xb, wb, bn.save_mean, bn.save_invstd, true, {true, true, true});
         kernels::LayerNormResult ln = kernels::layer_norm(xl, {300}, wl, bl, 1e-5);
         kernels::LayerNormGrads lg = kernels::layer_norm_backward(gl, xl, ln.mean, ln.rstd, wl, {true, true, true});
-        return std::vector<Tensor>{y,  cg.input, cg.weight, cg.bias,    mp.values, mp.indices, gmax,  ya,        bn.y,
-                                   rm, rv,       bg.dx,     bg.dweight, bg.dbias,  ln.y,       lg.dx, lg.dweight};
+        return std::vector<Tensor>{y,         cg.input,   cg.weight, cg.bias, mp.values, mp.indices, gmax,
+                                   mt.values, mt.taps,    gtap,      ya,      bn.y,      rm,         rv,
+                                   bg.dx,     bg.dweight, bg.dbias,  ln.y,    lg.dx,     lg.dweight};
       },
       1e-4, 1e-4);
 }

@@ -373,3 +373,134 @@ TEST(MaxPool2d, TwoByTwoPathMatchesTheWindowRuleOnEveryShape) {
   EXPECT_EQ(gv[48], 12.0f);
   EXPECT_EQ(std::count(gv.begin(), gv.end(), 0.0f), 96 - 2);
 }
+
+namespace {
+
+// The flat index into its plane of tap t of output (oh, ow).
+int64_t tap_index(const PoolCase& p, int64_t oh, int64_t ow, int64_t t) {
+  const int64_t ih = oh * p.stride.h - p.padding.h + t / p.kernel.w * p.dilation.h;
+  const int64_t iw = ow * p.stride.w - p.padding.w + t % p.kernel.w * p.dilation.w;
+  return ih * p.w + iw;
+}
+
+// Bits of a tensor, so NaNs and -0 compare exactly.
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  Tensor c = t.contiguous();
+  const auto* b = static_cast<const unsigned char*>(c.data_ptr());
+  return {b, b + c.numel() * static_cast<int64_t>(dtype_size(c.dtype()))};
+}
+
+}  // namespace
+
+// The one-byte taps are the indices in another form: the same values, each tap naming the index's
+// input, and the backward's gradient the same bits as the indices' scatter (overlapping windows
+// summed in the same order, -0 gradients landing as +0), for every dtype and geometry, ties and
+// NaNs included.
+TEST(MaxPool2dTaps, SameValuesAndGradientBitsAsTheIndices) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<PoolCase> cases = max_grid();
+  for (int64_t h = 2; h <= 37; h += 7)
+    for (int64_t w = 2; w <= 37; w += 3) cases.push_back({2, 3, h, w, 2, 2, 0});
+  Generator gen(5);
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    for (const PoolCase& p : cases) {
+      // Small integers: ties are common; a few NaNs.
+      std::vector<float> xv =
+          randint(-2, 3, {p.n, p.c, p.h, p.w}, {.dtype = DType::I64}, &gen).to(DType::F32).to_vector<float>();
+      for (size_t i = 5; i < xv.size(); i += 41) xv[i] = nan;
+      Tensor x = from_vector<float>(xv, {p.n, p.c, p.h, p.w}).to(dt);
+      const MaxPool2dOptions o{
+          .stride = p.stride, .padding = p.padding, .dilation = p.dilation, .ceil_mode = p.ceil_mode};
+      kernels::MaxPool2dResult r = kernels::max_pool2d(x, p.kernel, o);
+      kernels::MaxPool2dTaps t = kernels::max_pool2d_taps(brisk::testing::noncontiguous(x), p.kernel, o);
+      ASSERT_EQ(t.taps.dtype(), DType::U8);
+      ASSERT_EQ(t.taps.sizes(), r.indices.sizes()) << describe(p);
+      ASSERT_EQ(bytes_of(t.values), bytes_of(r.values)) << describe(p) << " " << dtype_name(dt);
+      const int64_t oh = r.values.size(2), ow = r.values.size(3);
+      const auto iv = r.indices.to_vector<int64_t>();
+      const auto tv = t.taps.to_vector<int64_t>();
+      for (size_t o = 0; o < iv.size(); ++o)
+        ASSERT_EQ(tap_index(p, static_cast<int64_t>(o) / ow % oh, static_cast<int64_t>(o) % ow, tv[o]), iv[o])
+            << describe(p) << " output " << o;
+      std::vector<float> gv(iv.size());
+      for (size_t o = 0; o < gv.size(); ++o) gv[o] = o % 7 == 0 ? -0.0f : static_cast<float>(o % 13) - 6.5f;
+      Tensor gy = from_vector<float>(gv, r.values.sizes()).to(dt);
+      Tensor want = kernels::max_pool2d_backward(gy, r.indices, x.sizes());
+      Tensor got = kernels::max_pool2d_taps_backward(brisk::testing::noncontiguous(gy), t.taps, x.sizes(), p.kernel, o);
+      ASSERT_EQ(bytes_of(got), bytes_of(want)) << describe(p) << " " << dtype_name(dt);
+    }
+  }
+}
+
+// drop_nonpositive folds relu's backward into the taps: a window whose maximum is not > 0 (0, as
+// relu outputs are, or NaN) has no tap and gets no gradient, the same bits as relu's rule applied
+// to the pooled gradient before the indices' scatter.
+TEST(MaxPool2dTaps, DroppingNonpositiveMaximaIsRelusMask) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Generator gen(6);
+  for (const PoolCase& p : max_grid()) {
+    std::vector<float> xv =
+        randint(-3, 3, {p.n, p.c, p.h, p.w}, {.dtype = DType::I64}, &gen).to(DType::F32).to_vector<float>();
+    for (float& v : xv) v = std::max(v, 0.0f);  // a relu output: many windows of zeros
+    xv[3] = nan;
+    Tensor x = from_vector<float>(xv, {p.n, p.c, p.h, p.w});
+    const MaxPool2dOptions o{
+        .stride = p.stride, .padding = p.padding, .dilation = p.dilation, .ceil_mode = p.ceil_mode};
+    kernels::MaxPool2dResult r = kernels::max_pool2d(x, p.kernel, o);
+    kernels::MaxPool2dTaps t = kernels::max_pool2d_taps(x, p.kernel, o, true);
+    ASSERT_EQ(bytes_of(t.values), bytes_of(r.values)) << describe(p);
+    const auto yv = r.values.to_vector<float>();
+    const auto tv = t.taps.to_vector<int64_t>();
+    int64_t dropped = 0;
+    for (size_t o = 0; o < yv.size(); ++o) {
+      ASSERT_EQ(tv[o] == kernels::kMaxPoolDroppedTap, !(yv[o] > 0.0f)) << describe(p) << " output " << o;
+      dropped += tv[o] == kernels::kMaxPoolDroppedTap;
+    }
+    ASSERT_GT(dropped, 0) << describe(p);
+    Tensor gy = randn(r.values.sizes(), {}, &gen);
+    Tensor masked = kernels::unary_backward(kernels::UnaryOp::Relu, gy, r.values, r.values);
+    Tensor want = kernels::max_pool2d_backward(masked, r.indices, x.sizes());
+    Tensor got = kernels::max_pool2d_taps_backward(gy, t.taps, x.sizes(), p.kernel, o);
+    ASSERT_EQ(bytes_of(got), bytes_of(want)) << describe(p);
+  }
+}
+
+TEST(MaxPool2dTaps, RejectsTapsOutsideTheirWindowAndUnsupportedWindows) {
+  auto expect_error = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "expected an error containing: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  Tensor gy = ones({1, 2, 2, 2});
+  // 2x2 windows have taps 0-3 (and the dropped code); 4 is no tap of theirs.
+  Tensor bad = from_vector<int64_t>({0, 1, 2, 3, 255, 1, 2, 4}, {1, 2, 2, 2}).to(DType::U8);
+  expect_error(
+      [&] {
+        kernels::max_pool2d_taps_backward(gy, bad, {1, 2, 4, 4}, 2);
+      },
+      "max_pool2d_backward: a tap lies outside its window or the input");
+  // With padding 1, output (0, 0)'s tap 0 lies in the padding.
+  Tensor pad = zeros({1, 2, 2, 2}, {.dtype = DType::U8});
+  expect_error(
+      [&] {
+        kernels::max_pool2d_taps_backward(gy, pad, {1, 2, 3, 3}, 3, {.stride = 2, .padding = 1});
+      },
+      "a tap lies outside its window or the input");
+  expect_error(
+      [&] {
+        kernels::max_pool2d_taps_backward(gy, pad.to(DType::I64), {1, 2, 4, 4}, 2);
+      },
+      "taps must be u8 of shape [1, 2, 2, 2], got i64");
+  expect_error(
+      [&] {
+        kernels::max_pool2d_taps_backward(ones({1, 2, 3, 3}), pad, {1, 2, 4, 4}, 2);
+      },
+      "does not match the output shape");
+  // 16 x 16 = 256 taps do not fit in a byte beside the dropped code: max_pool2d serves them.
+  EXPECT_FALSE(kernels::max_pool2d_taps_supported(zeros({1, 1, 16, 16}), 16));
+  EXPECT_TRUE(kernels::max_pool2d_taps_supported(zeros({1, 1, 16, 16}), {15, 16}));
+  expect_error([&] { kernels::max_pool2d_taps(zeros({1, 1, 16, 16}), 16); }, "use max_pool2d");
+}

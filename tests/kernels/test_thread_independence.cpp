@@ -239,11 +239,17 @@ TEST(ThreadIndependence, PoolingBackward) {
     Tensor gmax = kernels::max_pool2d_backward(ones(mp.values.sizes()), mp.indices, x.sizes());
     kernels::MaxPool2dResult m2 = kernels::max_pool2d(x, {2, 2});
     Tensor gmax2 = kernels::max_pool2d_backward(rnd(m2.values.sizes(), 52), m2.indices, x.sizes());
+    kernels::MaxPool2dTaps t3 = kernels::max_pool2d_taps(x, {3, 3}, {.stride = 2, .padding = 1});
+    Tensor gtap3 = kernels::max_pool2d_taps_backward(ones(t3.values.sizes()), t3.taps, x.sizes(), {3, 3},
+                                                     {.stride = 2, .padding = 1});
+    kernels::MaxPool2dTaps t2 = kernels::max_pool2d_taps(x, {2, 2}, {}, true);
+    Tensor gtap2 = kernels::max_pool2d_taps_backward(rnd(t2.values.sizes(), 52), t2.taps, x.sizes(), {2, 2});
     const AvgPool2dOptions ao{.stride = 2, .padding = 1};
     Tensor ya = kernels::avg_pool2d(x, {3, 3}, ao);
     Tensor gavg = kernels::avg_pool2d_backward(rnd(ya.sizes(), 53), x.sizes(), {3, 3}, ao);
     Tensor gad = kernels::adaptive_avg_pool2d_backward(rnd({32, 16, 5, 5}, 54), x.sizes());
-    return std::vector<Tensor>{mp.values, mp.indices, gmax, m2.values, gmax2, ya, gavg, gad};
+    return std::vector<Tensor>{mp.values, mp.indices, gmax,  m2.values, gmax2, t3.taps,
+                               gtap3,     t2.taps,    gtap2, ya,        gavg,  gad};
   });
 }
 

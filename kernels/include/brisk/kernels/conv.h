@@ -79,6 +79,24 @@ MaxPool2dResult max_pool2d(const Tensor& x, Size2 kernel, const MaxPool2dOptions
 // grad_out, indices: (N, C, OH, OW). Returns (N, C, H, W) with `input_sizes`.
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_sizes);
 
+// max_pool2d for a backward pass that only scatters: each window's argmax as a one-byte tap
+// (i * kW + j, row-major in the window; the same maximum max_pool2d picks), an eighth of the
+// indices' bytes. With drop_nonpositive, a window whose maximum is not > 0 gets
+// kMaxPoolDroppedTap and no gradient: relu's rule, for pooling a relu output. CPU tensors and
+// windows of fewer than 255 taps (max_pool2d_taps_supported); use max_pool2d elsewhere.
+inline constexpr uint8_t kMaxPoolDroppedTap = 255;
+bool max_pool2d_taps_supported(const Tensor& x, Size2 kernel);
+struct MaxPool2dTaps {
+  Tensor values;
+  Tensor taps;  // u8, (N, C, OH, OW)
+};
+MaxPool2dTaps max_pool2d_taps(const Tensor& x, Size2 kernel, const MaxPool2dOptions& o = {},
+                              bool drop_nonpositive = false);
+// grad_out, taps: (N, C, OH, OW) from max_pool2d_taps with the same kernel and options. Returns
+// (N, C, H, W) with `input_sizes`, the same bits as max_pool2d_backward with the indices.
+Tensor max_pool2d_taps_backward(const Tensor& grad_out, const Tensor& taps, const Shape& input_sizes, Size2 kernel,
+                                const MaxPool2dOptions& o = {});
+
 // x: (N, C, H, W) -> (N, C, OH, OW).
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, const AvgPool2dOptions& o = {});
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, Size2 kernel, const AvgPool2dOptions& o);
