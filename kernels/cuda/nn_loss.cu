@@ -2,8 +2,9 @@
 // Forward: per position the log-sum-exp (online softmax over the row, in the block tree, when
 // classes are contiguous (S == 1); one thread per position walking the classes otherwise) and the
 // loss; then one block reduces the positions in f64 into the count of non-ignored targets and,
-// for Mean/Sum, the loss, on the device. Backward: one thread per logit recomputes the softmax
-// from the saved lse; normalised logits are never stored. Targets are range-checked on the device.
+// for Mean/Sum, the loss, on the device. Backward recomputes the softmax from the saved lse (a
+// group of threads per row when S == 1, else one thread per logit); normalised logits are never
+// stored. Targets are range-checked on the device.
 #include <limits>
 
 #include "brisk/kernels/device/convert.h"
@@ -202,6 +203,54 @@ __global__ void cross_entropy_backward_kernel(int64_t total, dv::IndexDiv s_div,
   }
 }
 
+// S == 1 (the usual case: logits (rows, C) contiguous): the same values as
+// cross_entropy_backward_kernel, a group of threads per row (device/nn.h's RowPlan) reading the
+// row's target, lse and scale once and its logits W at a time. Out-of-range targets are reported
+// once per row and get zeros, as ignored ones.
+template <int W, class T, class I>
+__global__ void __launch_bounds__(dv::kMaxRowThreads)
+    cross_entropy_backward_rows_kernel(int64_t rows, int64_t C, const T* __restrict__ z, const I* __restrict__ targets,
+                                       const acc_t<T>* __restrict__ lse, const double* __restrict__ grad,
+                                       bool per_position, const double* __restrict__ count, int64_t ignore_index,
+                                       acc_t<T> off, acc_t<T> hit, T* __restrict__ out, Slot* slot, int32_t code) {
+  using A = acc_t<T>;
+  const int tx = threadIdx.x, tpr = blockDim.x;
+  // No barrier below: each row's threads go on to their next row independently.
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const T* zr = z + r * C;
+    T* outr = out + r * C;
+    const I t = targets[r];
+    const bool ignored = static_cast<int64_t>(t) == ignore_index;
+    if (ignored || !in_range(t, C)) {
+      if (!ignored && tx == 0) report_bad_value(slot, code, static_cast<int64_t>(t), C);
+      const T zero = dv::from_acc<T>(A(0));
+      dv::AlignedVector<T, W> zeros;
+#pragma unroll
+      for (int l = 0; l < W; ++l) zeros.v[l] = zero;
+      dv::for_each_owned<W>(
+          C, tx, tpr, [&](int64_t v) { dv::store_vector<T, W>(outr, v, zeros); }, [&](int64_t j) { outr[j] = zero; });
+      continue;
+    }
+    const A k = static_cast<A>(loss_scale(grad, per_position, r, count)), l = lse[r];
+    const int64_t tc = static_cast<int64_t>(t);
+    auto value = [&](int64_t c, T zv) {
+      const A g = exp_a(dv::to_acc(zv) - l) - off - (c == tc ? hit : A(0));
+      return dv::from_acc<T>(k * g);
+    };
+    dv::for_each_owned<W>(
+        C, tx, tpr,
+        [&](int64_t v) {
+          const auto a = dv::load_vector<T, W>(zr, v);
+          dv::AlignedVector<T, W> o;
+#pragma unroll
+          for (int q = 0; q < W; ++q) o.v[q] = value(v * W + q, a.v[q]);
+          dv::store_vector<T, W>(outr, v, o);
+        },
+        [&](int64_t j) { outr[j] = value(j, zr[j]); });
+  }
+}
+
 // out: (N, C, S), `=`: -scale at each non-ignored target, 0 elsewhere.
 template <class T, class I>
 __global__ void nll_backward_kernel(int64_t total, dv::IndexDiv s_div, dv::IndexDiv c_div, int64_t C, int64_t S,
@@ -301,6 +350,23 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tens
     const A e = static_cast<A>(label_smoothing), off = e / static_cast<A>(C), hit = A(1) - e;
     visit_index(targets.dtype(), targets.device(), "cross_entropy backward", [&](auto itag) {
       using I = decltype(itag);
+      if (S == 1) {
+        const T* zp = static_cast<const T*>(logits.data_ptr());
+        T* op = static_cast<T*>(out.data_ptr());
+        const int64_t rows = total / C;
+        const auto l = nn_common::row_launch(rows, C, sizeof(T), {zp, op}, device);
+        auto go = [&](auto kernel) {
+          rt::launch("cross_entropy_backward_rows", kernel, l.grid, l.block, 0, stream, rows, C, zp,
+                     static_cast<const I*>(targets.data_ptr()), static_cast<const A*>(lse.data_ptr()),
+                     static_cast<const double*>(grad.data_ptr()), reduction == Reduction::None, cp, ignore_index, off,
+                     hit, op, rt::device_error_slot(), code);
+        };
+        if (l.vectorized)
+          go(cross_entropy_backward_rows_kernel<dv::vec_width<T>, T, I>);
+        else
+          go(cross_entropy_backward_rows_kernel<1, T, I>);
+        return;
+      }
       rt::launch("cross_entropy_backward", cross_entropy_backward_kernel<T, I>,
                  dim3(nn_common::grid_for(total, device)), dim3(256), 0, stream, total, dv::IndexDiv(S, total),
                  dv::IndexDiv(C, total / S), C, S, static_cast<const T*>(logits.data_ptr()),

@@ -220,3 +220,21 @@ TEST(AcceleratorDevice, APlacedStreamStillTellsTheLastBatch) {
   }
   EXPECT_EQ(syncs, (std::vector<bool>{false, false, false, false, true})) << "only the last batch syncs";
 }
+
+// A sharded clip_grad_norm_ combines the shards' norms on the host and clips the shards where they
+// live: on the GPU, the norm it clips with must be a GPU tensor too (it once was made on the CPU,
+// and zero1-3 stopped at the first clip on a GPU).
+TEST(AcceleratorDevice, ShardedClippingClipsTheShardsOnTheirDevice) {
+  SKIP_WITHOUT_RECORDING();
+  for (Sharding stage : {Sharding::Zero1, Sharding::Zero2, Sharding::Zero3}) {
+    rec::Session session;
+    Accelerator acc({.sharding = stage});
+    Net net;
+    optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+    acc.prepare(net, opt);
+    ASSERT_EQ(net.a.weight.device(), cuda_device(0)) << enum_name(stage);
+    acc.backward(net(kernels::to_device(ones({2, 3}), cuda_device(0))).sum());
+    EXPECT_NO_THROW(acc.clip_grad_norm_(net, 1.0)) << enum_name(stage);
+    EXPECT_NO_THROW(opt.step()) << enum_name(stage);
+  }
+}
