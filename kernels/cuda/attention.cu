@@ -44,6 +44,12 @@ View view_of(const Tensor& t) {
   return View{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)};
 }
 
+OutView out_view_of(const Tensor& t) {
+  BRISK_CHECK(t.dim() == 4 && t.stride(3) == 1, "attention (CUDA): outputs need a contiguous last dim, got strides ",
+              t.strides());
+  return OutView{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)};
+}
+
 Args make_args(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
   Args a{};
   a.q = view_of(q);
@@ -130,7 +136,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   brisk::cuda::DeviceGuard guard(q.device().index);
   cudaStream_t stream = brisk::cuda::detail::current_native_stream(q.device().index);
   Args a = make_args(q, k, v, scale);
-  a.out = out.data_ptr();
+  a.out = out_view_of(out);
   a.lse = static_cast<float*>(lse.data_ptr());
   const dim3 grid(static_cast<unsigned>(q.size(0) * q.size(1)), tiles_of(a.tq));
   visit_attention_dtype(q, "attention_forward", [&](auto tag) {
@@ -159,10 +165,10 @@ void attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, co
   a.delta = static_cast<float*>(delta.data_ptr());
   const int64_t bh = q.size(0) * q.size(1);
   Args kv = a;
-  kv.out = dk.data_ptr();
-  kv.out2 = dv.data_ptr();
+  kv.out = out_view_of(dk);
+  kv.out2 = out_view_of(dv);
   Args qa = a;
-  qa.out = dq.data_ptr();
+  qa.out = out_view_of(dq);
   const dim3 kv_grid(static_cast<unsigned>(bh), tiles_of(a.tk)), q_grid(static_cast<unsigned>(bh), tiles_of(a.tq));
   constexpr int kRowsPerBlock = 8;  // warps of the delta kernel: one per query row
   const dim3 delta_grid(brisk::cuda::detail::blocks_for(bh * a.tq, kRowsPerBlock));

@@ -40,10 +40,17 @@ struct View {
   int64_t sb, sh, st;
 };
 
+// One (B, H, T, D) output the same way. brisk allocates them in (B, T, H, D) memory (see
+// kernels/src/attention.cpp), so a row's D elements are contiguous either way.
+struct OutView {
+  void* p;
+  int64_t sb, sh, st;
+};
+
 struct Args {
   View q, k, v, o, g;  // o: the forward's output; g: its gradient (backward only)
-  void* out;           // forward: O; dQ kernel: dQ; dK/dV kernel: dK
-  void* out2;          // dK/dV kernel: dV
+  OutView out;         // forward: O; dQ kernel: dQ; dK/dV kernel: dK
+  OutView out2;        // dK/dV kernel: dV
   float* lse;          // (B * H, tq)
   float* delta;        // (B * H, tq)
   int64_t batch_heads, heads, tq, tk;
@@ -53,6 +60,10 @@ struct Args {
 template <class E = uint16_t>
 __device__ inline const E* head_ptr(const View& v, int64_t bh, int64_t heads) {
   return static_cast<const E*>(v.p) + (bh / heads) * v.sb + (bh % heads) * v.sh;
+}
+template <class E = uint16_t>
+__device__ inline E* head_ptr(const OutView& v, int64_t bh, int64_t heads) {
+  return static_cast<E*>(v.p) + (bh / heads) * v.sb + (bh % heads) * v.sh;
 }
 
 #if defined(BRISK_ATTENTION_HOST_EMULATION)
@@ -284,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Args 
     }
   }
 
-  uint16_t* out = static_cast<uint16_t*>(a.out) + bh * a.tq * D;
+  uint16_t* out = head_ptr(a.out, bh, a.heads);
   float* lse = a.lse + bh * a.tq;
   BRISK_ATTENTION_UNROLL
   for (int r = 0; r < 2; ++r) {
@@ -295,7 +306,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Args 
     const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
     BRISK_ATTENTION_UNROLL
     for (int d = 0; d < D / 8; ++d)
-      *reinterpret_cast<uint32_t*>(out + rows[r] * D + d * 8 + t2) = pack<T>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(out + rows[r] * a.out.st + d * 8 + t2) =
+          pack<T>(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
     if ((lane & 3) == 0) lse[rows[r]] = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
   }
 }
@@ -458,16 +470,17 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kv_kernel(const A
     }
   }
 
-  uint16_t* dk_out = static_cast<uint16_t*>(a.out) + bh * a.tk * D;
-  uint16_t* dv_out = static_cast<uint16_t*>(a.out2) + bh * a.tk * D;
+  uint16_t* dk_out = head_ptr(a.out, bh, a.heads);
+  uint16_t* dv_out = head_ptr(a.out2, bh, a.heads);
   BRISK_ATTENTION_UNROLL
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= a.tk) continue;
     BRISK_ATTENTION_UNROLL
     for (int d = 0; d < D / 8; ++d) {
-      const int64_t at = keys[r] * D + d * 8 + t2;
-      *reinterpret_cast<uint32_t*>(dk_out + at) = pack<T>(dk[d][2 * r] * a.scale, dk[d][2 * r + 1] * a.scale);
-      *reinterpret_cast<uint32_t*>(dv_out + at) = pack<T>(dv[d][2 * r], dv[d][2 * r + 1]);
+      const int64_t at = d * 8 + t2;
+      *reinterpret_cast<uint32_t*>(dk_out + keys[r] * a.out.st + at) =
+          pack<T>(dk[d][2 * r] * a.scale, dk[d][2 * r + 1] * a.scale);
+      *reinterpret_cast<uint32_t*>(dv_out + keys[r] * a.out2.st + at) = pack<T>(dv[d][2 * r], dv[d][2 * r + 1]);
     }
   }
 }
@@ -570,13 +583,13 @@ __global__ void __launch_bounds__(kThreads) attention_backward_q_kernel(const Ar
     }
   }
 
-  uint16_t* dq_out = static_cast<uint16_t*>(a.out) + bh * a.tq * D;
+  uint16_t* dq_out = head_ptr(a.out, bh, a.heads);
   BRISK_ATTENTION_UNROLL
   for (int r = 0; r < 2; ++r) {
     if (rows[r] >= a.tq) continue;
     BRISK_ATTENTION_UNROLL
     for (int d = 0; d < D / 8; ++d)
-      *reinterpret_cast<uint32_t*>(dq_out + rows[r] * D + d * 8 + t2) =
+      *reinterpret_cast<uint32_t*>(dq_out + rows[r] * a.out.st + d * 8 + t2) =
           pack<T>(dq[d][2 * r] * a.scale, dq[d][2 * r + 1] * a.scale);
   }
 }
@@ -686,7 +699,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_f32_kernel(const A
   }
   if (row >= a.tq) return;
   const float inv = l > 0.f ? 1.f / l : 0.f;
-  float* out = static_cast<float*>(a.out) + (bh * a.tq + row) * D;
+  float* out = head_ptr<float>(a.out, bh, a.heads) + row * a.out.st;
   BRISK_ATTENTION_UNROLL
   for (int i = 0; i < D / 2; ++i) out[2 * i + h] = acc[i] * inv;
   if (h == 0) a.lse[bh * a.tq + row] = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
@@ -744,7 +757,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_q_f32_kernel(cons
     }
   }
   if (row >= a.tq) return;
-  float* out = static_cast<float*>(a.out) + (bh * a.tq + row) * D;
+  float* out = head_ptr<float>(a.out, bh, a.heads) + row * a.out.st;
   BRISK_ATTENTION_UNROLL
   for (int i = 0; i < D / 2; ++i) out[2 * i + h] = dq[i] * a.scale;
 }
@@ -813,8 +826,8 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kv_f32_kernel(con
     }
   }
   if (key >= a.tk) return;
-  float* dk_out = static_cast<float*>(a.out) + (bh * a.tk + key) * D;
-  float* dv_out = static_cast<float*>(a.out2) + (bh * a.tk + key) * D;
+  float* dk_out = head_ptr<float>(a.out, bh, a.heads) + key * a.out.st;
+  float* dv_out = head_ptr<float>(a.out2, bh, a.heads) + key * a.out2.st;
   BRISK_ATTENTION_UNROLL
   for (int d = 0; d < D / 2; ++d) {
     dk_out[2 * d + h] = dk[d] * a.scale;

@@ -71,12 +71,25 @@ bool fused_attention_enabled() {
   return true;
 }
 
+namespace {
+
+// A (B, H, T, D) output in (B, T, H, D) memory, as PyTorch's flash attention returns it: the
+// output's transpose(1, 2) is then a contiguous (B, T, H * D) for the projection after it, and the
+// gradients of q, k and v (head views of (B, T, C) projections) reach those projections without
+// a copy.
+Tensor empty_bthd(const Tensor& like) {
+  const int64_t B = like.size(0), H = like.size(1), T = like.size(2), D = like.size(3);
+  const Tensor buf = empty({B, T, H, D}, like.dtype(), like.device());
+  return buf.as_strided({B, H, T, D}, {T * H * D, D, H * D, 1}, buf.offset());
+}
+
+}  // namespace
+
 AttentionForwardResult attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
                                          double scale) {
   require_supported("attention_forward", q_in, k_in, v_in, is_causal);
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
-  AttentionForwardResult r{empty(q.sizes(), q.dtype(), q.device()),
-                           empty({q.size(0), q.size(1), q.size(2)}, DType::F32, q.device())};
+  AttentionForwardResult r{empty_bthd(q), empty({q.size(0), q.size(1), q.size(2)}, DType::F32, q.device())};
   cuda::attention_forward(q, k, v, is_causal, scale, r.out, r.lse);
   return r;
 }
@@ -98,8 +111,7 @@ AttentionGrads attention_backward(const Tensor& grad_in, const Tensor& q_in, con
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
   const Tensor grad = readable(grad_in), out = readable(out_in);
   const Tensor l = lse.is_contiguous() ? lse : contiguous(lse);
-  AttentionGrads r{empty(q.sizes(), q.dtype(), q.device()), empty(k.sizes(), k.dtype(), k.device()),
-                   empty(v.sizes(), v.dtype(), v.device())};
+  AttentionGrads r{empty_bthd(q), empty_bthd(k), empty_bthd(v)};
   const Tensor delta = empty({q.size(0), q.size(1), q.size(2)}, DType::F32, q.device());
   cuda::attention_backward(grad, q, k, v, out, l, is_causal, scale, r.dq, r.dk, r.dv, delta);
   return r;

@@ -31,6 +31,15 @@ using brisk::testing::exact_input;  // i / 32 with |i| <= 32: exact in every dty
 inline ad::View view_of(const Tensor& t) {
   return ad::View{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)};
 }
+inline ad::OutView out_view_of(const Tensor& t) {
+  return ad::OutView{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+// A NaN-filled (B, H, T, D) output in (B, T, H, D) memory, as kernels::attention_forward and
+// attention_backward allocate theirs.
+inline Tensor nan_output_bthd(const Shape& bhtd, DType dt) {
+  return full({bhtd[0], bhtd[2], bhtd[1], bhtd[3]}, NAN, {.dtype = dt}).transpose(1, 2);
+}
 
 struct Case {
   DType dt;
@@ -72,11 +81,11 @@ inline void run_case(const Case& c) {
 
   const Tensor q = device_layout(q32, c.dt, c.strided), k = device_layout(k32, c.dt, c.strided),
                v = device_layout(v32, c.dt, c.strided), go = device_layout(g32, c.dt, c.strided);
-  Tensor out = full({c.B, c.H, c.Tq, c.D}, NAN, {.dtype = c.dt});
+  Tensor out = nan_output_bthd({c.B, c.H, c.Tq, c.D}, c.dt);
   Tensor lse = full({c.B, c.H, c.Tq}, NAN, {.dtype = DType::F32});
   Tensor delta = full({c.B, c.H, c.Tq}, NAN, {.dtype = DType::F32});
-  Tensor dq = full(q32.sizes(), NAN, {.dtype = c.dt}), dk = full(k32.sizes(), NAN, {.dtype = c.dt}),
-         dv = full(v32.sizes(), NAN, {.dtype = c.dt});
+  Tensor dq = nan_output_bthd(q32.sizes(), c.dt), dk = nan_output_bthd(k32.sizes(), c.dt),
+         dv = nan_output_bthd(v32.sizes(), c.dt);
 
   ad::Args a{};
   a.q = view_of(q);
@@ -88,7 +97,7 @@ inline void run_case(const Case& c) {
   a.tk = c.Tk;
   a.scale = static_cast<float>(scale);
   a.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
-  a.out = out.data_ptr();
+  a.out = out_view_of(out);
   a.lse = static_cast<float*>(lse.data_ptr());
   a.delta = static_cast<float*>(delta.data_ptr());
   const auto tiles = [](int64_t n) { return static_cast<unsigned>((n + ad::kTile - 1) / ad::kTile); };
@@ -113,9 +122,9 @@ inline void run_case(const Case& c) {
       emu::run_grid(ad::attention_delta_kernel<T, kD>, dim3{static_cast<unsigned>((c.B * c.H * c.Tq + 7) / 8)},
                     dim3{256}, 0, b);
       ad::Args kv = b, qa = b;
-      kv.out = dk.data_ptr();
-      kv.out2 = dv.data_ptr();
-      qa.out = dq.data_ptr();
+      kv.out = out_view_of(dk);
+      kv.out2 = out_view_of(dv);
+      qa.out = out_view_of(dq);
       if constexpr (kF32) {
         emu::run_grid(ad::attention_backward_kv_f32_kernel<kD, kCausal>, dim3{bh, tiles(c.Tk)}, threads,
                       ad::backward_kv_f32_smem_bytes<kD>(), kv);

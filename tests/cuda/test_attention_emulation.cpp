@@ -3,7 +3,8 @@
 // for shuffles, mma.sync from the PTX fragment layouts), no GPU needed: the fragment helpers and
 // the emulated mma against a matmul, then forward (output and logsumexp) and backward (dq, dk,
 // dv) against the CPU's scaled_dot_product_attention for a few cases that between them take
-// every kernel and dtype, causal and not, ragged tiles, strides, B * H > 1 and Tq != Tk (each
+// every kernel and dtype, causal and not, ragged tiles, strides, B * H > 1 and Tq != Tk, with the
+// outputs in the (B, T, H, D) memory the library allocates (each
 // emulated block is 128 host threads: tests/cuda_slow has the sweep). What this cannot check:
 // the fragment layouts themselves, timing, and the launches (tests/cuda/test_attention.cpp does,
 // on a GPU and in recording mode).
@@ -19,6 +20,8 @@ TEST(AttentionEmulation, KernelsMatchTheCpuOnAFewCases) {
   run_case({DType::BF16, 1, 1, 1, 1, 128, true, false});   // one row, the widest head
   run_case({DType::F32, 1, 1, 65, 65, 80, true, true});    // the f32 kernels
   run_case({DType::F32, 1, 2, 20, 70, 64, false, false});
+  // Batches and heads both > 1: the outputs' (B, T, H, D) memory differs from (B, H, T, D).
+  run_case({DType::BF16, 2, 3, 17, 17, 32, true, false});
 }
 
 namespace {
