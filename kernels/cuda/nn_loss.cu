@@ -238,16 +238,7 @@ __global__ void __launch_bounds__(dv::kMaxRowThreads)
       const A g = exp_a(dv::to_acc(zv) - l) - off - (c == tc ? hit : A(0));
       return dv::from_acc<T>(k * g);
     };
-    dv::for_each_owned<W>(
-        C, tx, tpr,
-        [&](int64_t v) {
-          const auto a = dv::load_vector<T, W>(zr, v);
-          dv::AlignedVector<T, W> o;
-#pragma unroll
-          for (int q = 0; q < W; ++q) o.v[q] = value(v * W + q, a.v[q]);
-          dv::store_vector<T, W>(outr, v, o);
-        },
-        [&](int64_t j) { outr[j] = value(j, zr[j]); });
+    dv::map_owned<W>(C, tx, tpr, zr, outr, value);
   }
 }
 

@@ -88,16 +88,7 @@ __global__ void __launch_bounds__(dv::kMaxRowThreads)
         if (bias) v += dv::to_acc(bias[j]);
         return dv::from_acc<T>(v);
       };
-      dv::for_each_owned<W>(
-          D, tx, tpr,
-          [&](int64_t v) {
-            const auto a = dv::load_vector<T, W>(xr, v);
-            dv::AlignedVector<T, W> o;
-#pragma unroll
-            for (int l = 0; l < W; ++l) o.v[l] = value(v * W + l, a.v[l]);
-            dv::store_vector<T, W>(yr, v, o);
-          },
-          [&](int64_t j) { yr[j] = value(j, xr[j]); });
+      dv::map_owned<W>(D, tx, tpr, xr, yr, value);
     }
     __syncthreads();  // row_mean/row_rstd are rewritten by the next row group
   }

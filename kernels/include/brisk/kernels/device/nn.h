@@ -11,6 +11,13 @@
 #include "brisk/kernels/device/reduce.h"
 #include "brisk/kernels/device/vec.h"
 
+// nvcc's #pragma unroll in the device pass; nothing where a host compiler reads the code.
+#if defined(__CUDA_ARCH__)
+#define BRISK_DEVICE_UNROLL _Pragma("unroll")
+#else
+#define BRISK_DEVICE_UNROLL
+#endif
+
 namespace brisk::kernels::device {
 
 // --- rows: a group of threads per contiguous row ----------------------------------------------
@@ -24,6 +31,23 @@ BRISK_HOST_DEVICE inline void for_each_owned(int64_t n, int t, int threads, OnVe
   const VecSplit s = vec_split(n, W);
   for (int64_t v = t; v < s.vectors; v += threads) on_vector(v);
   for (int64_t j = s.tail_begin + t; j < n; j += threads) on_element(j);
+}
+
+// out[j] = f(j, in[j]) for the elements of a contiguous row that thread t owns (for_each_owned's
+// order), W at a time through aligned vectors: the last pass of a row kernel (layer norm's
+// output, cross entropy's gradient).
+template <int W, class T, class F>
+BRISK_HOST_DEVICE inline void map_owned(int64_t n, int t, int threads, const T* in, T* out, F&& f) {
+  for_each_owned<W>(
+      n, t, threads,
+      [&](int64_t v) {
+        const AlignedVector<T, W> a = load_vector<T, W>(in, v);
+        AlignedVector<T, W> o;
+        BRISK_DEVICE_UNROLL
+        for (int l = 0; l < W; ++l) o.v[l] = f(v * W + l, a.v[l]);
+        store_vector<T, W>(out, v, o);
+      },
+      [&](int64_t j) { out[j] = f(j, in[j]); });
 }
 
 // Row kernels run blocks of (threads_per_row, rows_per_block) threads: enough threads per row
