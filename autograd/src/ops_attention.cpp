@@ -3,10 +3,12 @@
 #include "brisk/autograd/ops_attention.h"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "brisk/autograd/autocast.h"
 #include "brisk/autograd/node.h"
+#include "brisk/autograd/ops_index.h"
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/attention.h"
 #include "brisk/kernels/elementwise.h"
@@ -78,7 +80,60 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   return y;
 }
 
+// Head i (0: q, 1: k, 2: v) of a packed (B, T, 3C) tensor as the (B, H, T, hd) view the fused
+// kernels take.
+Tensor packed_head(const Tensor& t, int64_t i, int64_t n_head) {
+  const int64_t C = t.size(2) / 3, hd = C / n_head;
+  return t.as_strided({t.size(0), n_head, t.size(1), hd}, {t.stride(0), hd, t.stride(1), 1}, t.offset() + i * C);
+}
+
+// scaled_dot_product_attention_packed through the fused CUDA kernels: they read q, k and v where
+// they lie in qkv, write the output as (B, T, C) and the gradient as one (B, T, 3C) tensor.
+// Undefined where the kernels do not apply.
+Tensor fused_attention_packed(const Tensor& qkv, int64_t n_head, bool causal, std::optional<double> scale_opt) {
+  if (!qkv.device().is_cuda() || !kernels::fused_attention_enabled() || qkv.stride(2) != 1) return {};
+  const Tensor base = qkv.detach();
+  const Tensor q4 = packed_head(base, 0, n_head), k4 = packed_head(base, 1, n_head), v4 = packed_head(base, 2, n_head);
+  if (!kernels::fused_attention_supported(q4, k4, v4, causal)) return {};
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  const double scale = scale_opt.value_or(1.0 / std::sqrt(static_cast<double>(q4.size(3))));
+  kernels::AttentionForwardResult r = kernels::attention_forward(q4, k4, v4, causal, scale);
+  const Tensor out4 = r.out, lse = r.lse;  // out4: (B, H, T, hd) in (B, T, H, hd) memory
+  Tensor y = out4.as_strided({B, T, C}, {T * C, C, 1}, out4.offset());
+  if (!autograd::any_requires_grad({&qkv})) return y;
+  autograd::record("scaled_dot_product_attention", {qkv}, y,
+                   [q4, k4, v4, out4, lse, causal, scale, n_head](const autograd::GradCtx& g) -> std::vector<Tensor> {
+                     Tensor gy = g.grad().dtype() == out4.dtype() ? g.grad() : kernels::cast(g.grad(), out4.dtype());
+                     if (!gy.is_contiguous()) gy = kernels::contiguous(gy);
+                     const int64_t B = gy.size(0), T = gy.size(1), C = gy.size(2), hd = C / n_head;
+                     const Tensor gy4 = gy.as_strided({B, n_head, T, hd}, {T * C, hd, C, 1}, gy.offset());
+                     Tensor dqkv = empty({B, T, 3 * C}, out4.dtype(), out4.device());
+                     const kernels::AttentionGrads into{packed_head(dqkv, 0, n_head), packed_head(dqkv, 1, n_head),
+                                                        packed_head(dqkv, 2, n_head)};
+                     kernels::attention_backward(gy4, q4, k4, v4, out4, lse, causal, scale, &into);
+                     return {dqkv};
+                   },
+                   {qkv, y});
+  return y;
+}
+
 }  // namespace
+
+Tensor scaled_dot_product_attention_packed(const Tensor& qkv_in, int64_t n_head, const SdpaOptions& o) {
+  profiler::Scope prof_scope("scaled_dot_product_attention");
+  BRISK_CHECK(qkv_in.defined() && qkv_in.dim() == 3 && n_head > 0 && qkv_in.size(2) % (3 * n_head) == 0,
+              "scaled_dot_product_attention_packed: expected qkv (B, T, 3 * n_head * head dim) and n_head > 0, got "
+              "shape ",
+              qkv_in.defined() ? qkv_in.sizes() : Shape{}, " and n_head ", n_head);
+  const Tensor qkv = autograd::autocast(qkv_in, AutocastCategory::LowerPrecision);
+  if (Tensor y = fused_attention_packed(qkv, n_head, o.is_causal, o.scale); y.defined()) return y;
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hd = C / n_head;
+  const std::vector<Tensor> parts = split(qkv, C, 2);
+  auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };
+  return scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), o)
+      .transpose(1, 2)
+      .reshape({B, T, C});
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const SdpaOptions& o) {
   profiler::Scope prof_scope("scaled_dot_product_attention");

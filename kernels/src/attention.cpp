@@ -3,8 +3,10 @@
 // copied), output allocation. The kernels are in cuda/attention.cu.
 #include "brisk/kernels/attention.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
@@ -95,7 +97,8 @@ AttentionForwardResult attention_forward(const Tensor& q_in, const Tensor& k_in,
 }
 
 AttentionGrads attention_backward(const Tensor& grad_in, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                  const Tensor& out_in, const Tensor& lse, bool is_causal, double scale) {
+                                  const Tensor& out_in, const Tensor& lse, bool is_causal, double scale,
+                                  const AttentionGrads* into) {
   require_supported("attention_backward", q_in, k_in, v_in, is_causal);
   BRISK_CHECK(grad_in.sizes() == q_in.sizes() && grad_in.dtype() == q_in.dtype() && out_in.sizes() == q_in.sizes() &&
                   out_in.dtype() == q_in.dtype(),
@@ -111,7 +114,22 @@ AttentionGrads attention_backward(const Tensor& grad_in, const Tensor& q_in, con
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
   const Tensor grad = readable(grad_in), out = readable(out_in);
   const Tensor l = lse.is_contiguous() ? lse : contiguous(lse);
-  AttentionGrads r{empty_bthd(q), empty_bthd(k), empty_bthd(v)};
+  AttentionGrads r;
+  if (into) {
+    const std::pair<const Tensor*, const Tensor*> pairs[] = {
+        {&into->dq, &q_in}, {&into->dk, &k_in}, {&into->dv, &v_in}};
+    for (const auto& [d, x] : pairs) {
+      BRISK_CHECK(d->defined() && d->sizes() == x->sizes() && d->dtype() == x->dtype() && d->device() == x->device() &&
+                      d->stride(3) == 1 && d->stride(0) % 2 == 0 && d->stride(1) % 2 == 0 && d->stride(2) % 2 == 0 &&
+                      reinterpret_cast<uintptr_t>(d->data_ptr()) % 4 == 0,
+                  "attention_backward: each output must have its input's shape ", x->sizes(), ", dtype ",
+                  dtype_name(x->dtype()), " and device, a contiguous last dim and even strides, got ",
+                  d->defined() ? d->sizes() : Shape{}, " with strides ", d->defined() ? d->strides() : Strides{});
+    }
+    r = *into;
+  } else {
+    r = {empty_bthd(q), empty_bthd(k), empty_bthd(v)};
+  }
   const Tensor delta = empty({q.size(0), q.size(1), q.size(2)}, DType::F32, q.device());
   cuda::attention_backward(grad, q, k, v, out, l, is_causal, scale, r.dq, r.dk, r.dv, delta);
   return r;

@@ -23,14 +23,15 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   BRISK_CHECK(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: expected input (B, T, ", n_embd,
               "), got shape ", x.sizes());
   const int64_t B = x.size(0), T = x.size(1), hd = n_embd / n_head;
-  auto qkv = split(c_attn(x), n_embd, 2);                                                    // 3 x (B, T, C)
+  Tensor packed = c_attn(x);  // (B, T, 3C): q, k, v side by side
+  if (attn_drop_.p == 0 || !attn_drop_.is_training()) {
+    // One op that computes only the scores each query may see, from the packed projection
+    // (autograd/ops_attention.h): on a GPU no copy of q, k, v, the output or their gradients.
+    return resid_drop_(c_proj(scaled_dot_product_attention_packed(packed, n_head, {.is_causal = true})));
+  }
+  auto qkv = split(packed, n_embd, 2);                                                       // 3 x (B, T, C)
   auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, hd}).transpose(1, 2); };  // (B, h, T, hd)
   Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  if (attn_drop_.p == 0 || !attn_drop_.is_training()) {
-    // One op that computes only the scores each query may see (autograd/ops_attention.h).
-    Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = true}).transpose(1, 2).reshape({B, T, n_embd});
-    return resid_drop_(c_proj(y));
-  }
   // With dropout on the attention weights: the ops one by one. The 1/sqrt(hd) scale is applied
   // to q (B, h, T, hd) rather than to the scores (B, h, T, T): the same product, on T/hd times
   // fewer elements.

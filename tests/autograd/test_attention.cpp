@@ -106,6 +106,32 @@ TEST(Attention, AutocastRunsTheProductsInBf16) {
   EXPECT_LT(max_abs_diff(y, ref), 0.05);
 }
 
+// The packed form (a GPT block's (B, T, 3C) projection in, (B, T, C) out) is the split, the
+// head views, the op and the merge of the heads, values and gradients.
+TEST(Attention, PackedQkvIsTheSplitHeadsThroughTheOp) {
+  const int64_t B = 2, T = 70, H = 3, D = 4, C = H * D;
+  const Tensor x0 = input({B, T, 3 * C}, 21), w = input({B, T, C}, 22);
+  Tensor x = leaf(x0);
+  Tensor y = scaled_dot_product_attention_packed(x, H, {.is_causal = true});
+  (y * w).sum().backward();
+  Tensor x2 = leaf(x0);
+  auto heads = [&](const Tensor& t, int i) { return t.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2); };
+  Tensor y2 = unfused(heads(x2, 0), heads(x2, 1), heads(x2, 2), true).transpose(1, 2).reshape({B, T, C});
+  (y2 * w).sum().backward();
+  EXPECT_EQ(y.sizes(), Shape({B, T, C}));
+  EXPECT_LT(max_abs_diff(y, y2), 1e-12);
+  EXPECT_LT(max_abs_diff(x.grad(), x2.grad()), 1e-12);
+  expect_gradcheck(
+      [&](const std::vector<Tensor>& in) { return scaled_dot_product_attention_packed(in[0], H, {.scale = 0.6}); },
+      {leaf(input({1, 9, 3 * C}, 23))}, "packed sdpa");
+  expect_error(
+      [&] {
+        scaled_dot_product_attention_packed(input({2, 5, 10}, 24), 3);
+      },
+      "scaled_dot_product_attention_packed: expected qkv (B, T, 3 * n_head * head dim)");
+  expect_error([&] { scaled_dot_product_attention_packed(input({10, 9}, 24), 1); }, "got shape [10, 9]");
+}
+
 TEST(Attention, BadShapesNameTheOp) {
   const Tensor q = input({2, 5, 4}, 18);
   expect_error(

@@ -157,6 +157,32 @@ TEST(CudaAttention, StridedInputsFromASplitProjection) {
   }
 }
 
+// The packed op reads q, k, v in place and writes the (B, T, 3C) gradient itself: the same bits
+// as the three views through scaled_dot_product_attention (the same kernels, other layouts).
+TEST(CudaAttention, PackedQkvMatchesTheSplitViewsBitForBit) {
+  SKIP_WITHOUT_GPU();
+  const int64_t B = 2, T = 130, H = 3, D = 64, C = H * D;
+  const Tensor qkv = exact_input({B, T, 3 * C}, 9), gy = exact_input({B, T, C}, 10);
+  auto split = [&](const Tensor& t, int i) { return t.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2); };
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    Tensor x = leaf(qkv.to(dt).to(cuda_device()));
+    Tensor y = scaled_dot_product_attention_packed(x, H, {.is_causal = true});
+    y.backward(gy.to(dt).to(cuda_device()));
+    Tensor x2 = leaf(qkv.to(dt).to(cuda_device()));
+    Tensor y2 = scaled_dot_product_attention(split(x2, 0), split(x2, 1), split(x2, 2), {.is_causal = true})
+                    .transpose(1, 2)
+                    .reshape({B, T, C});
+    y2.backward(gy.to(dt).to(cuda_device()));
+    EXPECT_EQ(relative_error(y.detach().to(kCPU), y2.detach().to(kCPU)), 0.0) << dtype_name(dt);
+    EXPECT_EQ(relative_error(x.grad().to(kCPU), x2.grad().to(kCPU)), 0.0) << dtype_name(dt);
+    Tensor xc = leaf(qkv);
+    Tensor yc = scaled_dot_product_attention_packed(xc, H, {.is_causal = true});
+    yc.backward(gy);
+    EXPECT_LE(relative_error(y.detach().to(kCPU), yc.detach()), fused_bound(dt)) << dtype_name(dt);
+    EXPECT_LE(relative_error(x.grad().to(kCPU), xc.grad()), fused_bound(dt)) << dtype_name(dt);
+  }
+}
+
 TEST(CudaAttention, EveryGradientElementIsWritten) {
   SKIP_WITHOUT_GPU();
   // dq, dk and dv land in blocks that held NaN just before (the caching allocator hands the same
@@ -296,6 +322,29 @@ TEST(CudaAttentionRecording, TheFusedKernelsRunForwardAndBackwardWithTheirLaunch
   EXPECT_EQ(f32_kv[0].shared_bytes, 4u * 64 * 66 * 4 + 2 * 64 * 4);
   EXPECT_EQ(f32_q[0].shared_bytes, 2u * 64 * 66 * 4);
   EXPECT_TRUE(launches_named(rec, "softmax").empty());
+}
+
+// GPT-2 124M's block through the packed op: the kernels read q, k and v inside the projection
+// and write the output and the (B, T, 3C) gradient in the layouts the neighbouring ops use, so
+// forward and backward launch the four attention kernels and nothing else (no copy, no cat).
+TEST(CudaAttentionRecording, ThePackedOpCopiesNothing) {
+  if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
+  cuda::recording::Session rec;
+  FusedAttentionSwitch on(true);
+  const int64_t B = 16, T = 1024, H = 12, C = 768;
+  Tensor x = leaf(empty({B, T, 3 * C}, DType::BF16, cuda_device()));
+  Tensor gy = empty({B, T, C}, DType::BF16, cuda_device());
+  rec.clear();
+  Tensor y = scaled_dot_product_attention_packed(x, H, {.is_causal = true});
+  EXPECT_EQ(y.sizes(), Shape({B, T, C}));
+  EXPECT_TRUE(y.is_contiguous());
+  y.backward(gy);
+  EXPECT_EQ(x.grad().sizes(), x.sizes());
+  std::vector<std::string> names;
+  for (const auto& e : rec.entries(cuda::recording::Kind::Launch)) names.push_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"attention_forward", "attention_backward_delta", "attention_backward_kv",
+                                             "attention_backward_q"}));
+  EXPECT_EQ(rec.count(cuda::recording::Kind::Copy), 0u);
 }
 
 TEST(CudaAttentionRecording, TheSwitchAndUnsupportedInputsTakeTheBlockedPath) {

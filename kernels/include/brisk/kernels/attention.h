@@ -27,7 +27,7 @@ bool fused_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v
 bool fused_attention_enabled();
 
 struct AttentionForwardResult {
-  Tensor out;  // (B, H, Tq, D) contiguous, q's dtype
+  Tensor out;  // (B, H, Tq, D) in (B, Tq, H, D) memory (as PyTorch's flash attention), q's dtype
   Tensor lse;  // (B, H, Tq) f32: log(sum over the visible keys of exp(scale * q . k))
 };
 // Throws brisk::Error unless fused_attention_supported(q, k, v, is_causal).
@@ -35,11 +35,14 @@ AttentionForwardResult attention_forward(const Tensor& q, const Tensor& k, const
                                          double scale);
 
 struct AttentionGrads {
-  Tensor dq, dk, dv;  // contiguous, the shapes and dtype of q, k, v
+  Tensor dq, dk, dv;  // the shapes and dtype of q, k, v; fresh ones in (B, T, H, D) memory
 };
 // grad: the gradient of out (B, H, Tq, D); out and lse: attention_forward's results for the
-// same q, k, v, is_causal and scale.
+// same q, k, v, is_causal and scale. `into` (optional): where to write dq, dk and dv instead of
+// fresh tensors, each the shape, dtype and device of q, k, v with a contiguous last dim and even
+// other strides (views of one packed qkv gradient, say); returned as given.
 AttentionGrads attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& out, const Tensor& lse, bool is_causal, double scale);
+                                  const Tensor& out, const Tensor& lse, bool is_causal, double scale,
+                                  const AttentionGrads* into = nullptr);
 
 }  // namespace brisk::kernels
