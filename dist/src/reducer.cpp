@@ -46,7 +46,6 @@ struct Reducer::Impl {
   };
   struct Bucket {
     Tensor flat;            // (numel,) contiguous, the params' dtype and device
-    Tensor result;          // shared memory: (numel,) where the averages land
     size_t shm_offset = 0;  // shared memory: bytes into each region
     int64_t numel = 0;
     std::vector<size_t> members;  // indices into params
@@ -100,7 +99,6 @@ struct Reducer::Impl {
   std::thread watcher;
 
   Tensor slot(const Param& p) const { return view_of(buckets[p.bucket].flat, p); }
-  Tensor result_slot(const Param& p) const { return view_of(buckets[p.bucket].result, p); }
   static Tensor view_of(const Tensor& flat, const Param& p) {
     return flat.as_strided(p.tensor.sizes(), contiguous_strides(p.tensor.sizes()), flat.offset() + p.offset);
   }
@@ -294,7 +292,6 @@ struct Reducer::Impl {
       const Tensor& first = params[b.members.front()].tensor;
       if (shm) {
         b.flat = shm->view(shm->rank(), b.shm_offset, b.numel, first.dtype());
-        b.result = shm->view(shm->size(), b.shm_offset, b.numel, first.dtype());
       } else {
         MemoryCategoryGuard cat(MemoryCategory::Gradients);
         b.flat = zeros({b.numel}, {first.dtype(), first.device()});
@@ -303,7 +300,8 @@ struct Reducer::Impl {
   }
 
   // Shared memory: meet every rank (their buckets are full), average this rank's share of each
-  // bucket into the result region, meet again (every share is done). A failed barrier (a peer
+  // bucket and write it into every rank's region, meet again (every share is done): each rank's
+  // buckets then hold the averages, where backward wrote its gradients. A failed barrier (a peer
   // exited or timed out) goes to the group's failure policy and leaves the segment unusable.
   void all_reduce_shared(PassLog& log) {
     if (!broken.empty()) {
@@ -318,7 +316,7 @@ struct Reducer::Impl {
       auto interrupted = [this] { return pg.impl().unusable_reason(); };
       shm->barrier(op, pg.timeout_seconds(), interrupted);
       start = trace_now_us();
-      std::vector<const void*> inputs(static_cast<size_t>(W));
+      std::vector<void*> data(static_cast<size_t>(W));
       for (Bucket& b : buckets) {
         const int64_t n = b.flat.numel();
         const DType dt = b.flat.dtype();
@@ -326,10 +324,8 @@ struct Reducer::Impl {
         const auto line = static_cast<int64_t>(64 / dtype_size(dt));
         const int64_t share = ((n + W - 1) / W + line - 1) / line * line;
         const int64_t lo = std::min(n, share * me), hi = std::min(n, lo + share);
-        for (int r = 0; r < W; ++r)
-          inputs[static_cast<size_t>(r)] = static_cast<const char*>(shm->region(r)) + b.shm_offset;
-        detail::reduce_ranks(static_cast<char*>(shm->result()) + b.shm_offset, inputs.data(), W, lo, hi, dt,
-                             ReduceOp::Avg);
+        for (int r = 0; r < W; ++r) data[static_cast<size_t>(r)] = static_cast<char*>(shm->region(r)) + b.shm_offset;
+        detail::reduce_ranks_in_place(data.data(), W, lo, hi, dt, ReduceOp::Avg);
       }
       shm->barrier(op, pg.timeout_seconds(), interrupted);
     } catch (const Error& e) {
@@ -416,9 +412,11 @@ struct Reducer::Impl {
     for (size_t i = 0; i < params.size(); ++i) {
       const Param& p = params[i];
       if (h && h[i] == 0.0f) continue;  // no rank has a gradient: leave p.grad() as it is
-      Tensor src = shm ? result_slot(p) : slot(p);
+      Tensor src = slot(p);
       Tensor g = p.tensor.grad();
       if (g.defined()) {
+        // Shared memory: backward wrote the gradient into its slot, which now holds the average.
+        if (shm && g.data_ptr() == src.data_ptr() && g.strides() == src.strides()) continue;
         kernels::copy_(g, src);
       } else {
         MemoryCategoryGuard cat(MemoryCategory::Gradients);

@@ -101,7 +101,7 @@ std::unique_ptr<SharedSegment> SharedSegment::create(ProcessGroup& pg, size_t by
   s->size_ = W;
   s->header_bytes_ = round_up(sizeof(Slot) * static_cast<size_t>(W), kPage);
   s->region_bytes_ = round_up(std::max<size_t>(bytes_per_rank, 1), kPage);
-  s->mapped_bytes_ = s->header_bytes_ + s->region_bytes_ * static_cast<size_t>(W + 1);
+  s->mapped_bytes_ = s->header_bytes_ + s->region_bytes_ * static_cast<size_t>(W);
   s->spin_ = W * std::max(1, get_num_threads()) <= usable_cpus();
 
   // Rank 0 makes the segment (a fresh name: its pid, a counter and a random number) and reserves
@@ -189,7 +189,7 @@ Tensor SharedSegment::view(int rank, size_t byte_offset, int64_t numel, DType dt
   const size_t es = dtype_size(dt);
   const size_t at = header_bytes_ + region_bytes_ * static_cast<size_t>(rank) + byte_offset;
   BRISK_CHECK(
-      rank >= 0 && rank <= size_ && at % es == 0 && byte_offset + static_cast<size_t>(numel) * es <= region_bytes_,
+      rank >= 0 && rank < size_ && at % es == 0 && byte_offset + static_cast<size_t>(numel) * es <= region_bytes_,
       "SharedSegment::view: ", numel, " elements of ", dtype_name(dt), " at byte ", byte_offset, " of region ", rank,
       " do not fit its ", region_bytes_, " bytes");
   Tensor whole = Tensor(std::make_shared<TensorImpl>());
@@ -247,19 +247,21 @@ void SharedSegment::barrier(const char* op, double timeout_s, const std::functio
   }
 }
 
-void reduce_ranks(void* result, const void* const* inputs, int world, int64_t begin, int64_t end, DType dt,
-                  ReduceOp op) {
+void reduce_ranks_in_place(void* const* data, int world, int64_t begin, int64_t end, DType dt, ReduceOp op) {
   const size_t es = dtype_size(dt);
-  // Blocks of 16 KiB: the result block stays in L1 while every rank's values are added to it.
-  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(16384 / es));
+  // Blocks of 16 KiB: the block stays in L1 while every rank's values are added to it, then goes
+  // back to every rank's region.
+  constexpr size_t kBlockBytes = 16384;
+  alignas(64) char scratch[kBlockBytes];
+  const int64_t block = std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / es));
   const ReduceOp combine = op == ReduceOp::Avg ? ReduceOp::Sum : op;
   for (int64_t i0 = begin; i0 < end; i0 += block) {
     const int64_t n = std::min(block, end - i0);
-    const size_t off = static_cast<size_t>(i0) * es;
-    void* dst = static_cast<char*>(result) + off;
-    std::memcpy(dst, static_cast<const char*>(inputs[0]) + off, static_cast<size_t>(n) * es);
-    for (int r = 1; r < world; ++r) reduce_into(dst, static_cast<const char*>(inputs[r]) + off, n, dt, combine);
-    if (op == ReduceOp::Avg) divide_by(dst, n, dt, world);
+    const size_t off = static_cast<size_t>(i0) * es, bytes = static_cast<size_t>(n) * es;
+    std::memcpy(scratch, static_cast<const char*>(data[0]) + off, bytes);
+    for (int r = 1; r < world; ++r) reduce_into(scratch, static_cast<const char*>(data[r]) + off, n, dt, combine);
+    if (op == ReduceOp::Avg) divide_by(scratch, n, dt, world);
+    for (int r = 0; r < world; ++r) std::memcpy(static_cast<char*>(data[r]) + off, scratch, bytes);
   }
 }
 

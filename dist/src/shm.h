@@ -4,10 +4,11 @@
 // hand-off to another thread.
 //
 // Layout: a header page (per rank: its process id and how many barriers it has entered, each
-// on a cache line of its own), then one input region per rank, then one result region. Each
-// region holds `bytes_per_rank` bytes. The segment's name is removed as soon as every rank has
-// it mapped, so nothing is left in /dev/shm when a process dies.
-// Internal header, not installed.
+// on a cache line of its own), then one region per rank of `bytes_per_rank` bytes.
+// The all-reduce averages each rank's share of the elements across the regions and writes the
+// result back into every region, so each rank ends with the average where its inputs were. The segment's name is
+// removed as soon as every rank has it mapped, so nothing is left in /dev/shm when a process dies. Internal header, not
+// installed.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -37,9 +38,8 @@ class SharedSegment {
   int rank() const { return rank_; }
   int size() const { return size_; }
   void* region(int rank) const { return base_ + header_bytes_ + region_bytes_ * static_cast<size_t>(rank); }
-  void* result() const { return region(size_); }
-  // A 1-D tensor of `numel` elements of dt at `byte_offset` into `rank`'s region (rank ==
-  // size(): the result region). It keeps the mapping alive.
+  // A 1-D tensor of `numel` elements of dt at `byte_offset` into `rank`'s region. It keeps the
+  // mapping alive.
   Tensor view(int rank, size_t byte_offset, int64_t numel, DType dt) const;
 
   // Returns when every rank has entered this barrier (the n-th call on each rank meets the n-th
@@ -67,10 +67,10 @@ class SharedSegment {
 // Cores this process may run on (its affinity mask).
 int usable_cpus();
 
-// result[i] = op over ranks 0..W-1 (in rank order) of inputs[r][i] for i in [begin, end),
-// `n`-element arrays of dt; Avg divides the sum by W. 16-bit floats are combined in f32 and
-// rounded once per rank added (as reduce_into). Works in cache-sized blocks.
-void reduce_ranks(void* result, const void* const* inputs, int world, int64_t begin, int64_t end, DType dt,
-                  ReduceOp op);
+// data[r][i] = op over ranks 0..W-1 (in rank order) of data[r][i], for every r and i in [begin,
+// end): arrays of dt; Avg divides the sum by W. 16-bit floats are combined in f32 and rounded once
+// per rank added (as reduce_into). Works in cache-sized blocks through a scratch block, so every
+// input is read before any copy of the result is written.
+void reduce_ranks_in_place(void* const* data, int world, int64_t begin, int64_t end, DType dt, ReduceOp op);
 
 }  // namespace brisk::dist::detail
