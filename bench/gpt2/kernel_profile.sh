@@ -5,11 +5,14 @@
 # one metric, gpu__time_duration (clocks and caches left as a normal run has them; ncu runs the
 # kernels one at a time, so this is each kernel's own time, not the step's wall time). Writes
 # OUT/brisk_kernels.csv and OUT/torch_kernels.csv; bench/gpt2/kernel_table.py sums them per kernel
-# and per kind of work. Needs a machine where ncu can read the GPU's counters.
+# and per kind of work. Then the first launches of brisk's attention, cross-entropy-backward and
+# layer-norm column kernels once more with ncu's analysis sections (speed of light, occupancy,
+# launch statistics, warp states, memory and compute workloads) into OUT/brisk_detail.txt: why
+# they take what they take. Needs a machine where ncu can read the GPU's counters.
 # Usage: bench/gpt2/kernel_profile.sh BUILD OUT [STEPS]     Env: NCU (default: ncu on PATH)
 set -euo pipefail
 if [[ $# -lt 2 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
   [[ $# -ge 1 && ($1 == -h || $1 == --help) ]] && exit 0 || exit 2
 fi
 build=$1
@@ -37,6 +40,12 @@ BRISK_GPT2_LAUNCHER="$ncu $args --log-file $out/brisk_kernels.csv" \
   tail -20 "$tmp/torch.log" >&2
   exit 1
 }
+detail="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats"
+detail+=" --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis"
+detail+=" --clock-control none -k regex:attention|cross_entropy_backward|layer_norm_columns --launch-count 8"
+BRISK_GPT2_LAUNCHER="$ncu $detail --log-file $out/brisk_detail.txt" \
+  bash bench/gpt2/brisk_bench.sh "$build" "$tmp/ignored.jsonl" 1 > "$tmp/detail.log" 2>&1 ||
+  tail -5 "$tmp/detail.log" >&2
 echo "kernel_profile: $(grep -c gpu__time_duration "$out/brisk_kernels.csv") brisk kernels," \
   "$(grep -c gpu__time_duration "$out/torch_kernels.csv") PyTorch kernels, $((steps + 2)) steps each"
 if [[ -f bench/gpt2/kernel_table.py ]]; then
