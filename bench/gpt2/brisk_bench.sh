@@ -39,7 +39,9 @@ row = dict(mode="bench", impl="brisk", preset="124M", batch=16, seq=1024, mixed_
            cuda_graph=os.environ.get("BRISK_GPT2_CUDA_GRAPH") == "1",
            steps=int(sys.argv[3]), tokens_per_s=num(r"train tokens/s: ([0-9.]+)"),
            mfu=(lambda v: v / 100 if v is not None else None)(num(r"MFU: ([0-9.]+) %")),
-           step_ms=num(r"step ([0-9.]+) ms"), peak_bytes=num(r", total ([0-9]+)"))
+           step_ms=num(r"step ([0-9.]+) ms"),
+           # --cuda_graph: the peak up to the end of the capture (the replays allocate nothing).
+           peak_bytes=num(r"end of the capture.*total ([0-9]+)") or num(r", total ([0-9]+)"))
 if row["tokens_per_s"] is None:
     sys.exit("brisk_bench.sh: no 'train tokens/s' in the output")
 with open(sys.argv[2], "a") as f:
