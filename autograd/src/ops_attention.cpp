@@ -54,6 +54,11 @@ Tensor as_bhtd(const Tensor& t) {
   return t.reshape({1, n, t.size(-2), t.size(-1)});
 }
 
+// The incoming gradient in the fused kernels' dtype (autocast may hand back another).
+Tensor grad_as(const autograd::GradCtx& g, DType dtype) {
+  return g.grad().dtype() == dtype ? g.grad() : kernels::cast(g.grad(), dtype);
+}
+
 // The fused CUDA kernels (flash-attention style: neither the forward nor the backward keeps the
 // probabilities; the backward recomputes them from the output and each row's logsumexp), when
 // they take these inputs and BRISK_CUDA_FUSED_ATTENTION is not 0. Undefined otherwise.
@@ -70,7 +75,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   autograd::record("scaled_dot_product_attention", {q, k, v}, y,
                    [q4, k4, v4, out4, lse, causal, scale, qs = q.sizes(), ks = k.sizes(),
                     vs = v.sizes()](const autograd::GradCtx& g) -> std::vector<Tensor> {
-                     Tensor gy = g.grad().dtype() == out4.dtype() ? g.grad() : kernels::cast(g.grad(), out4.dtype());
+                     const Tensor gy = grad_as(g, out4.dtype());
                      kernels::AttentionGrads d =
                          kernels::attention_backward(gy.reshape(out4.sizes()), q4, k4, v4, out4, lse, causal, scale);
                      return {g.needs(0) ? d.dq.reshape(qs) : Tensor(), g.needs(1) ? d.dk.reshape(ks) : Tensor(),
@@ -103,7 +108,7 @@ Tensor fused_attention_packed(const Tensor& qkv, int64_t n_head, bool causal, st
   if (!autograd::any_requires_grad({&qkv})) return y;
   autograd::record("scaled_dot_product_attention", {qkv}, y,
                    [q4, k4, v4, out4, lse, causal, scale, n_head](const autograd::GradCtx& g) -> std::vector<Tensor> {
-                     Tensor gy = g.grad().dtype() == out4.dtype() ? g.grad() : kernels::cast(g.grad(), out4.dtype());
+                     Tensor gy = grad_as(g, out4.dtype());
                      if (!gy.is_contiguous()) gy = kernels::contiguous(gy);
                      const int64_t B = gy.size(0), T = gy.size(1), C = gy.size(2), hd = C / n_head;
                      const Tensor gy4 = gy.as_strided({B, n_head, T, hd}, {T * C, hd, C, 1}, gy.offset());

@@ -260,6 +260,24 @@ void max_pool_impl(const PoolGeom& g, const T* x, T* y, const ArgmaxOut& a) {
 }
 
 #if defined(__AVX512F__)
+// Writes 16 outputs' gradients g (lanes past n masked off) into their 2x2 windows: lane i's
+// value goes to the window's top-left, top-right, bottom-left or bottom-right element where its
+// mask k00, k01, k10 or k11 has bit i, zero to the other three; the windows start at column 2 * col
+// of rows row0 and row1.
+inline void store_2x2_windows(float* row0, float* row1, int64_t col, int64_t n, __m512 g, __mmask16 k00, __mmask16 k01,
+                              __mmask16 k10, __mmask16 k11) {
+  constexpr int32_t kInterleaveLo[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+  constexpr int32_t kInterleaveHi[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i lo = _mm512_loadu_si512(kInterleaveLo), hi = _mm512_loadu_si512(kInterleaveHi);
+  const __m512 v00 = _mm512_maskz_mov_ps(k00, g), v01 = _mm512_maskz_mov_ps(k01, g);
+  const __m512 v10 = _mm512_maskz_mov_ps(k10, g), v11 = _mm512_maskz_mov_ps(k11, g);
+  const __mmask16 m_lo = low_lanes(2 * n), m_hi = low_lanes(2 * n - 16);
+  _mm512_mask_storeu_ps(row0 + 2 * col, m_lo, _mm512_permutex2var_ps(v00, lo, v01));
+  _mm512_mask_storeu_ps(row0 + 2 * col + 16, m_hi, _mm512_permutex2var_ps(v00, hi, v01));
+  _mm512_mask_storeu_ps(row1 + 2 * col, m_lo, _mm512_permutex2var_ps(v10, lo, v11));
+  _mm512_mask_storeu_ps(row1 + 2 * col + 16, m_hi, _mm512_permutex2var_ps(v10, hi, v11));
+}
+
 // The backward of one f32 plane pooled 2x2 / stride 2 (oh = h / 2, ow = w / 2), when every index
 // lies in its own output's window (checked here, chunk by chunk): the windows are disjoint, so
 // each input element receives at most one gradient and is written once, with no zero fill and no
@@ -268,9 +286,6 @@ void max_pool_impl(const PoolGeom& g, const T* x, T* y, const ArgmaxOut& a) {
 // when an index is elsewhere (the caller then runs the general path over the whole plane).
 inline bool max_pool_2x2_backward_plane_avx512(const float* gy, const int64_t* idx, int64_t h, int64_t w, int64_t oh_n,
                                                int64_t ow_n, float* gx) {
-  constexpr int32_t kInterleaveLo[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-  constexpr int32_t kInterleaveHi[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i lo = _mm512_loadu_si512(kInterleaveLo), hi = _mm512_loadu_si512(kInterleaveHi);
   const __m512i lane2 = _mm512_slli_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), 1);
   const __m512i one = _mm512_set1_epi64(1), wv = _mm512_set1_epi64(w), w1 = _mm512_set1_epi64(w + 1);
   const __m512 zero = _mm512_setzero_ps();
@@ -298,13 +313,7 @@ inline bool max_pool_2x2_backward_plane_avx512(const float* gy, const int64_t* i
         at[2] |= static_cast<__mmask16>(k2) << (8 * half);
         at[3] |= static_cast<__mmask16>(k3) << (8 * half);
       }
-      const __m512 v00 = _mm512_maskz_mov_ps(at[0], g), v01 = _mm512_maskz_mov_ps(at[1], g);
-      const __m512 v10 = _mm512_maskz_mov_ps(at[2], g), v11 = _mm512_maskz_mov_ps(at[3], g);
-      const __mmask16 m_lo = low_lanes(2 * n), m_hi = low_lanes(2 * n - 16);
-      _mm512_mask_storeu_ps(row0 + 2 * o, m_lo, _mm512_permutex2var_ps(v00, lo, v01));
-      _mm512_mask_storeu_ps(row0 + 2 * o + 16, m_hi, _mm512_permutex2var_ps(v00, hi, v01));
-      _mm512_mask_storeu_ps(row1 + 2 * o, m_lo, _mm512_permutex2var_ps(v10, lo, v11));
-      _mm512_mask_storeu_ps(row1 + 2 * o + 16, m_hi, _mm512_permutex2var_ps(v10, hi, v11));
+      store_2x2_windows(row0, row1, o, n, g, at[0], at[1], at[2], at[3]);
     }
     if (w > 2 * ow_n) row0[w - 1] = row1[w - 1] = 0.0f;  // an odd width's last column is in no window
   }
@@ -374,9 +383,6 @@ bool max_pool_taps_backward_2x2_impl(const PoolGeom& g, const T* gy, const uint8
       int64_t ow = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
       if constexpr (std::is_same_v<T, float>) {
-        constexpr int32_t kInterleaveLo[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-        constexpr int32_t kInterleaveHi[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-        const __m512i lo = _mm512_loadu_si512(kInterleaveLo), hi = _mm512_loadu_si512(kInterleaveHi);
         for (; ow < g.ow; ow += 16) {
           const int64_t n = std::min<int64_t>(16, g.ow - ow);
           const __mmask16 m = low_lanes(n);
@@ -388,13 +394,7 @@ bool max_pool_taps_backward_2x2_impl(const PoolGeom& g, const T* gy, const uint8
           const __mmask16 k3 = _mm512_mask_cmpeq_epi32_mask(m, t, _mm512_set1_epi32(3));
           const __mmask16 kd = _mm512_mask_cmpeq_epi32_mask(m, t, _mm512_set1_epi32(kDroppedTap));
           bad |= static_cast<__mmask16>(k0 | k1 | k2 | k3 | kd) != m;
-          const __m512 v00 = _mm512_maskz_mov_ps(k0, gv), v01 = _mm512_maskz_mov_ps(k1, gv);
-          const __m512 v10 = _mm512_maskz_mov_ps(k2, gv), v11 = _mm512_maskz_mov_ps(k3, gv);
-          const __mmask16 m_lo = low_lanes(2 * n), m_hi = low_lanes(2 * n - 16);
-          _mm512_mask_storeu_ps(row0 + 2 * ow, m_lo, _mm512_permutex2var_ps(v00, lo, v01));
-          _mm512_mask_storeu_ps(row0 + 2 * ow + 16, m_hi, _mm512_permutex2var_ps(v00, hi, v01));
-          _mm512_mask_storeu_ps(row1 + 2 * ow, m_lo, _mm512_permutex2var_ps(v10, lo, v11));
-          _mm512_mask_storeu_ps(row1 + 2 * ow + 16, m_hi, _mm512_permutex2var_ps(v10, hi, v11));
+          store_2x2_windows(row0, row1, ow, n, gv, k0, k1, k2, k3);
         }
       }
 #endif
