@@ -66,8 +66,10 @@ void index_select(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor&
   const char* xp = static_cast<const char*>(x.data_ptr());
   char* op = static_cast<char*>(out.data_ptr());
   const int64_t tasks = s.pre * n;
-  // Whole slices are copied as bytes: no dtype dispatch needed.
-#pragma omp parallel for schedule(static) if (tasks * s.post > 2 * kParallelGrain && tasks > 1)
+  // Whole slices are copied as bytes: no dtype dispatch needed. Split over threads from one grain
+  // up (not two, as for arithmetic): a data loader's batch gather (64 images of 784 floats) reads
+  // rows that are cold, touched once an epoch, and the threads wait for that memory side by side.
+#pragma omp parallel for schedule(static) if (tasks * s.post > kParallelGrain && tasks > 1)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t p = t / n, j = t % n;
     std::memcpy(op + static_cast<size_t>(t) * row_bytes, xp + static_cast<size_t>(p * s.mid + ip[j]) * row_bytes,
