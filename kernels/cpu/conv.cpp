@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "brisk/util/error.h"
 #include "cpu/conv_cpu.h"
 #include "cpu/linalg_kernels.h"
+#include "cpu/scratch.h"
 
 namespace brisk::kernels::cpu::BRISK_CPU_ISA {
 namespace {
@@ -215,20 +217,35 @@ const T* lower_to_columns(const ConvGeom& g, const T* xn, T* cols) {
   return cols;
 }
 
+// The calling thread's column matrix of `col_size` elements: its own scratch memory, which stays
+// in its core's caches from call to call (cpu/scratch.cpp); nullptr, with `failed` set, when
+// memory runs out, and for a pointwise conv, which needs none.
+template <class T>
+T* column_scratch(int64_t col_size, int& failed) {
+  if (col_size == 0) return nullptr;
+  T* cols = static_cast<T*>(thread_scratch(static_cast<size_t>(col_size) * sizeof(T)));
+  if (cols == nullptr) failed = 1;
+  return cols;
+}
+
+void check_column_scratch(const char* op, int failed, int64_t bytes) {
+  BRISK_CHECK(!failed, op, ": out of memory for a thread's column matrix (", bytes,
+              " bytes); use fewer threads or a smaller input");
+}
+
 template <class T>
 void conv2d_forward_impl(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
   const int64_t p = g.oh * g.ow;
   const int64_t cin_g = g.c_in / g.groups, cout_g = g.c_out / g.groups, k = cin_g * g.kh * g.kw;
   const bool direct = is_pointwise(g);
   const int64_t col_size = direct ? 0 : g.c_in * g.kh * g.kw * p;
-  // Workspace for every thread's column matrix, allocated once per call.
-  Tensor ws = empty({std::max<int64_t>(1, omp_get_max_threads() * col_size)}, dtype_of_v<T>);
-  T* wsp = static_cast<T*>(ws.data_ptr());
-#pragma omp parallel
+  int failed = 0;
+#pragma omp parallel reduction(| : failed)
   {
-    T* cols = wsp + omp_get_thread_num() * col_size;
+    T* cols = column_scratch<T>(col_size, failed);
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < g.n; ++n) {
+      if (failed) continue;
       const T* xn = x + n * g.c_in * g.h * g.w;
       T* yn = y + n * g.c_out * p;
       const T* src = lower_to_columns(g, xn, cols);
@@ -241,6 +258,7 @@ void conv2d_forward_impl(const ConvGeom& g, const T* x, const T* w, const T* b, 
       }
     }
   }
+  check_column_scratch("conv2d", failed, col_size * static_cast<int64_t>(sizeof(T)));
 }
 
 // How many partial weight gradients the batch is summed into: up to kWeightGradChunks (enough
@@ -263,21 +281,21 @@ void conv2d_backward_impl(const ConvGeom& g, const T* gy, const T* x, const T* w
   // Images [n * c / chunks, n * (c + 1) / chunks) form chunk c; without a weight gradient every
   // image is its own chunk.
   const int64_t chunks = gw != nullptr ? weight_grad_chunks(g.n, w_size * static_cast<int64_t>(sizeof(T))) : g.n;
-  const int max_threads = omp_get_max_threads();
-  // A column matrix per thread, then a partial weight gradient per chunk, stored transposed per
-  // group (K x cout_g): with the column matrix as the GEMM's left operand Eigen packs it without
-  // a transpose, which is the expensive part of this GEMM's packing.
+  // A column matrix per thread (its scratch), and a partial weight gradient per chunk, stored
+  // transposed per group (K x cout_g): with the column matrix as the GEMM's left operand Eigen
+  // packs it without a transpose, which is the expensive part of this GEMM's packing.
   const int64_t parts_size = gw != nullptr ? chunks * w_size : 0;
-  Tensor ws = empty({std::max<int64_t>(1, max_threads * col_size + parts_size)}, dtype_of_v<T>);
-  T* wsp = static_cast<T*>(ws.data_ptr());
-  T* parts = wsp + max_threads * col_size;
+  Tensor ws = empty({std::max<int64_t>(1, parts_size)}, dtype_of_v<T>);
+  T* parts = static_cast<T*>(ws.data_ptr());
 
   if ((gx != nullptr || gw != nullptr) && g.n > 0) {
-#pragma omp parallel
+    int failed = 0;
+#pragma omp parallel reduction(| : failed)
     {
-      T* cols = wsp + omp_get_thread_num() * col_size;
+      T* cols = column_scratch<T>(col_size, failed);
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < chunks; ++c) {
+        if (failed) continue;
         const int64_t n0 = g.n * c / chunks, n1 = g.n * (c + 1) / chunks;
         T* part = parts + c * w_size;
         for (int64_t n = n0; n < n1; ++n) {
@@ -311,6 +329,7 @@ void conv2d_backward_impl(const ConvGeom& g, const T* gy, const T* x, const T* w
         }
       }
     }
+    check_column_scratch("conv2d_backward", failed, col_size * static_cast<int64_t>(sizeof(T)));
   }
   if (gw != nullptr) {
     // gw[grp][co][kk] = the partials part[c][grp][kk][co] added in chunk order.

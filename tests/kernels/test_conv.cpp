@@ -213,6 +213,26 @@ TEST(Conv2d, ResultsAreReproducibleForAGivenThreadCount) {
   omp_set_num_threads(saved);
 }
 
+// Each thread builds its column matrices in scratch memory of its own, kept from call to call
+// (kernels/cpu/scratch.cpp), rather than in a block of the CPU allocator: a forward pass takes
+// its output from the allocator and nothing more, at its peak too, on any thread count.
+TEST(Conv2d, ForwardTakesOnlyItsOutputFromTheAllocator) {
+  ConvCase c{8, 4, 16, 16, 16, 3, 3, {.padding = 1}};
+  ConvData d = make_data(c, DType::F32, 31);
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    (void)kernels::conv2d(d.x, d.w, d.b, c.o);  // the first call on a thread may grow its scratch
+    const int64_t before = memory_stats().total_current;
+    reset_peak_memory_stats();
+    Tensor y = kernels::conv2d(d.x, d.w, d.b, c.o);
+    const MemoryStats after = memory_stats();
+    EXPECT_EQ(after.total_current - before, y.nbytes()) << threads << " threads";
+    EXPECT_EQ(after.total_peak - before, y.nbytes()) << threads << " threads";
+  }
+  omp_set_num_threads(saved);
+}
+
 namespace {
 
 // Runs f, expecting a brisk::Error whose message names conv2d and contains `fragment`.
