@@ -15,6 +15,10 @@
 # of T cores' peak measured by bench/fma_peak when it is built.
 # Usage: bench/compare_cnn.sh [build dir] [steps] [rounds] [thread counts...]
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 build=${1:-build}
 steps=${2:-300}
 rounds=${3:-5}
@@ -25,26 +29,10 @@ brisk=$build/examples/fashion_mnist
 torch=$build/bench/libtorch_cnn
 [[ -x $brisk ]] || { echo "compare_cnn: $brisk not built" >&2; exit 1; }
 [[ -x $torch ]] || { echo "compare_cnn: $torch not built (apt-get install libtorch-dev, then re-run cmake)" >&2; exit 1; }
-median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
-flops_per_image=8294400
-peak=
-if [[ -x $build/bench/fma_peak ]]; then
-  # The widest fp32 FMAs this CPU has (AVX-512 where present, else AVX2): the core's fp32 peak.
-  peak=$("$build/bench/fma_peak" --seconds 0.2 --repeats 15 | sed -n 's/^fp32.* peak, one core: \([0-9.]*\) GFLOP.*/\1/p' |
-    sort -g | tail -1)
-fi
-# "<GFLOP/s> GFLOP/s[, <pct>% of <threads> x peak]" for images/s $1 on $2 threads.
-gflops() {
-  local g
-  g=$(awk "BEGIN{printf \"%.1f\", $1 * $flops_per_image * 1e-9}")
-  if [[ -n $peak ]]; then
-    echo "$g GFLOP/s, $(awk "BEGIN{printf \"%.0f\", 100 * $g / ($2 * $peak)}")% of $2 x peak"
-  else
-    echo "$g GFLOP/s"
-  fi
-}
+# shellcheck source=bench/peak.sh
+source "$(dirname "${BASH_SOURCE[0]}")/peak.sh"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-[[ -z $peak ]] || echo "fp32 FMA peak, one core (bench/fma_peak): $peak GFLOP/s"
+measure_peak "$build"
 # One short libtorch run up front: the BLAS line, and a refusal stops the script here.
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$torch" --steps 1 --threads 1 | grep '^blas:'
 for threads in "${thread_counts[@]}"; do
@@ -56,5 +44,5 @@ for threads in "${thread_counts[@]}"; do
   done
   bm=$(median "${b[@]}")
   tm=$(median "${t[@]}")
-  echo "threads=$threads brisk images/s: ${b[*]} (median $bm: $(gflops "$bm" "$threads")); libtorch images/s: ${t[*]} (median $tm: $(gflops "$tm" "$threads")); ratio $(awk "BEGIN{printf \"%.2f\", $bm/$tm}"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "threads=$threads brisk images/s: ${b[*]} (median $bm: $(cnn_of_peak "$bm" "$threads")); libtorch images/s: ${t[*]} (median $tm: $(cnn_of_peak "$tm" "$threads")); ratio $(awk "BEGIN{printf \"%.2f\", $bm/$tm}"); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done

@@ -10,6 +10,10 @@
 # fraction of T cores' peak measured by bench/fma_peak when it is built.
 # Usage: bench/compare_gpt.sh [build dir] [steps] [rounds] [thread counts...]
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 build=${1:-build}
 steps=${2:-5}
 rounds=${3:-3}
@@ -20,24 +24,11 @@ brisk=$build/bench/gpt_bench
 torch=$build/bench/libtorch_gpt
 [[ -x $brisk ]] || { echo "compare_gpt: $brisk not built" >&2; exit 1; }
 [[ -x $torch ]] || { echo "compare_gpt: $torch not built (apt-get install libtorch-dev, then re-run cmake)" >&2; exit 1; }
-median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
-peak=
-if [[ -x $build/bench/fma_peak ]]; then
-  # The widest fp32 FMAs this CPU has (AVX-512 where present, else AVX2): the core's fp32 peak.
-  peak=$("$build/bench/fma_peak" --seconds 0.2 --repeats 15 | sed -n 's/^fp32.* peak, one core: \([0-9.]*\) GFLOP.*/\1/p' |
-    sort -g | tail -1)
-fi
-# "<GFLOP/s> GFLOP/s[, <pct>% of <threads> x peak]"
-of_peak() {
-  if [[ -n $peak ]]; then
-    echo "$1 GFLOP/s, $(awk "BEGIN{printf \"%.0f\", 100 * $1 / ($2 * $peak)}")% of $2 x peak"
-  else
-    echo "$1 GFLOP/s"
-  fi
-}
+# shellcheck source=bench/peak.sh
+source "$(dirname "${BASH_SOURCE[0]}")/peak.sh"
 field() { sed -n "s|.*$1: \([0-9.]*\).*|\1|p" <<<"$2" | head -1; }
-[[ -z $peak ]] || echo "fp32 FMA peak, one core (bench/fma_peak): $peak GFLOP/s"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+measure_peak "$build"
 for threads in "${thread_counts[@]}"; do
   export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
   bt=() tt=() bg=() tg=()

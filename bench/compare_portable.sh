@@ -6,6 +6,10 @@
 # medians and the ratio portable / native, with the load average before and after.
 # Usage: bench/compare_portable.sh NATIVE_BUILD PORTABLE_BUILD [steps] [rounds] [thread counts...]
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  sed -n '2,7s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 native_dir=$1 portable_dir=$2
 native=$native_dir/examples/fashion_mnist
 portable=$portable_dir/examples/fashion_mnist

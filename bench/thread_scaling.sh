@@ -2,14 +2,15 @@
 # brisk's own 2-thread training speed against its 1-thread speed: PAIRS pairs of
 # `fashion_mnist --bench STEPS --workers 0`, one run on 1 thread and one on 2 (which goes first
 # alternates), each pair between two probes of the two CPUs' cache-line round trip
-# (bench/core_to_core). Prints every pair and the median ratio over all pairs, then separately
+# (bench/core_to_core). Prints every pair, the median images/s on each thread count (with GFLOP/s
+# as a fraction of one core's peak, bench/fma_peak), and the median ratio over all pairs, then
 # over the pairs whose probes both read at most NEAR_NS (the two cores share a cache) and over the
 # others: on a VM the host may move its vCPUs between nearby and distant cores while it runs, and
 # the ratio follows (see bench/RESULTS.md).
 # Usage: bench/thread_scaling.sh [BUILD] [PAIRS] [STEPS]     Env: NEAR_NS (default 200)
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
   exit 0
 fi
 build=${1:-build}
@@ -26,10 +27,13 @@ for exe in "$brisk" "$probe"; do
 done
 run() { OMP_NUM_THREADS=$1 "$brisk" --bench "$steps" --threads "$1" --workers 0 | sed -n 's/.*images\/s: //p'; }
 rt() { "$probe" --repeats 3 --trips 100000 | sed -n 's/.*: \([0-9]*\) ns.*/\1/p'; }
-median() { (($#)) && printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p" || echo -; }
+# shellcheck source=bench/peak.sh
+source "$(dirname "${BASH_SOURCE[0]}")/peak.sh"
+median_or_dash() { if (($#)); then median "$@"; else echo -; fi; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+measure_peak "$build"
 echo "# pair  round-trip-before(ns)  1-thread  2-thread (images/s)  ratio  round-trip-after(ns)"
-all=() close=() far=()
+all=() close=() far=() ones=() twos=()
 for ((p = 1; p <= pairs; ++p)); do
   before=$(rt)
   if ((p % 2)); then
@@ -43,6 +47,11 @@ for ((p = 1; p <= pairs; ++p)); do
   ratio=$(awk "BEGIN{printf \"%.3f\", $two / $one}")
   echo "$p  $before  $one  $two  $ratio  $after"
   all+=("$ratio")
+  ones+=("$one")
+  twos+=("$two")
   if ((before <= near && after <= near)); then close+=("$ratio"); else far+=("$ratio"); fi
 done
-echo "median ratio: $(median "${all[@]}") over ${#all[@]} pairs; $(median "${close[@]}") over the ${#close[@]} with both probes <= $near ns; $(median "${far[@]}") over the other ${#far[@]}"
+one=$(median "${ones[@]}")
+two=$(median "${twos[@]}")
+echo "median images/s: 1 thread $one ($(cnn_of_peak "$one" 1)), 2 threads $two ($(cnn_of_peak "$two" 2))"
+echo "median ratio: $(median "${all[@]}") over ${#all[@]} pairs; $(median_or_dash "${close[@]}") over the ${#close[@]} with both probes <= $near ns; $(median_or_dash "${far[@]}") over the other ${#far[@]}"
