@@ -15,10 +15,9 @@
 # of T cores' peak measured by bench/fma_peak when it is built.
 # Usage: bench/compare_cnn.sh [build dir] [steps] [rounds] [thread counts...]
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
-  exit 0
-fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+help_if_asked "$@"
 build=${1:-build}
 steps=${2:-300}
 rounds=${3:-5}
@@ -29,9 +28,7 @@ brisk=$build/examples/fashion_mnist
 torch=$build/bench/libtorch_cnn
 [[ -x $brisk ]] || { echo "compare_cnn: $brisk not built" >&2; exit 1; }
 [[ -x $torch ]] || { echo "compare_cnn: $torch not built (apt-get install libtorch-dev, then re-run cmake)" >&2; exit 1; }
-# shellcheck source=bench/peak.sh
-source "$(dirname "${BASH_SOURCE[0]}")/peak.sh"
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 measure_peak "$build"
 # One short libtorch run up front: the BLAS line, and a refusal stops the script here.
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$torch" --steps 1 --threads 1 | grep '^blas:'

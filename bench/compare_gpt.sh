@@ -10,10 +10,9 @@
 # fraction of T cores' peak measured by bench/fma_peak when it is built.
 # Usage: bench/compare_gpt.sh [build dir] [steps] [rounds] [thread counts...]
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
-  exit 0
-fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+help_if_asked "$@"
 build=${1:-build}
 steps=${2:-5}
 rounds=${3:-3}
@@ -24,10 +23,8 @@ brisk=$build/bench/gpt_bench
 torch=$build/bench/libtorch_gpt
 [[ -x $brisk ]] || { echo "compare_gpt: $brisk not built" >&2; exit 1; }
 [[ -x $torch ]] || { echo "compare_gpt: $torch not built (apt-get install libtorch-dev, then re-run cmake)" >&2; exit 1; }
-# shellcheck source=bench/peak.sh
-source "$(dirname "${BASH_SOURCE[0]}")/peak.sh"
 field() { sed -n "s|.*$1: \([0-9.]*\).*|\1|p" <<<"$2" | head -1; }
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 measure_peak "$build"
 for threads in "${thread_counts[@]}"; do
   export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads

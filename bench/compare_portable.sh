@@ -6,10 +6,9 @@
 # medians and the ratio portable / native, with the load average before and after.
 # Usage: bench/compare_portable.sh NATIVE_BUILD PORTABLE_BUILD [steps] [rounds] [thread counts...]
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,7s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
-  exit 0
-fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+help_if_asked "$@"
 native_dir=$1 portable_dir=$2
 native=$native_dir/examples/fashion_mnist
 portable=$portable_dir/examples/fashion_mnist
@@ -19,8 +18,7 @@ shift $(($# < 4 ? $# : 4))
 thread_counts=("$@")
 ((${#thread_counts[@]})) || thread_counts=(1)
 for p in "$native" "$portable"; do [[ -x $p ]] || { echo "compare_portable: $p not built" >&2; exit 1; }; done
-median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 echo "# portable build's CPU kernels: $(BRISK_CPU_ISA=${BRISK_CPU_ISA:-auto} "$portable_dir/bin/brisk" env 2> /dev/null | sed -n 's/^- CPU kernels: //p')"
 for threads in "${thread_counts[@]}"; do
   export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads

@@ -9,10 +9,9 @@
 # the ratio follows (see bench/RESULTS.md).
 # Usage: bench/thread_scaling.sh [BUILD] [PAIRS] [STEPS]     Env: NEAR_NS (default 200)
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
-  exit 0
-fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+help_if_asked "$@"
 build=${1:-build}
 pairs=${2:-7}
 steps=${3:-600}
@@ -27,10 +26,7 @@ for exe in "$brisk" "$probe"; do
 done
 run() { OMP_NUM_THREADS=$1 "$brisk" --bench "$steps" --threads "$1" --workers 0 | sed -n 's/.*images\/s: //p'; }
 rt() { "$probe" --repeats 3 --trips 100000 | sed -n 's/.*: \([0-9]*\) ns.*/\1/p'; }
-# shellcheck source=bench/peak.sh
-source "$(dirname "${BASH_SOURCE[0]}")/peak.sh"
-median_or_dash() { if (($#)); then median "$@"; else echo -; fi; }
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 measure_peak "$build"
 echo "# pair  round-trip-before(ns)  1-thread  2-thread (images/s)  ratio  round-trip-after(ns)"
 all=() close=() far=() ones=() twos=()
@@ -54,4 +50,4 @@ done
 one=$(median "${ones[@]}")
 two=$(median "${twos[@]}")
 echo "median images/s: 1 thread $one ($(cnn_of_peak "$one" 1)), 2 threads $two ($(cnn_of_peak "$two" 2))"
-echo "median ratio: $(median "${all[@]}") over ${#all[@]} pairs; $(median_or_dash "${close[@]}") over the ${#close[@]} with both probes <= $near ns; $(median_or_dash "${far[@]}") over the other ${#far[@]}"
+echo "median ratio: $(median "${all[@]}") over ${#all[@]} pairs; $(median "${close[@]}") over the ${#close[@]} with both probes <= $near ns; $(median "${far[@]}") over the other ${#far[@]}"

@@ -5,10 +5,9 @@
 # Prints each run's train tokens/s and the main process's peak bytes, then the median per stage.
 #   bench/zero_gpt2.sh BUILD_DIR [PRESET=tiny] [PROCESSES=2] [ROUNDS=3] [STEPS=20]
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,6s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
-  exit 0
-fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+help_if_asked "$@"
 build=${1:?usage: zero_gpt2.sh BUILD_DIR [PRESET] [PROCESSES] [ROUNDS] [STEPS]}
 preset=${2:-tiny}
 np=${3:-2}

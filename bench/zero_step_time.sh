@@ -4,10 +4,9 @@
 # each run's images/s and the median per stage.
 #   bench/zero_step_time.sh BUILD_DIR [PROCESSES=2] [ROUNDS=5] [STEPS=60]
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,5s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
-  exit 0
-fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+help_if_asked "$@"
 build=${1:?usage: zero_step_time.sh BUILD_DIR [PROCESSES] [ROUNDS] [STEPS]}
 np=${2:-2}
 rounds=${3:-5}

@@ -28,11 +28,11 @@ struct ScratchBuffer {
 
 void* thread_scratch(size_t bytes) {
   thread_local ScratchBuffer buf;
-  if (buf.size < bytes || buf.data == nullptr) {
+  const size_t want = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  if (buf.size < want) {
     std::free(buf.data);
-    const size_t size = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    buf.data = std::aligned_alloc(64, size);
-    buf.size = buf.data != nullptr ? size : 0;
+    buf.data = std::aligned_alloc(64, want);
+    buf.size = buf.data != nullptr ? want : 0;
   }
   return buf.data;
 }
