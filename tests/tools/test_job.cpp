@@ -152,6 +152,24 @@ struct ProcInfo {
   std::string cmdline;
 };
 
+// The job's own process (the launcher, or the command itself). This program is a subreaper and
+// reaps orphans with waitpid(-1), which can just as well reap the job's process: whichever wait
+// reaps it records its status here. (When only `waitpid(job)` looked for it, an exit that fell
+// between that poll and the orphan sweep lost the status, and the runner waited for a process
+// that was already gone until the time limit: "killed it (0 process(es))".)
+struct JobEnd {
+  pid_t pid = -1;
+  bool ended = false;
+  int status = 0;
+} g_job;
+
+void note_reaped(pid_t pid, int status) {
+  if (pid > 0 && pid == g_job.pid) {
+    g_job.ended = true;
+    g_job.status = status;
+  }
+}
+
 // /proc/PID/stat fields after the command name: state, ppid, pgrp, session.
 bool stat_of(pid_t pid, char& state, pid_t& ppid, pid_t& session) {
   std::string s = read_all("/proc/" + std::to_string(pid) + "/stat");
@@ -180,7 +198,8 @@ std::vector<ProcInfo> job_processes(pid_t session, const std::string& token) {
     pid_t ppid = 0, sid = 0;
     if (!stat_of(pid, state, ppid, sid)) continue;
     if (state == 'Z' || state == 'X') {
-      if (ppid == self) waitpid(pid, nullptr, WNOHANG);
+      int status = 0;
+      if (ppid == self && waitpid(pid, &status, WNOHANG) == pid) note_reaped(pid, status);
       continue;
     }
     bool mine = sid == session || ppid == self;
@@ -202,8 +221,8 @@ void signal_all(const std::vector<ProcInfo>& ps, int sig) {
 }
 
 void reap_children() {
-  while (waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
+  int status = 0;
+  for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) note_reaped(pid, status);
 }
 
 // Waits up to `seconds` for the job to be gone; returns what is still there.
@@ -403,19 +422,19 @@ int main(int argc, char** argv) {
     _exit(127);
   }
 
+  g_job.pid = child;
   std::vector<std::string> failures;
-  int status = 0;
   bool timed_out = false;
   const auto deadline = start + std::chrono::seconds(timeout);
   for (;;) {
-    pid_t r = waitpid(child, &status, WNOHANG);
-    if (r == child) break;
-    reap_children();
+    reap_children();  // the job's process included
+    if (g_job.ended) break;
     if (Clock::now() >= deadline) {
       timed_out = true;
       const std::string stacks = stacks_of(job_processes(child, token));
       auto killed = kill_job(child, token);
-      waitpid(child, &status, 0);
+      int end = 0;
+      if (!g_job.ended && waitpid(child, &end, 0) == child) note_reaped(child, end);
       std::ostringstream os;
       os << "the job did not finish within its time limit of " << timeout << " s: killed it (" << killed.size()
          << " process(es))";
@@ -427,6 +446,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const int status = g_job.status;
 
   // Nothing of the job may outlive it (a moment for ranks that are exiting).
   if (!timed_out) {
