@@ -26,8 +26,8 @@ thread_counts=("$@")
 ((${#thread_counts[@]})) || thread_counts=(1 2)
 brisk=$build/examples/fashion_mnist
 torch=$build/bench/libtorch_cnn
-[[ -x $brisk ]] || { echo "compare_cnn: $brisk not built" >&2; exit 1; }
-[[ -x $torch ]] || { echo "compare_cnn: $torch not built (apt-get install libtorch-dev, then re-run cmake)" >&2; exit 1; }
+require_built "$brisk"
+require_built "$torch" "apt-get install libtorch-dev, then re-run cmake"
 machine_line
 measure_peak "$build"
 # One short libtorch run up front: the BLAS line, and a refusal stops the script here.

@@ -21,8 +21,8 @@ thread_counts=("$@")
 ((${#thread_counts[@]})) || thread_counts=(1 2)
 brisk=$build/bench/gpt_bench
 torch=$build/bench/libtorch_gpt
-[[ -x $brisk ]] || { echo "compare_gpt: $brisk not built" >&2; exit 1; }
-[[ -x $torch ]] || { echo "compare_gpt: $torch not built (apt-get install libtorch-dev, then re-run cmake)" >&2; exit 1; }
+require_built "$brisk"
+require_built "$torch" "apt-get install libtorch-dev, then re-run cmake"
 field() { sed -n "s|.*$1: \([0-9.]*\).*|\1|p" <<<"$2" | head -1; }
 machine_line
 measure_peak "$build"

@@ -17,7 +17,8 @@ rounds=${4:-3}
 shift $(($# < 4 ? $# : 4))
 thread_counts=("$@")
 ((${#thread_counts[@]})) || thread_counts=(1)
-for p in "$native" "$portable"; do [[ -x $p ]] || { echo "compare_portable: $p not built" >&2; exit 1; }; done
+require_built "$native"
+require_built "$portable"
 machine_line
 echo "# portable build's CPU kernels: $(BRISK_CPU_ISA=${BRISK_CPU_ISA:-auto} "$portable_dir/bin/brisk" env 2> /dev/null | sed -n 's/^- CPU kernels: //p')"
 for threads in "${thread_counts[@]}"; do

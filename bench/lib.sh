@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by the bench scripts (source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@").
+# Sourced by the bench scripts (source "$(dirname "${BASH_SOURCE[0]}")/lib.sh").
 # help_if_asked ARGS   with -h or --help: prints the calling script's header comment and exits 0
+# require_built EXE [HINT]  exits 1 with "<script>: EXE not built[ (HINT)]" unless EXE is executable
 # machine_line         "# <date> <CPU model>, <cores> cores; load average <1 5 15>"
 # measure_peak BUILD   sets $peak to bench/fma_peak's best fp32 figure (the widest FMAs this CPU
 #                      has: AVX-512 where present, else AVX2) and prints it; leaves it empty when
@@ -14,6 +15,12 @@ help_if_asked() {
     # The comment block under the #! line, up to the first line that is not a comment.
     awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[1]}"
     exit 0
+  fi
+}
+require_built() {
+  if [[ ! -x $1 ]]; then
+    echo "$(basename "${BASH_SOURCE[1]}" .sh): $1 not built${2:+ ($2)}" >&2
+    exit 1
   fi
 }
 machine_line() {

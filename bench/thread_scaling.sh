@@ -18,12 +18,8 @@ steps=${3:-600}
 near=${NEAR_NS:-200}
 brisk=$build/examples/fashion_mnist
 probe=$build/bench/core_to_core
-for exe in "$brisk" "$probe"; do
-  [[ -x $exe ]] || {
-    echo "thread_scaling: $exe not built" >&2
-    exit 1
-  }
-done
+require_built "$brisk"
+require_built "$probe"
 run() { OMP_NUM_THREADS=$1 "$brisk" --bench "$steps" --threads "$1" --workers 0 | sed -n 's/.*images\/s: //p'; }
 rt() { "$probe" --repeats 3 --trips 100000 | sed -n 's/.*: \([0-9]*\) ns.*/\1/p'; }
 machine_line

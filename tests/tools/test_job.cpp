@@ -153,21 +153,26 @@ struct ProcInfo {
 };
 
 // The job's own process (the launcher, or the command itself). This program is a subreaper and
-// reaps orphans with waitpid(-1), which can just as well reap the job's process: whichever wait
-// reaps it records its status here. (When only `waitpid(job)` looked for it, an exit that fell
-// between that poll and the orphan sweep lost the status, and the runner waited for a process
-// that was already gone until the time limit: "killed it (0 process(es))".)
+// reaps orphans with waitpid(-1), which can just as well reap the job's process, so every wait
+// goes through reap() and whichever reaps it records its status here. (When only `waitpid(job)`
+// looked for it, an exit that fell between that poll and the orphan sweep lost the status, and
+// the runner waited for a process that was already gone until the time limit: "killed it
+// (0 process(es))".)
 struct JobEnd {
   pid_t pid = -1;
   bool ended = false;
   int status = 0;
 } g_job;
 
-void note_reaped(pid_t pid, int status) {
-  if (pid > 0 && pid == g_job.pid) {
+// waitpid(pid, options), recording the job's status when it is the process reaped.
+pid_t reap(pid_t pid, int options) {
+  int status = 0;
+  const pid_t reaped = waitpid(pid, &status, options);
+  if (reaped > 0 && reaped == g_job.pid) {
     g_job.ended = true;
     g_job.status = status;
   }
+  return reaped;
 }
 
 // /proc/PID/stat fields after the command name: state, ppid, pgrp, session.
@@ -198,8 +203,7 @@ std::vector<ProcInfo> job_processes(pid_t session, const std::string& token) {
     pid_t ppid = 0, sid = 0;
     if (!stat_of(pid, state, ppid, sid)) continue;
     if (state == 'Z' || state == 'X') {
-      int status = 0;
-      if (ppid == self && waitpid(pid, &status, WNOHANG) == pid) note_reaped(pid, status);
+      if (ppid == self) reap(pid, WNOHANG);
       continue;
     }
     bool mine = sid == session || ppid == self;
@@ -221,8 +225,8 @@ void signal_all(const std::vector<ProcInfo>& ps, int sig) {
 }
 
 void reap_children() {
-  int status = 0;
-  for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) note_reaped(pid, status);
+  while (reap(-1, WNOHANG) > 0) {
+  }
 }
 
 // Waits up to `seconds` for the job to be gone; returns what is still there.
@@ -433,8 +437,7 @@ int main(int argc, char** argv) {
       timed_out = true;
       const std::string stacks = stacks_of(job_processes(child, token));
       auto killed = kill_job(child, token);
-      int end = 0;
-      if (!g_job.ended && waitpid(child, &end, 0) == child) note_reaped(child, end);
+      if (!g_job.ended) reap(child, 0);
       std::ostringstream os;
       os << "the job did not finish within its time limit of " << timeout << " s: killed it (" << killed.size()
          << " process(es))";
