@@ -17,6 +17,7 @@
 #include "brisk/util/cli.h"
 #include "brisk/util/error.h"
 #include "commands.h"
+#include "job_supervisor.h"
 
 namespace brisk::cli_commands {
 
@@ -201,12 +202,10 @@ int launch(int argc, char** argv) {
                           "'; install openmpi-bin or set BRISK_MPIRUN to OpenMPI's mpirun");
   }
   for (const auto& [k, v] : cmd.env) ::setenv(k.c_str(), v.c_str(), 1);
-  std::fflush(nullptr);
-  std::vector<char*> args;
-  for (const std::string& a : cmd.argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  return fail(me, "cannot start '" + cmd.argv[0] + "': " + std::strerror(errno));
+  const std::string what = cmd.uses_mpirun
+                               ? "the job (" + std::to_string(settings.num_processes) + " processes under mpirun)"
+                               : "the program";
+  return run_job(cmd.argv, what);
 }
 
 }  // namespace brisk::cli_commands
