@@ -675,15 +675,20 @@ std::string ProcessGroupImpl::ranks_report() {
   const auto deadline = Clock::now() + std::chrono::seconds(1);
   while (static_cast<int>(answers.size()) < size_ && Clock::now() < deadline) {
     answer_status_asks();  // a peer may be asking this rank at the same time
-    std::vector<StatusReport> replies;
     {
+      // Answers to every question of this rank are kept by question (another thread of this
+      // rank may be asking too, and either may receive the other's answers).
       std::lock_guard lk(status_m_);
-      replies = transport_->poll_status_replies();
+      for (const StatusReport& r : transport_->poll_status_replies())
+        if (r.rank >= 0 && r.rank < size_)
+          status_replies_[r.ask][r.rank] = std::string(r.text, strnlen(r.text, sizeof(r.text)));
+      for (auto& [q, text] : status_replies_[ask]) answers[q] = text;
     }
-    for (const StatusReport& r : replies)
-      if (r.ask == ask && r.rank >= 0 && r.rank < size_)
-        answers[r.rank] = std::string(r.text, strnlen(r.text, sizeof(r.text)));
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  {
+    std::lock_guard lk(status_m_);
+    status_replies_.erase(ask);
   }
   std::ostringstream os;
   os << "\n  what each rank is doing now:";

@@ -232,8 +232,9 @@ class ProcessGroupImpl {
   std::chrono::steady_clock::time_point external_start_;
   Signature last_sig_;  // the last collective this rank finished (seq -1: none yet), and when
   std::chrono::steady_clock::time_point last_end_;
-  std::mutex status_m_;  // serialises the status exchange's transport calls
-  int64_t asks_ = 0;     // questions this rank has asked
+  std::mutex status_m_;                                           // serialises the status exchange's transport calls
+  int64_t asks_ = 0;                                              // questions this rank has asked
+  std::map<int64_t, std::map<int, std::string>> status_replies_;  // question -> rank -> answer
   bool poisoned_ = false;
   std::string poison_message_;
   bool stop_comm_ = false, stop_watch_ = false, shut_down_ = false;
