@@ -114,6 +114,19 @@ void match_folder(const data::SafetensorsFolder& folder, const std::vector<Bindi
   std::unordered_map<std::string, size_t> bound;  // canonical name -> binding
   for (size_t i = 0; i < bindings.size(); ++i) bound[bindings[i].name] = i;
   std::unordered_map<std::string, size_t> seen;  // canonical name -> folder tensor
+  // Binding k loads from folder tensor i, if its shape and dtype fit.
+  auto take = [&](size_t k, size_t i) {
+    const auto& [name, t] = folder.tensors[i];
+    m.found[k] = 1;
+    if (t.sizes() != file_shape(bindings[k]))
+      m.problems.other.push_back("shape mismatch: \"" + name + "\" is " + shape_text(t.sizes()) + " in " +
+                                 folder.file_of[i] + ", the model needs " + shape_text(file_shape(bindings[k])));
+    else if (!t.is_floating_point())
+      m.problems.other.push_back(detail::str_cat("\"", name, "\" is ", traits(t.dtype()).safetensors_name, " in ",
+                                                 folder.file_of[i], "; weights must be F32, F16 or BF16"));
+    else
+      m.source[k] = static_cast<long>(i);
+  };
   for (size_t i = 0; i < folder.tensors.size(); ++i) {
     const auto& [name, t] = folder.tensors[i];
     const std::string c = canonical(name, family);
@@ -124,16 +137,7 @@ void match_folder(const data::SafetensorsFolder& folder, const std::vector<Bindi
     }
     auto b = bound.find(c);
     if (b != bound.end() && bindings[b->second].replace.empty()) {
-      const Binding& bind = bindings[b->second];
-      m.found[b->second] = 1;
-      if (t.sizes() != file_shape(bind))
-        m.problems.other.push_back("shape mismatch: \"" + name + "\" is " + shape_text(t.sizes()) + " in " +
-                                   folder.file_of[i] + ", the model needs " + shape_text(file_shape(bind)));
-      else if (!t.is_floating_point())
-        m.problems.other.push_back(detail::str_cat("\"", name, "\" is ", traits(t.dtype()).safetensors_name, " in ",
-                                                   folder.file_of[i], "; weights must be F32, F16 or BF16"));
-      else
-        m.source[b->second] = static_cast<long>(i);
+      take(b->second, i);
       continue;
     }
     if (b != bound.end()) {
@@ -141,10 +145,7 @@ void match_folder(const data::SafetensorsFolder& folder, const std::vector<Bindi
       continue;
     }
     auto tie = std::find_if(family.tied.begin(), family.tied.end(), [&](const auto& p) { return p.first == c; });
-    if (tie != family.tied.end()) {
-      m.report.ignored.push_back({name, "a copy of the tied " + tie->second + " (checked equal)"});
-      continue;
-    }
+    if (tie != family.tied.end()) continue;  // checked and reported below, once the folder is indexed
     const std::string why = family.ignorable ? family.ignorable(c) : std::string();
     if (!why.empty())
       m.report.ignored.push_back({name, why});
@@ -154,9 +155,14 @@ void match_folder(const data::SafetensorsFolder& folder, const std::vector<Bindi
   // Tied copies must hold the tensor they copy (else the model would silently differ from the file).
   for (const auto& [alias, of] : family.tied) {
     auto a = seen.find(alias), o = seen.find(of);
-    if (a == seen.end() || o == seen.end()) continue;
+    if (a == seen.end()) continue;
     const auto& [alias_name, alias_t] = folder.tensors[a->second];
+    if (o == seen.end()) {  // the copy is all there is (older files): it is the tensor
+      if (auto b = bound.find(of); b != bound.end() && bindings[b->second].replace.empty()) take(b->second, a->second);
+      continue;
+    }
     const auto& [of_name, of_t] = folder.tensors[o->second];
+    m.report.ignored.push_back({alias_name, "a copy of the tied " + of_name + " (checked equal)"});
     if (!same_bytes(alias_t, of_t))
       m.problems.other.push_back("\"" + alias_name + "\" differs from \"" + of_name + "\", but " + family.model_class +
                                  " ties them (one tensor): the folder is not such a model");
@@ -179,24 +185,31 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 LoadReport load_weights(const std::string& dir, const std::vector<Binding>& bindings, const Family& family,
                         bool allow_unexpected) {
-  const data::SafetensorsFolder folder = data::load_safetensors_folder(dir);
+  data::SafetensorsFolder folder;
+  try {
+    folder = data::load_safetensors_folder(dir);
+  } catch (const Error& e) {
+    BRISK_THROW(family.model_class, "::from_pretrained: ", e.message());
+  }
   Match m;
   m.source.assign(bindings.size(), -1);
   m.found.assign(bindings.size(), 0);
   m.report.dir = dir;
   m.report.files = folder.files;
   match_folder(folder, bindings, family, m);
-  // Missing names are shown as this folder spells them (with the prefix when it uses one).
   const bool prefixed = std::any_of(folder.tensors.begin(), folder.tensors.end(),
                                     [&](const auto& kv) { return starts_with(kv.first, family.prefix); });
   for (size_t i = 0; i < bindings.size(); ++i) {
     const Binding& b = bindings[i];
     if (m.found[i]) continue;
+    // Initialised tensors by the model's own (state_dict) name; missing ones as this folder would
+    // spell them (with the prefix when it uses one), beside the closest name it has.
+    const std::string own = (b.base && family.save_with_prefix ? family.prefix : std::string()) + b.name;
     const std::string shown = (b.base && prefixed ? family.prefix : std::string()) + b.name;
     if (!b.replace.empty()) {
-      m.report.initialized.push_back({shown, b.replace});
+      m.report.initialized.push_back({own, b.replace});
     } else if (!b.may_initialise.empty()) {
-      m.report.initialized.push_back({shown, b.may_initialise});
+      m.report.initialized.push_back({own, b.may_initialise});
     } else {
       m.problems.missing.push_back("\"" + shown + "\"" +
                                    (m.problems.missing.size() < kMaxListed ? closest(shown, folder) : std::string()));

@@ -46,7 +46,7 @@ struct BertConfig {
   BertActivation hidden_act = BertActivation::Gelu;
   double hidden_dropout_prob = 0.1;           // embeddings and every residual branch
   double attention_probs_dropout_prob = 0.1;  // the attention weights
-  std::optional<double> classifier_dropout;   // the classifier's input; unset: hidden_dropout_prob
+  std::optional<double> classifier_dropout = std::nullopt;  // the classifier's input; unset: hidden_dropout_prob
   int64_t max_position_embeddings = 512;
   int64_t type_vocab_size = 2;
   double initializer_range = 0.02;
@@ -56,7 +56,7 @@ struct BertConfig {
   std::vector<std::string> labels = {"LABEL_0", "LABEL_1"};
   BertProblemType problem_type = BertProblemType::Auto;
   // Keys of a Hugging Face config.json that brisk does not use, written back by save_pretrained.
-  json::Value other_keys;
+  json::Value other_keys = {};
 
   int64_t num_labels() const { return static_cast<int64_t>(labels.size()); }
   // labels = {"LABEL_0", ..., "LABEL_<n-1>"}, as transformers names them.
@@ -77,10 +77,12 @@ struct BertConfig {
 struct BertPretrainedOptions {
   // A classifier for this many labels (LABEL_0 ...). When it differs from the folder's config the
   // head is new: initialised as transformers does, the folder's one ignored, both reported.
-  std::optional<int64_t> num_labels;
+  std::optional<int64_t> num_labels = std::nullopt;
   // The labels themselves (id2label in id order); sets num_labels.
-  std::optional<std::vector<std::string>> labels;
-  std::optional<double> hidden_dropout_prob, attention_probs_dropout_prob, classifier_dropout;
+  std::optional<std::vector<std::string>> labels = std::nullopt;
+  std::optional<double> hidden_dropout_prob = std::nullopt;
+  std::optional<double> attention_probs_dropout_prob = std::nullopt;
+  std::optional<double> classifier_dropout = std::nullopt;
   // Tensors no BERT model has are an error unless this is set (then the report lists them).
   bool allow_unexpected = false;
 };

@@ -43,7 +43,7 @@ struct GPT2Config {
   double initializer_range = 0.02;   // the std of GPT-2's init (the residual projections' scaled down)
   // Keys of a Hugging Face config.json that brisk does not use (bos_token_id, task_specific_params,
   // ...), kept to be written back by save_pretrained; null when the config was not read from one.
-  json::Value other_keys;
+  json::Value other_keys = {};
 
   // "tiny" (2 layers, 2 heads, width 64, context 64, bytes: for tests), "small" (6, 6, 384, 256,
   // bytes: the CPU benchmark GPT), "124M" (12, 12, 768, 1024, vocabulary 50257 padded to 50304)
@@ -66,7 +66,7 @@ struct GPT2Config {
 struct GPT2PretrainedOptions {
   // The dropout rate instead of the config's (which must then not matter: brisk has one rate for
   // embd_pdrop, attn_pdrop and resid_pdrop, and refuses a config whose three differ without this).
-  std::optional<double> dropout;
+  std::optional<double> dropout = std::nullopt;
   bool activation_checkpointing = false;
   // Tensors no GPT-2 model has are an error unless this is set (then the report lists them).
   bool allow_unexpected = false;
