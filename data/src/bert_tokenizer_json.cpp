@@ -1,5 +1,7 @@
 // Hugging Face tokenizers' tokenizer.json for a WordPiece (BERT) tokenizer: reading it into a
 // BertTokenizer, and writing one back for save_pretrained.
+#include <algorithm>
+
 #include "bert_tokenizer_impl.h"
 #include "brisk/util/error.h"
 
@@ -254,7 +256,10 @@ std::shared_ptr<BertTokenizer::Impl> parse_tokenizer_json(std::string_view text,
 json::Value tokenizer_json(const BertTokenizer::Impl& m) {
   using json::Value;
   Value added = Value::array();
-  for (const AddedToken& t : m.added)
+  std::vector<AddedToken> added_by_id = m.added;  // tokenizers lists them by id
+  std::stable_sort(added_by_id.begin(), added_by_id.end(),
+                   [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+  for (const AddedToken& t : added_by_id)
     added.push_back(Value::object({{"id", Value(static_cast<int64_t>(t.id))},
                                    {"content", Value(t.content)},
                                    {"single_word", Value(false)},

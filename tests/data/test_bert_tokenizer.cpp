@@ -26,7 +26,7 @@ std::vector<std::string> small_vocab() {
           "cafe",  "##s",   "naive", "中",    "文",     "hello", "world", "'",      "s",   "it"};
 }
 
-BertTokenizer small(data::BertTokenizerOptions options = {}) {
+BertTokenizer small(const data::BertTokenizerOptions& options = {}) {
   return BertTokenizer::from_vocab(small_vocab(), options, "small");
 }
 

@@ -9,6 +9,7 @@
 #include <brisk/data/bert_tokenizer.h>
 #include <brisk/util/json.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -51,7 +52,8 @@ size_t check_cases(const BertTokenizer& tok, const std::string& variant, const s
   size_t checked = 0;
   for (const json::Value& c : goldens.at("cases").as_array()) {
     if (c.at("variant").as_string() != variant) continue;
-    const std::string name = variant + "/" + c.at("name").as_string() + " (" + how + ")";
+    std::string name = variant;
+    name.append("/").append(c.at("name").as_string()).append(" (").append(how).append(")");
     const std::vector<std::string> texts = strings(c.at("texts"));
     const data::EncodeOptions opt = options_of(c.at("options"));
     std::vector<data::Encoding> got;
@@ -123,6 +125,30 @@ TEST(BertTokenizerGoldens, HardStringsMatchHuggingFaceTokenizersFromEveryFileFor
     EXPECT_EQ(vocab.vocab_size(), folder.vocab_size());
     EXPECT_GE(check_cases(vocab, variant, "vocab.txt"), 60u);
   }
+}
+
+TEST(BertTokenizerGoldens, SavePretrainedWritesTheTokenizerJsonHuggingFaceWrites) {
+  // The uncased folder's tokenizer.json was saved by Hugging Face tokenizers; brisk, reading the
+  // same vocabulary from vocab.txt, writes the same JSON (so transformers and tokenizers read it).
+  brisk::testing::TempDir tmp;
+  from_vocab_txt_folder("uncased", tmp).save_pretrained(tmp.file("saved"));
+  json::Value theirs = json::parse(brisk::testing::read_file(kDir + "uncased/tokenizer.json"));
+  json::Value ours = json::parse(brisk::testing::read_file(tmp.file("saved") + "/tokenizer.json"));
+  // The vocabulary is an object whose key order means nothing (tokenizers 0.23 writes its own).
+  auto sorted_vocab = [](json::Value& j) {
+    json::Value::Object v = j["model"]["vocab"].items();
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    j["model"].set("vocab", json::Value::object(std::move(v)));
+  };
+  sorted_vocab(theirs);
+  sorted_vocab(ours);
+  EXPECT_EQ(ours.at("model").at("vocab").size(), 5462u);
+  for (const auto& [key, value] : theirs.items()) {
+    ASSERT_TRUE(ours.contains(key)) << key;
+    EXPECT_TRUE(ours.at(key) == value) << key << ":\n  brisk: " << ours.at(key).dump().substr(0, 600)
+                                       << "\n  tokenizers: " << value.dump().substr(0, 600);
+  }
+  EXPECT_EQ(ours.size(), theirs.size());
 }
 
 namespace {
