@@ -7,6 +7,7 @@
 #include <brisk/util/json.h>
 
 #include <filesystem>
+#include <random>
 
 #include "common/errors.h"
 #include "data/temp_dir.h"
@@ -379,4 +380,73 @@ TEST(BertTokenizer, OptionNamesParseAsTransformersSpellsThem) {
   expect_error([] { data::parse_truncation("longest"); }, "longest_first, only_first, only_second, do_not_truncate");
   expect_error([] { data::parse_padding("max"); }, "longest, max_length, do_not_pad");
   EXPECT_STREQ(BertTokenizer::unicode_version(), "14.0.0");
+}
+
+TEST(BertTokenizer, RandomBytesKeepEveryEncodingInvariant) {
+  // Random bytes (invalid UTF-8, controls, multi-byte characters, special tokens) under random
+  // options: ids in range, the four vectors of one length, truncation within max_length and the
+  // template intact, token types 0 then 1, padding at the end; decode never throws.
+  BertTokenizer tok = small();
+  std::mt19937 rng(1234);
+  const std::vector<std::string> atoms = {
+      "a",      "b",     "c", " ", "un", "aff",  "able", "\xC3\xA9",         "\xE4\xB8\xAD",
+      "[MASK]", "[SEP]", ",", "!", "\t", "\x01", "\xFF", "\xF0\x9F\x98\x80", "\xCC\x81",
+      "cat"};
+  auto random_text = [&] {
+    std::string s;
+    const int n = static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      if (rng() % 8 == 0) {
+        s.push_back(static_cast<char>(rng() % 256));
+      } else {
+        s += atoms[rng() % atoms.size()];
+      }
+    }
+    return s;
+  };
+  for (int iter = 0; iter < 3000; ++iter) {
+    const std::string a = random_text(), b = random_text();
+    const bool pair = rng() % 2 == 0;
+    data::EncodeOptions o;
+    o.truncation = static_cast<Truncation>(rng() % 3);  // None, LongestFirst, OnlyFirst
+    o.max_length = 3 + static_cast<int64_t>(rng() % 20);
+    o.padding = static_cast<Padding>(rng() % 3);
+    o.pad_to_multiple_of = rng() % 2 ? 0 : 4;
+    Encoding e;
+    try {
+      e = pair ? tok.encode_pair(a, b, o) : tok.encode_plus(a, o);
+    } catch (const Error&) {
+      ASSERT_EQ(o.truncation, Truncation::OnlyFirst);  // the first text too short to cut: the only error
+      continue;
+    }
+    ASSERT_EQ(e.token_type_ids.size(), e.size());
+    ASSERT_EQ(e.attention_mask.size(), e.size());
+    ASSERT_EQ(e.special_tokens_mask.size(), e.size());
+    const size_t real = static_cast<size_t>(std::count(e.attention_mask.begin(), e.attention_mask.end(), 1));
+    if (o.truncation != Truncation::None) {
+      ASSERT_LE(static_cast<int64_t>(real), o.max_length);
+    }
+    ASSERT_GE(real, pair ? 3u : 2u);
+    ASSERT_EQ(e.input_ids[0], tok.cls_token_id());
+    ASSERT_EQ(e.input_ids[real - 1], tok.sep_token_id());
+    for (size_t i = 0; i < e.size(); ++i) {
+      ASSERT_GE(e.input_ids[i], 0);
+      ASSERT_LT(e.input_ids[i], tok.vocab_size());
+      if (i >= real) {
+        ASSERT_EQ(e.input_ids[i], tok.pad_token_id());
+      } else if (i > 0) {
+        ASSERT_GE(e.token_type_ids[i], e.token_type_ids[i - 1]);
+      }
+    }
+    if (o.padding == Padding::MaxLength) {
+      ASSERT_GE(static_cast<int64_t>(e.size()), o.max_length);
+    }
+    // (MaxLength without truncation leaves a longer text as it is, unrounded, as tokenizers does.)
+    if (o.pad_to_multiple_of == 4 &&
+        (o.padding == Padding::Longest || (o.padding == Padding::MaxLength && o.truncation != Truncation::None))) {
+      ASSERT_EQ(e.size() % 4, 0u);
+    }
+    (void)tok.decode(e.input_ids);
+    (void)tok.decode(e.input_ids, {.skip_special_tokens = true, .clean_up_tokenization_spaces = std::nullopt});
+  }
 }
