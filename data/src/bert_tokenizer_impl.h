@@ -31,7 +31,7 @@ struct AddedToken {
 // One piece of a post-processing template: a special token's ids, or sequence A (0) or B (1).
 struct TemplatePiece {
   int sequence = -1;  // -1: special token
-  std::vector<int32_t> ids;
+  std::vector<int32_t> ids = {};
   int32_t type_id = 0;
 };
 

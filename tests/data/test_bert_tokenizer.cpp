@@ -200,8 +200,7 @@ TEST(BertTokenizer, DecodeJoinsPiecesAndCleansUpSpaces) {
   BertTokenizer tok = small();
   Encoding e = tok.encode_plus("Unaffable cat, it's a cat!");
   EXPECT_EQ(tok.decode(e.input_ids), "[CLS] unaffable cat, it's a cat! [SEP]");
-  EXPECT_EQ(tok.decode(e.input_ids, {.skip_special_tokens = true, .clean_up_tokenization_spaces = std::nullopt}),
-            "unaffable cat, it's a cat!");
+  EXPECT_EQ(tok.decode(e.input_ids, {.skip_special_tokens = true}), "unaffable cat, it's a cat!");
   EXPECT_EQ(tok.decode(e.input_ids, {.skip_special_tokens = true, .clean_up_tokenization_spaces = false}),
             "unaffable cat, it ' s a cat!");  // the WordPiece decoder's own clean-up still joins " ,", " !"
   const std::vector<int32_t> bad = {2, 99};
@@ -447,6 +446,6 @@ TEST(BertTokenizer, RandomBytesKeepEveryEncodingInvariant) {
       ASSERT_EQ(e.size() % 4, 0u);
     }
     (void)tok.decode(e.input_ids);
-    (void)tok.decode(e.input_ids, {.skip_special_tokens = true, .clean_up_tokenization_spaces = std::nullopt});
+    (void)tok.decode(e.input_ids, {.skip_special_tokens = true});
   }
 }

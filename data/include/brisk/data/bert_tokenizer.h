@@ -70,16 +70,16 @@ struct EncodeOptions {
 
 // One encoded text or pair: four vectors of the same length.
 struct Encoding {
-  std::vector<int32_t> input_ids;
-  std::vector<int32_t> token_type_ids;       // 0 for the first text and its [CLS]/[SEP], 1 for the second's
-  std::vector<int32_t> attention_mask;       // 1 for tokens, 0 for padding
-  std::vector<int32_t> special_tokens_mask;  // 1 for the template's [CLS]/[SEP] and for padding
+  std::vector<int32_t> input_ids = {};
+  std::vector<int32_t> token_type_ids = {};       // 0 for the first text and its [CLS]/[SEP], 1 for the second's
+  std::vector<int32_t> attention_mask = {};       // 1 for tokens, 0 for padding
+  std::vector<int32_t> special_tokens_mask = {};  // 1 for the template's [CLS]/[SEP] and for padding
   size_t size() const { return input_ids.size(); }
 };
 
 // A batch as tensors: each I64 (batch, length) on the CPU.
 struct BatchEncoding {
-  Tensor input_ids, token_type_ids, attention_mask;
+  Tensor input_ids = {}, token_type_ids = {}, attention_mask = {};
 };
 
 struct DecodeOptions {
@@ -88,7 +88,7 @@ struct DecodeOptions {
   // Remove the space before . ? ! , and in "n't", "'s", ... (transformers'
   // clean_up_tokenization). Unset: the tokenizer's setting (tokenizer_config.json's
   // clean_up_tokenization_spaces; true where it does not say).
-  std::optional<bool> clean_up_tokenization_spaces;
+  std::optional<bool> clean_up_tokenization_spaces = std::nullopt;
 };
 
 // The normalizer's settings: tokenizer.json's BertNormalizer, or tokenizer_config.json's
@@ -96,7 +96,7 @@ struct DecodeOptions {
 struct BertNormalization {
   bool clean_text = true;
   bool handle_chinese_chars = true;
-  std::optional<bool> strip_accents;  // unset: as `lowercase` (BERT's uncased models strip accents)
+  std::optional<bool> strip_accents = std::nullopt;  // unset: as `lowercase` (BERT's uncased models strip accents)
   bool lowercase = true;
 };
 
