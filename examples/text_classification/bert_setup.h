@@ -66,12 +66,17 @@ class ClassifierOnRows : public brisk::nn::Module {
   brisk::models::BertForSequenceClassification& model_;
 };
 
+// Logits (B, K, vocab) at MaskedTexts' chosen positions only: the head's vocabulary-sized product
+// and its cross entropy skip the 85% of positions that carry no label.
 class MaskedLMOnRows : public brisk::nn::Module {
  public:
   explicit MaskedLMOnRows(brisk::models::BertForMaskedLM& model) : model_(model) { register_module("model", model_); }
   brisk::Tensor forward(const brisk::Tensor& rows) override {
     auto in = text_data::unpack_rows(rows);
-    return model_(in.input_ids, in.attention_mask, in.token_type_ids);
+    auto [hidden, pooled] = model_.bert(in.input_ids, in.attention_mask, in.token_type_ids);
+    const int64_t B = hidden.size(0), T = hidden.size(1), H = hidden.size(2);
+    auto [index, K] = text_data::chosen_rows(rows, hidden.device());
+    return model_.predictions(index_select(hidden.reshape({B * T, H}), 0, index).reshape({B, K, H}));
   }
 
  private:

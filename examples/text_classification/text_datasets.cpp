@@ -104,42 +104,64 @@ data::Batch MaskedTexts::get_batch(const std::vector<int64_t>& indices) const {
   const auto chosen = pick(encodings_, indices, "MaskedTexts");
   const uint64_t epoch = options_.fixed ? 0 : epoch_.load();
   std::vector<data::Encoding> masked;
-  std::vector<std::vector<int64_t>> labels;
-  size_t longest = 0;
+  std::vector<std::vector<int64_t>> positions, labels;
   for (size_t k = 0; k < chosen.size(); ++k) {
     data::Encoding e = *chosen[k];
     SplitMix rng{options_.seed * 0x100000001b3ull ^ (epoch << 40) ^ static_cast<uint64_t>(indices[k])};
     rng.next();
-    std::vector<int64_t> target(e.size(), -100);
-    std::vector<size_t> candidates;
+    std::vector<size_t> candidates, picked;
     for (size_t j = 0; j < e.size(); ++j)
       if (!e.special_tokens_mask[j]) candidates.push_back(j);
-    std::vector<size_t> picked;
     for (size_t j : candidates)
       if (rng.uniform() < options_.probability) picked.push_back(j);
     if (picked.empty() && !candidates.empty())
       picked.push_back(candidates[static_cast<size_t>(rng.below(static_cast<int64_t>(candidates.size())))]);
+    positions.emplace_back();
+    labels.emplace_back();
     for (size_t j : picked) {
-      target[j] = e.input_ids[j];
+      positions.back().push_back(static_cast<int64_t>(j));
+      labels.back().push_back(e.input_ids[j]);
       const double r = rng.uniform();
       if (r < 0.8)
         e.input_ids[j] = options_.mask_id;
       else if (r < 0.9)
         e.input_ids[j] = static_cast<int32_t>(rng.below(options_.vocab_size));
     }
-    longest = std::max(longest, e.size());
     masked.push_back(std::move(e));
-    labels.push_back(std::move(target));
   }
   std::vector<const data::Encoding*> rows;
-  std::vector<int64_t> flat;
-  for (size_t k = 0; k < masked.size(); ++k) {
-    rows.push_back(&masked[k]);
-    labels[k].resize(longest, -100);
-    flat.insert(flat.end(), labels[k].begin(), labels[k].end());
+  for (const data::Encoding& e : masked) rows.push_back(&e);
+  const Tensor inputs = pad_rows(rows, options_.pad_id);  // (B, 3, T)
+  const int64_t B = inputs.size(0), T = inputs.size(2);
+  int64_t K = 1;
+  for (const auto& p : positions) K = std::max(K, static_cast<int64_t>(p.size()));
+  std::vector<int64_t> where(static_cast<size_t>(B * T), -1), target(static_cast<size_t>(B * K), -100);
+  for (size_t b = 0; b < positions.size(); ++b)
+    for (size_t i = 0; i < positions[b].size(); ++i) {
+      where[b * static_cast<size_t>(T) + i] = positions[b][i];
+      target[b * static_cast<size_t>(K) + i] = labels[b][i];
+    }
+  return {cat({inputs, from_vector<int64_t>(where, {B, 1, T})}, 1), from_vector<int64_t>(target, {B, K})};
+}
+
+std::pair<Tensor, int64_t> chosen_rows(const Tensor& rows, Device device) {
+  BRISK_CHECK(rows.dim() == 3 && rows.size(1) == 4, "chosen_rows: expected MaskedTexts' rows (B, 4, T), got ",
+              rows.sizes());
+  const int64_t B = rows.size(0), T = rows.size(2);
+  const std::vector<int64_t> where = contiguous(rows.select(1, 3)).to_vector<int64_t>();
+  int64_t K = 1;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t n = 0;
+    while (n < T && where[static_cast<size_t>(b * T + n)] >= 0) ++n;
+    K = std::max(K, n);
   }
-  return {pad_rows(rows, options_.pad_id),
-          from_vector<int64_t>(flat, {static_cast<int64_t>(masked.size()), static_cast<int64_t>(longest)})};
+  std::vector<int64_t> index(static_cast<size_t>(B * K));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t p = where[static_cast<size_t>(b * T + i)];
+      index[static_cast<size_t>(b * K + i)] = b * T + (p >= 0 ? p : 0);
+    }
+  return {from_vector<int64_t>(index, {B * K}, device), K};
 }
 
 }  // namespace text_data

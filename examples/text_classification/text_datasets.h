@@ -54,9 +54,11 @@ struct MaskingOptions {
 
 // Texts for masked-language modelling: BERT's recipe (transformers' DataCollatorForLanguageModeling):
 // each token that is not special is chosen with probability 0.15; a chosen token becomes [MASK] 80%
-// of the time, a random token 10%, and stays itself 10%; the target (T) is the original id at chosen
-// positions and -100 elsewhere. A text with no chosen token gets one (so every sample has a loss).
-// The draws come from (seed, epoch, index) alone: the same masks on every machine and process.
+// of the time, a random token 10%, and stays itself 10%. A text with no chosen token gets one (so
+// every sample has a loss). The draws come from (seed, epoch, index) alone: the same masks on every
+// machine and process. Only the chosen positions are scored, so a batch says which they are: data
+// (B, 4, T) has a fourth row, the chosen positions in order then -1; target (B, K) holds their
+// original ids (K: the most chosen in one text of the batch), -100 where a text has fewer.
 class MaskedTexts : public brisk::data::Dataset {
  public:
   MaskedTexts(std::vector<brisk::data::Encoding> encodings, MaskingOptions options);
@@ -70,5 +72,10 @@ class MaskedTexts : public brisk::data::Dataset {
   MaskingOptions options_;
   std::atomic<uint64_t> epoch_{0};
 };
+
+// The rows of the hidden states (B * T, hidden) that MaskedTexts' chosen positions select, in
+// target order: (B * K) int64 on `device` (a text's unused slots select its position 0, and their
+// target is -100), and K.
+std::pair<brisk::Tensor, int64_t> chosen_rows(const brisk::Tensor& rows, brisk::Device device);
 
 }  // namespace text_data
