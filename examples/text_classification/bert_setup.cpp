@@ -1,8 +1,10 @@
 // Model and tokenizer sources for text_classification (bert_setup.h).
 #include "bert_setup.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -26,6 +28,31 @@ void ModelArgs::add_flags(cli::Parser& p) {
   p.add("max_seq_length", "tokens per text after truncation, [CLS] and [SEP] included", &max_seq_length);
   p.add("data", "the fortunes folder", &data_dir);
   p.add("threads", "CPU threads per process (0: OMP_NUM_THREADS or all cores)", &threads);
+}
+
+namespace {
+
+// A folder flag's value must be a folder: the error names the flag (the loaders' own errors name
+// only the path).
+void check_folder(const char* flag, const std::string& dir) {
+  std::error_code ec;
+  BRISK_CHECK(dir.empty() || std::filesystem::is_directory(dir, ec), "--", flag, ": \"", dir,
+              "\" is not a folder (a Hugging Face model folder on disk; brisk downloads nothing)");
+}
+
+}  // namespace
+
+void ModelArgs::validate() const {
+  check_folder("model_name_or_path", model_name_or_path);
+  check_folder("config_name", config_name);
+  check_folder("tokenizer_name", tokenizer_name);
+  const std::vector<std::string> presets = models::BertConfig::preset_names();
+  if (std::find(presets.begin(), presets.end(), preset) == presets.end()) {
+    std::string valid;
+    for (const std::string& p : presets) valid += (valid.empty() ? "" : ", ") + p;
+    BRISK_THROW("--preset: \"", preset, "\" is not a preset (valid: ", valid, ")");
+  }
+  BRISK_CHECK(threads >= 0, "--threads must be >= 0 (0: OMP_NUM_THREADS or all cores), got ", threads);
 }
 
 data::BertTokenizer tokenizer_for(const ModelArgs& args, std::span<const std::string> texts, std::string& how) {
@@ -85,8 +112,8 @@ models::BertConfig config_from_scratch(const ModelArgs& args, const data::BertTo
     c.vocab_size = tokenizer.vocab_size();
     c.pad_token_id = tokenizer.pad_token_id();
   }
-  BRISK_CHECK(c.vocab_size >= tokenizer.vocab_size(), "text_classification: the config's vocab_size ", c.vocab_size,
-              " (", args.config_name, ") is smaller than the tokenizer's ", tokenizer.vocab_size(),
+  BRISK_CHECK(c.vocab_size >= tokenizer.vocab_size(), "--config_name: the config's vocab_size ", c.vocab_size, " (",
+              args.config_name, ") is smaller than the tokenizer's ", tokenizer.vocab_size(),
               ": give the --tokenizer_name the config was made for");
   c.validate();
   return c;

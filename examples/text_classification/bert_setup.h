@@ -26,6 +26,9 @@ struct ModelArgs {
   std::string data_dir = "/usr/share/games/fortunes";
   int threads = 0;
   void add_flags(brisk::cli::Parser& parser);
+  // Throws naming the flag and its value: a folder flag that is not a folder, an unknown preset,
+  // negative threads.
+  void validate() const;
 };
 
 // The tokenizer: --tokenizer_name's, else --model_name_or_path's, else learned from `texts` (then

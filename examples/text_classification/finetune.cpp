@@ -46,8 +46,9 @@ Classifier build_classifier(const bert_setup::ModelArgs& args, const data::BertT
   if (!args.model_name_or_path.empty()) {
     auto [model, report] =
         models::BertForSequenceClassification::from_pretrained(args.model_name_or_path, {.labels = labels});
-    BRISK_CHECK(model->bert.config.vocab_size >= tokenizer.vocab_size(), "text_classification: the model's vocab_size ",
-                model->bert.config.vocab_size, " is smaller than the tokenizer's ", tokenizer.vocab_size());
+    BRISK_CHECK(model->bert.config.vocab_size >= tokenizer.vocab_size(),
+                "--model_name_or_path: the model's vocab_size ", model->bert.config.vocab_size,
+                " is smaller than the tokenizer's ", tokenizer.vocab_size());
     c.model = std::move(model);
     c.source = "weights from " + args.model_name_or_path;
     c.report = report.str();
@@ -177,8 +178,9 @@ int finetune_main(int argc, char** argv) {
   targs.add_flags(p);
   if (!p.parse(argc, argv)) return p.exit_code();
   try {
+    margs.validate();
     BRISK_CHECK(do_train || !margs.model_name_or_path.empty(),
-                "text_classification: --do_train=false evaluates a trained model: give --model_name_or_path");
+                "--do_train=false evaluates a trained model: give --model_name_or_path");
     return run(margs, targs, files, do_train);
   } catch (const Error& e) {
     std::fprintf(stderr, "text_classification: %s\n", e.message().c_str());

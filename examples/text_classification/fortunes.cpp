@@ -70,17 +70,19 @@ bool in_pretraining_validation(std::string_view text) {
 }
 
 Task load_task(const std::string& dir, const std::vector<std::string>& files) {
-  BRISK_CHECK(files.size() >= 2, "text_classification: --files needs at least two fortune files, got ", files.size());
+  BRISK_CHECK(files.size() >= 2, "--files needs at least two fortune files, got ", files.size());
   Task task;
   task.labels = files;
   // Each distinct quote and the files it appears in (a quote repeated in one file counts once).
   std::map<std::string, std::vector<int64_t>> where;
   std::vector<std::string> order;  // first appearance, so the data keeps the files' order
   for (size_t f = 0; f < files.size(); ++f) {
-    BRISK_CHECK(std::count(files.begin(), files.end(), files[f]) == 1, "text_classification: --files names \"",
-                files[f], "\" twice");
+    BRISK_CHECK(std::count(files.begin(), files.end(), files[f]) == 1, "--files names \"", files[f], "\" twice");
+    std::error_code ec;
+    BRISK_CHECK(fs::is_regular_file(fs::path(dir) / files[f], ec), "--files: \"", files[f],
+                "\" is not a fortune file in the --data folder \"", dir, "\"", missing_hint(dir));
     const std::vector<std::string> quotes = read_quotes((fs::path(dir) / files[f]).string());
-    BRISK_CHECK(!quotes.empty(), "text_classification: \"", (fs::path(dir) / files[f]).string(),
+    BRISK_CHECK(!quotes.empty(), "--files: \"", (fs::path(dir) / files[f]).string(),
                 "\" holds no quotes (fortune files separate them with lines holding only %)");
     for (const std::string& q : quotes) {
       auto [it, fresh] = where.try_emplace(q);
@@ -108,8 +110,7 @@ Task load_task(const std::string& dir, const std::vector<std::string>& files) {
 
 Corpus load_pretraining_corpus(const std::string& dir) {
   std::error_code ec;
-  BRISK_CHECK(fs::is_directory(dir, ec), "text_classification pretrain: \"", dir, "\" is not a folder",
-              missing_hint(dir));
+  BRISK_CHECK(fs::is_directory(dir, ec), "--data: \"", dir, "\" is not a folder", missing_hint(dir));
   std::vector<fs::path> paths;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_regular_file() && !e.is_symlink() && !e.path().has_extension()) paths.push_back(e.path());
@@ -122,7 +123,7 @@ Corpus load_pretraining_corpus(const std::string& dir) {
       (in_pretraining_validation(q) ? corpus.validation : corpus.train).push_back(std::move(q));
     }
   }
-  BRISK_CHECK(!corpus.train.empty() && !corpus.validation.empty(), "text_classification pretrain: \"", dir,
+  BRISK_CHECK(!corpus.train.empty() && !corpus.validation.empty(), "--data: \"", dir,
               "\" holds no fortune files with quotes", missing_hint(dir));
   return corpus;
 }

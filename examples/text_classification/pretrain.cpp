@@ -60,8 +60,8 @@ int run(bert_setup::ModelArgs& margs, TrainingArguments& targs, double mlm_proba
   fortunes::Corpus corpus = fortunes::load_pretraining_corpus(margs.data_dir);
   std::string tokenizer_how, source, report, length_note;
   data::BertTokenizer tokenizer = bert_setup::tokenizer_for(margs, corpus.train, tokenizer_how);
-  BRISK_CHECK(tokenizer.mask_token_id() >= 0 && tokenizer.pad_token_id() >= 0,
-              "text_classification pretrain: the tokenizer (", tokenizer_how, ") has no [MASK] or no [PAD] token");
+  BRISK_CHECK(tokenizer.mask_token_id() >= 0 && tokenizer.pad_token_id() >= 0, "the tokenizer (", tokenizer_how,
+              ") has no [MASK] or no [PAD] token");
   manual_seed(targs.seed);  // the initial weights
   std::unique_ptr<models::BertForMaskedLM> model = build_mlm(margs, tokenizer, source, report);
   const int64_t max_length = bert_setup::max_length_for(margs, model->bert.config, length_note);
@@ -125,6 +125,9 @@ int pretrain_main(int argc, char** argv) {
   targs.add_flags(p);
   if (!p.parse(argc, argv)) return p.exit_code();
   try {
+    margs.validate();
+    BRISK_CHECK(mlm_probability > 0 && mlm_probability <= 1, "--mlm_probability must be in (0, 1], got ",
+                mlm_probability);
     return run(margs, targs, mlm_probability);
   } catch (const Error& e) {
     std::fprintf(stderr, "text_classification pretrain: %s\n", e.message().c_str());
