@@ -44,8 +44,8 @@ struct BertConfig {
   int64_t num_attention_heads = 12;
   int64_t intermediate_size = 3072;
   BertActivation hidden_act = BertActivation::Gelu;
-  double hidden_dropout_prob = 0.1;           // embeddings and every residual branch
-  double attention_probs_dropout_prob = 0.1;  // the attention weights
+  double hidden_dropout_prob = 0.1;                         // embeddings and every residual branch
+  double attention_probs_dropout_prob = 0.1;                // the attention weights
   std::optional<double> classifier_dropout = std::nullopt;  // the classifier's input; unset: hidden_dropout_prob
   int64_t max_position_embeddings = 512;
   int64_t type_vocab_size = 2;
