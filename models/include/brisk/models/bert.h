@@ -177,6 +177,10 @@ class BertForMaskedLM : public nn::CallableModule<BertForMaskedLM> {
   Tensor forward(const Tensor& input_ids) override { return forward(input_ids, Tensor()); }
   // Logits (B, T, vocab_size): LayerNorm(act(dense(h))) times the word embedding, plus the bias.
   Tensor forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids = Tensor());
+  // The MLM head alone on hidden states (..., hidden) -> logits (..., vocab_size): what forward
+  // applies to every position (transformers' model.cls(h)). Pretraining that predicts only the
+  // masked positions applies it to those alone, skipping the vocabulary-sized product elsewhere.
+  Tensor predictions(const Tensor& hidden);
   // Mean cross entropy over the positions whose label is not -100 (labels (B, T)).
   static Tensor loss(const Tensor& logits, const Tensor& labels);
 
