@@ -173,6 +173,7 @@ int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::ti
 
 int run_job(const std::vector<std::string>& argv, const std::string& what) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   // Forwarding is in place before the child exists, so no signal falls between the two.

@@ -31,7 +31,7 @@ std::string fixture(const std::string& name) {
 
 // A copy of a fixture folder to break.
 std::string copy_fixture(const TempDir& dir, const std::string& name) {
-  const std::string to = dir.path() + "/" + name;
+  std::string to = dir.path() + "/" + name;
   fs::copy(fixture(name), to, fs::copy_options::recursive);
   return to;
 }
@@ -112,7 +112,7 @@ TEST(Pretrained, GPT2FromScratchSavesAndLoadsBackTheSameModel) {
 
 TEST(Pretrained, BertSaveLoadSaveGivesTheSameBytesForEveryClassAndShardedAboveTheLimit) {
   TempDir dir;
-  const std::string d = dir.path();
+  const std::string& d = dir.path();
   {
     auto [m, r] = models::BertModel::from_pretrained(fixture("bert"));
     m->save_pretrained(d + "/base1");
