@@ -103,7 +103,10 @@ TEST(Checkpoint, ManifestListsEveryFileWithSizeAndSha256AndItsOwnChecksum) {
   auto st = json::parse(read(fs::path(dir) / "state.json"));
   EXPECT_EQ(st.at("config").at("mixed_precision").as_string(), "no");
   auto rs = json::parse(read(fs::path(dir) / "rank_0.json"));
-  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 3);
+  // run(3) broke out of its loop after 3 batches: what comes next is the next loop's epoch.
+  EXPECT_EQ(rs.at("data_loaders")[0].at("epoch").as_int(), 1);
+  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 0);
+  EXPECT_FALSE(rs.at("data_loaders")[0].at("in_loop").as_bool());
   EXPECT_EQ(rs.at("rank").as_int(), 0);
   // Any change to a listed file, or to the manifest itself, makes the checkpoint incomplete.
   {
@@ -181,6 +184,28 @@ TEST(Checkpoint, ResumeAtTheEndOfAnEpochStartsTheNextOne) {
   b.acc.load_state(dir);
   EXPECT_EQ(b.loader.epoch(), 1u);
   EXPECT_EQ(b.run(4), rest);
+}
+
+// The issue-37 bug: a loop cut short (--steps-per-epoch, a break) left the loader in the middle of
+// its epoch; the checkpoint recorded that position, so the resumed run finished the old epoch
+// while the run that never stopped started a new one.
+TEST(Checkpoint, ResumeAfterALoopThatBrokeOutEarlyStartsTheNextEpochAsTheRunThatNeverStopped) {
+  const std::string dir = fresh_dir("broke_out");
+  Trainer a({});
+  a.run(3);  // epoch 0: 3 of its 10 batches, then break
+  a.run(3);  // epoch 1, the same
+  a.acc.save_state(dir);
+  const std::vector<double> rest = a.run(3);  // epoch 2 from its first batch
+  const std::vector<double> rest2 = a.run(3);
+  auto rs = json::parse(read(fs::path(dir) / "rank_0.json"));
+  EXPECT_EQ(rs.at("data_loaders")[0].at("epoch").as_int(), 2) << "the epoch the next loop starts";
+  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 0);
+  Trainer b({});
+  b.acc.load_state(dir);
+  EXPECT_EQ(b.run(3), rest);
+  EXPECT_EQ(b.run(3), rest2);
+  EXPECT_EQ(b.loader.epoch(), a.loader.epoch());
+  EXPECT_EQ(brisk::testing::flat_params(b.net), brisk::testing::flat_params(a.net));
 }
 
 namespace {
