@@ -395,20 +395,8 @@ std::string Accelerator::load_state(const std::string& dir) {
   auto span = trace_span("load_state", "checkpoint");
   fs::path path;
   if (dir.empty()) {
-    // The newest complete checkpoint, as the main process sees it.
-    const fs::path root = checkpoint_root();
-    Tensor n = full({1}, -1.0, {.dtype = DType::I64});
-    if (is_main_process()) {
-      auto existing = numbered_checkpoints(root);
-      for (auto it = existing.rbegin(); it != existing.rend(); ++it)
-        if (accelerate::is_complete_checkpoint(it->second.string())) {
-          n.data<int64_t>()[0] = it->first;
-          break;
-        }
-    }
-    if (world_size_ > 1) pg_->broadcast(n, {.root = 0});
-    BRISK_CHECK(n.item<int64_t>() >= 0, "Accelerator::load_state: no complete checkpoint under '", root.string(), "'");
-    path = root / ("checkpoint_" + std::to_string(n.item<int64_t>()));
+    path = newest_checkpoint();
+    BRISK_CHECK(!path.empty(), "Accelerator::load_state: no complete checkpoint under '", checkpoint_root(), "'");
   } else {
     path = dir;
   }
