@@ -141,7 +141,13 @@ TEST(Checkpoint, AutomaticNamingKeepsTotalLimitAndLoadsTheNewestCompleteOne) {
   fs::copy(project + "/checkpoints/checkpoint_2", project + "/checkpoints/checkpoint_7");
   fs::resize_file(project + "/checkpoints/checkpoint_7/model.safetensors", 16);
   Trainer c({.project_dir = project, .automatic_checkpoint_naming = true});
+  ::testing::internal::CaptureStdout();
   EXPECT_EQ(c.acc.load_state(), project + "/checkpoints/checkpoint_2");
+  // Each folder passed over is named, with why.
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(said.find("passing over " + project + "/checkpoints/checkpoint_7: "), std::string::npos) << said;
+  EXPECT_NE(said.find("passing over " + project + "/checkpoints/checkpoint_3: "), std::string::npos) << said;
+  EXPECT_NE(said.find("manifest.json"), std::string::npos) << said;
   EXPECT_EQ(brisk::testing::flat_params(c.net), params[2]);
   std::string e;
   try {
@@ -150,6 +156,30 @@ TEST(Checkpoint, AutomaticNamingKeepsTotalLimitAndLoadsTheNewestCompleteOne) {
     e = err.what();
   }
   EXPECT_NE(e.find("not a complete checkpoint"), std::string::npos) << e;
+}
+
+// What a program restarted by `brisk launch --max-restarts` does (docs/fault-tolerance.md).
+TEST(Checkpoint, ResumeOnRestartLoadsTheNewestCompleteOneOrStartsFromScratch) {
+  const std::string project = fresh_dir("restart");
+  const AcceleratorOptions o{.project_dir = project, .automatic_checkpoint_naming = true};
+  ::unsetenv("BRISK_RESTART_COUNT");
+  {
+    Trainer first(o);
+    EXPECT_EQ(first.acc.resume_on_restart(), "") << "a first attempt loads nothing";
+    EXPECT_THROW(first.acc.resume_on_restart(/*resume=*/true), Error) << "--resume without a checkpoint";
+  }
+  ::setenv("BRISK_RESTART_COUNT", "1", 1);
+  Trainer early(o);
+  EXPECT_EQ(early.acc.resume_on_restart(), "") << "a failure before the first checkpoint: from scratch";
+  early.run(5);
+  early.acc.save_state();
+  const std::vector<double> rest = early.run(4);
+  Trainer restarted(o);
+  EXPECT_EQ(restarted.acc.resume_on_restart(), project + "/checkpoints/checkpoint_0");
+  EXPECT_EQ(restarted.run(4), rest);
+  ::setenv("BRISK_RESTART_COUNT", "two", 1);
+  EXPECT_THROW(restarted.acc.resume_on_restart(), Error) << "a malformed count is named";
+  ::unsetenv("BRISK_RESTART_COUNT");
 }
 
 TEST(Checkpoint, LoadStateNeedsTheSameObjectsPrepared) {
