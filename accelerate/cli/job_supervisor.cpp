@@ -180,6 +180,7 @@ struct Attempt {
 
 Attempt run_once(const std::vector<std::string>& argv, const std::string& what, StderrWatch* watch) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   // Forwarding is in place before the child exists, so no signal falls between the two.

@@ -61,7 +61,7 @@ std::string Accelerator::newest_checkpoint() {
 std::string Accelerator::resume_on_restart(bool resume) {
   const int restart = accelerate::restart_count();
   if (!resume && restart == 0) return "";
-  const std::string from = newest_checkpoint();
+  std::string from = newest_checkpoint();
   if (from.empty()) {
     BRISK_CHECK(!resume, "Accelerator::load_state: no complete checkpoint under '", checkpoint_root(),
                 "' to resume from");
