@@ -2,13 +2,16 @@
 // the restart count, the newest complete checkpoint, the load a restarted program does by itself,
 // and the fault a test injects on the first attempt (BRISK_FAULT_KILL_AT_STEP).
 #include <csignal>
-#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "accelerator_impl.h"
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/kernels/factory.h"
+#include "brisk/util/env.h"
 #include "checkpoint_format.h"
 
 namespace brisk {
@@ -16,24 +19,10 @@ namespace brisk {
 namespace fs = std::filesystem;
 using namespace accelerate::detail;
 
-namespace {
-
-// A non-negative integer from the environment variable `name`; `fallback` when it is unset.
-int64_t env_count(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long long n = std::strtoll(v, &end, 10);
-  BRISK_CHECK(*end == '\0' && n >= 0, name, " is '", v, "': expected a non-negative integer");
-  return n;
-}
-
-}  // namespace
-
 namespace accelerate {
 
 int restart_count() {
-  return static_cast<int>(env_count(env::kRestartCount, 0));
+  return static_cast<int>(envvar::get_int(env::kRestartCount, 0, 0, std::numeric_limits<int>::max()));
 }
 
 }  // namespace accelerate
@@ -78,14 +67,18 @@ void Accelerator::inject_fault() {
   // BRISK_FAULT_KILL_AT_STEP=N[:RANK]: rank RANK (default 0) kills itself with SIGKILL at its N-th
   // backward (counting from 1), on the job's first attempt only, as an OOM killer or a lost node
   // would: the tests of --max-restarts start from one.
-  static const char* spec = std::getenv("BRISK_FAULT_KILL_AT_STEP");
-  if (!spec || !*spec || accelerate::restart_count() > 0) return;
+  static const std::optional<std::string> spec = envvar::get("BRISK_FAULT_KILL_AT_STEP");
+  if (!spec || accelerate::restart_count() > 0) return;
   ++fault_backwards_;
-  char* end = nullptr;
-  const long long step = std::strtoll(spec, &end, 10);
-  const long long rank = *end == ':' ? std::strtoll(end + 1, nullptr, 10) : 0;
+  const size_t colon = spec->find(':');
+  const std::string what = "BRISK_FAULT_KILL_AT_STEP (STEP or STEP:RANK)";
+  const int64_t step = parse_integer_in(spec->substr(0, colon), 1, std::numeric_limits<int64_t>::max(), what);
+  const int64_t rank = colon == std::string::npos
+                           ? 0
+                           : parse_integer_in(spec->substr(colon + 1), 0, std::numeric_limits<int>::max(), what);
   if (step == fault_backwards_ && rank == rank_) {
-    std::fprintf(stderr, "[brisk rank %d] BRISK_FAULT_KILL_AT_STEP: killing this rank at step %lld\n", rank_, step);
+    std::fprintf(stderr, "[brisk rank %d] BRISK_FAULT_KILL_AT_STEP: killing this rank at step %lld\n", rank_,
+                 static_cast<long long>(step));
     std::fflush(stderr);
     std::raise(SIGKILL);
   }
