@@ -249,10 +249,9 @@ void train(Accelerator& acc, Model& m, Data& d, const Args& a) {
   acc.register_for_checkpointing(
       "epoch", [&] { return json::Value(first_epoch - 1); },
       [&](const json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
-  if (a.resume) {
-    const std::string from = acc.load_state();
+  // --resume, or a restart by `brisk launch --max-restarts` (docs/fault-tolerance.md).
+  if (const std::string from = acc.resume_on_restart(a.resume); !from.empty())
     acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1);
-  }
   print_header(acc, m, d, a);
   for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
     run_epoch(acc, m, d, a, epoch);

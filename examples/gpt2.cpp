@@ -688,10 +688,9 @@ class TrainLoop {
                       "--resume: the checkpoint's model (", v.dump(), ") is not the one configured (",
                       config_json(cfg, d_.tokenizer, a_.tokenizer_dir).dump(), ")");
         });
-    if (a_.resume) {
-      const std::string from = acc_.load_state();
+    // --resume, or a restart by `brisk launch --max-restarts` (docs/fault-tolerance.md).
+    if (const std::string from = acc_.resume_on_restart(a_.resume); !from.empty())
       acc_.print("gpt2: resumed from ", from, " after step ", step_);
-    }
   }
 
   void new_bar() {

@@ -3,10 +3,13 @@
 // SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to brisk launch are passed on to the
 // job (once: a terminal's Ctrl-C already reaches the whole foreground process group), and the
 // launch exits with the job's status, or 128 + the signal's number when a signal stopped it, as a
-// shell reports a program killed by a signal. A job still running 5 s after a signal that stops
-// it (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is killed with everything it started on this host.
+// shell reports a program killed by a signal. With --max-restarts a failed job is started again
+// (run_job_restarting), its stderr passing through the launcher to learn which rank failed. A job
+// still running 5 s after a signal that stops it (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is killed with
+// everything it started on this host.
 #include "job_supervisor.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +27,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "brisk/accelerate/env_vars.h"
+#include "job_failure.h"
 
 namespace brisk::cli_commands {
 
@@ -57,37 +64,17 @@ void restore_defaults() {
   for (int sig : kForwarded) ::signal(sig, SIG_DFL);
 }
 
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGHUP:
-      return "SIGHUP";
-    case SIGQUIT:
-      return "SIGQUIT";
-    case SIGUSR1:
-      return "SIGUSR1";
-    case SIGUSR2:
-      return "SIGUSR2";
-    case SIGKILL:
-      return "SIGKILL";
-    default:
-      return strsignal(sig);
-  }
-}
-
 // The launch's exit status once the job ended: 128 + the signal that stopped it (received by
 // brisk launch, or the one that killed the job), else the job's own status.
 int job_status(int status, const std::string& what, double secs) {
   if (const int sig = g_signal.load(); sig != 0) {
-    std::fprintf(stderr, "brisk launch: %s was stopped by %s after %.1f s\n", what.c_str(), signal_name(sig), secs);
+    std::fprintf(stderr, "brisk launch: %s was stopped by %s after %.1f s\n", what.c_str(), signal_name(sig).c_str(),
+                 secs);
     return 128 + sig;
   }
   if (WIFSIGNALED(status)) {
     std::fprintf(stderr, "brisk launch: %s was killed by %s after %.1f s\n", what.c_str(),
-                 signal_name(WTERMSIG(status)), secs);
+                 signal_name(WTERMSIG(status)).c_str(), secs);
     return 128 + WTERMSIG(status);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
@@ -132,14 +119,14 @@ std::vector<pid_t> descendants(pid_t root) {
 void kill_job(pid_t child, int sig, const std::string& what) {
   const std::vector<pid_t> below = descendants(child);
   std::fprintf(stderr, "brisk launch: %s did not stop within %lld s of %s: killing it and its %zu process(es)\n",
-               what.c_str(), static_cast<long long>(kStopGrace.count()), signal_name(sig), below.size());
+               what.c_str(), static_cast<long long>(kStopGrace.count()), signal_name(sig).c_str(), below.size());
   for (pid_t p : below) ::kill(p, SIGKILL);
   ::kill(child, SIGKILL);
 }
 
 // Waits for the child (retrying after the signals that interrupt waitpid), announcing the first
 // signal received as soon as it arrives; a job that a signal should stop gets kStopGrace to do so.
-int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::time_point start) {
+int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::time_point start, int* raw) {
   using Clock = std::chrono::steady_clock;
   bool announced = false;
   std::optional<Clock::time_point> kill_at;
@@ -153,7 +140,7 @@ int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::ti
     }
     if (const int sig = g_signal.load(); sig != 0 && !announced) {
       const int sender = g_sender.load();
-      std::fprintf(stderr, "brisk launch: received %s%s after %.1f s: stopping %s\n", signal_name(sig),
+      std::fprintf(stderr, "brisk launch: received %s%s after %.1f s: stopping %s\n", signal_name(sig).c_str(),
                    sender ? (" from process " + std::to_string(sender)).c_str() : " (from the terminal)",
                    std::chrono::duration<double>(Clock::now() - start).count(), what.c_str());
       announced = true;
@@ -166,12 +153,97 @@ int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::ti
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  *raw = status;
   return job_status(status, what, std::chrono::duration<double>(Clock::now() - start).count());
 }
 
-}  // namespace
+// Copies the job's stderr (a pipe's read end) to the launcher's as it comes, line by line into a
+// JobFailure, on a thread of its own while the launcher waits for the job.
+class StderrWatch {
+ public:
+  StderrWatch() {
+    if (::pipe(fd_) != 0) fd_[0] = fd_[1] = -1;
+  }
+  ~StderrWatch() {
+    for (int fd : fd_)
+      if (fd >= 0) ::close(fd);
+  }
+  StderrWatch(const StderrWatch&) = delete;
+  StderrWatch& operator=(const StderrWatch&) = delete;
 
-int run_job(const std::vector<std::string>& argv, const std::string& what) {
+  // In the child: its stderr becomes the pipe.
+  void attach_child() const {
+    if (fd_[1] < 0) return;
+    ::dup2(fd_[1], STDERR_FILENO);
+    ::close(fd_[0]);
+    ::close(fd_[1]);
+  }
+  // In the launcher, once the child runs.
+  void start() {
+    if (fd_[1] < 0) return;
+    ::close(fd_[1]);
+    fd_[1] = -1;
+    reader_ = std::thread([this] { copy(); });
+  }
+  // After the job ended: what is left in the pipe (ranks' last lines, at most 2 s of them).
+  const JobFailure& finish() {
+    stop_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    if (reader_.joinable()) reader_.join();
+    if (!partial_.empty()) failure_.feed(partial_);
+    return failure_;
+  }
+
+ private:
+  void copy() {
+    char buf[4096];
+    for (;;) {
+      pollfd p{fd_[0], POLLIN, 0};
+      const int ready = ::poll(&p, 1, 100);
+      if (ready < 0 && errno == EINTR) continue;
+      const int64_t stopped = stop_.load();
+      if (ready == 0) {
+        if (stopped != 0) return;  // the job ended and nothing more came for 100 ms
+        continue;
+      }
+      const ssize_t n = ::read(fd_[0], buf, sizeof buf);
+      if (n <= 0) return;
+      for (ssize_t off = 0; off < n;) {
+        const ssize_t w = ::write(STDERR_FILENO, buf + off, static_cast<size_t>(n - off));
+        if (w <= 0) break;
+        off += w;
+      }
+      lines(std::string_view(buf, static_cast<size_t>(n)));
+      if (stopped != 0 && std::chrono::steady_clock::now().time_since_epoch().count() - stopped >
+                              std::chrono::steady_clock::duration(std::chrono::seconds(2)).count())
+        return;
+    }
+  }
+  void lines(std::string_view chunk) {
+    for (char c : chunk) {
+      if (c != '\n') {
+        if (partial_.size() < 4096) partial_ += c;
+        continue;
+      }
+      failure_.feed(partial_);
+      partial_.clear();
+    }
+  }
+
+  int fd_[2] = {-1, -1};
+  std::thread reader_;
+  std::atomic<int64_t> stop_{0};  // when the job ended (steady clock ticks); 0 while it runs
+  std::string partial_;
+  JobFailure failure_;
+};
+
+// One attempt: starts the child (its stderr into `watch` when given) and waits for it.
+struct Attempt {
+  int status = 1;      // as run_job returns
+  int raw_status = 0;  // waitpid's, for how a job without mpirun ended
+  double seconds = 0;
+};
+
+Attempt run_once(const std::vector<std::string>& argv, const std::string& what, StderrWatch* watch) {
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -183,18 +255,67 @@ int run_job(const std::vector<std::string>& argv, const std::string& what) {
   const pid_t child = ::fork();
   if (child < 0) {
     std::fprintf(stderr, "brisk launch: cannot start '%s': %s\n", argv[0].c_str(), std::strerror(errno));
-    return 1;
+    return {};
   }
   if (child == 0) {
     restore_defaults();
+    if (watch) watch->attach_child();
     ::execvp(args[0], args.data());
     std::fprintf(stderr, "brisk launch: cannot start '%s': %s\n", argv[0].c_str(), std::strerror(errno));
     std::_Exit(127);
   }
   g_child = child;
+  if (watch) watch->start();
   // A signal that arrived between fork and here was not forwarded: pass it on now.
   if (const int sig = g_signal.load(); sig != 0 && g_sender.load() != 0) ::kill(child, sig);
-  return wait_for(child, what, start);
+  Attempt a;
+  a.status = wait_for(child, what, start, &a.raw_status);
+  g_child = -1;
+  a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return a;
+}
+
+// How the attempt failed: the rank and what the job's lines say, else how `what` ended (the
+// program itself without mpirun: the job's only rank).
+std::string describe(const Attempt& a, const JobFailure& f, const std::string& what) {
+  if (!f.what().empty()) return f.what();
+  if (WIFSIGNALED(a.raw_status)) {
+    const int sig = WTERMSIG(a.raw_status);
+    return what + " was killed by " + signal_name(sig) + " (signal " + std::to_string(sig) + ")";
+  }
+  return what + " exited with status " + std::to_string(a.status) + " (no rank's failure line was seen)";
+}
+
+}  // namespace
+
+int run_job(const std::vector<std::string>& argv, const std::string& what) {
+  return run_once(argv, what, nullptr).status;
+}
+
+int run_job_restarting(const std::vector<std::string>& argv, const std::string& what, int max_restarts) {
+  if (max_restarts <= 0) return run_job(argv, what);
+  const int attempts = max_restarts + 1;
+  for (int k = 0;; ++k) {
+    ::setenv(accelerate::env::kRestartCount, std::to_string(k).c_str(), 1);
+    StderrWatch watch;
+    const Attempt a = run_once(argv, what, &watch);
+    const JobFailure& f = watch.finish();
+    // Success, or the launcher was told to stop (a user's Ctrl-C, the batch system's SIGTERM):
+    // no restart.
+    if (a.status == 0 || g_signal.load() != 0) return a.status;
+    const std::string how = describe(a, f, what);
+    if (k == max_restarts) {
+      std::fprintf(stderr,
+                   "brisk launch: attempt %d of %d failed after %.1f s: %s; no restarts left (--max-restarts %d): "
+                   "exiting with status %d\n",
+                   k + 1, attempts, a.seconds, how.c_str(), max_restarts, a.status);
+      return a.status;
+    }
+    std::fprintf(stderr,
+                 "brisk launch: attempt %d of %d failed after %.1f s: %s (status %d); starting the whole job "
+                 "again (BRISK_RESTART_COUNT=%d)\n",
+                 k + 1, attempts, a.seconds, how.c_str(), a.status, k + 1);
+  }
 }
 
 }  // namespace brisk::cli_commands

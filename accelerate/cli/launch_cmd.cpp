@@ -84,6 +84,7 @@ struct LaunchFlags {
   std::string config_file, mpirun_args, mpirun_hostfile;
   bool tag_output = false, dry_run = false, multi_gpu = false;
   std::optional<int> accumulation, threads;
+  std::optional<double> monitor_interval;  // accepted for Accelerate's and torchrun's sake
 };
 
 void add_flags(cli::Parser& p, LaunchFlags& f) {
@@ -123,6 +124,12 @@ void add_flags(cli::Parser& p, LaunchFlags& f) {
   p.add("mpirun_args", "extra arguments for mpirun, split at spaces (e.g. \"--mca plm_rsh_agent ssh\")",
         &f.mpirun_args);
   p.add("dry_run", "print the command (and the variables it sets) instead of running it", &f.dry_run);
+  p.add("max_restarts",
+        "start a failed job again, up to this many times (the program sees BRISK_RESTART_COUNT; "
+        "docs/fault-tolerance.md) (default: 0)",
+        &flags.max_restarts);
+  p.add("monitor_interval", "accepted for Accelerate's sake: brisk launch learns of a failure as it happens",
+        &f.monitor_interval);
 }
 
 // The launch's settings: the flags over the config file over the defaults, checked, and the host
@@ -140,6 +147,8 @@ LaunchSettings resolve_settings(LaunchFlags& f, HostFacts& host) {
   }
   BRISK_CHECK(f.accumulation.value_or(1) >= 1, "launch: --gradient_accumulation_steps must be at least 1, got ",
               *f.accumulation);
+  BRISK_CHECK(f.monitor_interval.value_or(1) > 0, "launch: --monitor_interval must be positive, got ",
+              f.monitor_interval.value_or(0));
   BRISK_CHECK(f.threads.value_or(1) >= 1, "launch: --num_cpu_threads_per_process must be at least 1, got ", *f.threads);
   validate(flags, "");
   Config file;
@@ -220,6 +229,9 @@ int launch(int argc, char** argv) {
   if (f.dry_run) {
     for (const auto& [k, v] : cmd.env) std::printf("%s ", shell_join({std::string(k).append("=").append(v)}).c_str());
     std::printf("%s\n", shell_join(cmd.argv).c_str());
+    if (settings.max_restarts > 0)
+      std::printf("# a failed job starts again, up to %d time(s), with BRISK_RESTART_COUNT=1, 2, ...\n",
+                  settings.max_restarts);
     return 0;
   }
   if (cmd.uses_mpirun)
@@ -228,7 +240,7 @@ int launch(int argc, char** argv) {
   const std::string what = cmd.uses_mpirun
                                ? "the job (" + std::to_string(settings.num_processes) + " processes under mpirun)"
                                : "the program";
-  return run_job(cmd.argv, what);
+  return run_job_restarting(cmd.argv, what, settings.max_restarts);
 }
 
 }  // namespace brisk::cli_commands

@@ -50,6 +50,9 @@ struct Accelerator::LoadedCheckpoint {
     // Resumed on another number of processes with another global batch: the position does not
     // carry over, the run continues at the next epoch.
     bool restart = false;
+    // Saved inside the loop over the loader (rank files say so since `in_loop` exists; older ones
+    // never): at the end of the epoch, that loop ends at once rather than run the next epoch.
+    bool in_loop = false;
   };
   int64_t saved_world = 1;
   bool has_generator = true;  // false: this rank had no counterpart in the saved run
@@ -340,6 +343,7 @@ class Accelerator::CheckpointReader {
       LoadedCheckpoint::Loader s;
       s.epoch = static_cast<uint64_t>(rf.integer(rf.member(loaders[i], key, "epoch"), key + ".epoch", 0, kMaxCount));
       const bool iterable = rf.boolean(rf.member(loaders[i], key, "iterable"), key + ".iterable");
+      if (const json::Value* in_loop = loaders[i].find("in_loop")) s.in_loop = rf.boolean(*in_loop, key + ".in_loop");
       if (iterable != l.iterable)
         rf.fail(key + ".iterable", "the checkpoint's loader ", iterable ? "reads" : "does not read",
                 " an IterableDataset but the prepared one ", l.iterable ? "does" : "does not");
@@ -391,20 +395,8 @@ std::string Accelerator::load_state(const std::string& dir) {
   auto span = trace_span("load_state", "checkpoint");
   fs::path path;
   if (dir.empty()) {
-    // The newest complete checkpoint, as the main process sees it.
-    const fs::path root = checkpoint_root();
-    Tensor n = full({1}, -1.0, {.dtype = DType::I64});
-    if (is_main_process()) {
-      auto existing = numbered_checkpoints(root);
-      for (auto it = existing.rbegin(); it != existing.rend(); ++it)
-        if (accelerate::is_complete_checkpoint(it->second.string())) {
-          n.data<int64_t>()[0] = it->first;
-          break;
-        }
-    }
-    if (world_size_ > 1) pg_->broadcast(n, {.root = 0});
-    BRISK_CHECK(n.item<int64_t>() >= 0, "Accelerator::load_state: no complete checkpoint under '", root.string(), "'");
-    path = root / ("checkpoint_" + std::to_string(n.item<int64_t>()));
+    path = newest_checkpoint();
+    BRISK_CHECK(!path.empty(), "Accelerator::load_state: no complete checkpoint under '", checkpoint_root(), "'");
   } else {
     path = dir;
   }
@@ -472,7 +464,7 @@ std::string Accelerator::load_state(const std::string& dir) {
       continue;
     }
     const int64_t batches = static_cast<int64_t>(l.loader->batch_indices(epoch).size());
-    if (position >= batches) {
+    if (position >= batches && !ck.loaders[i].in_loop) {
       l.loader->set_epoch(epoch + 1);
     } else {
       l.loader->set_epoch(epoch);

@@ -221,15 +221,19 @@ class Accelerator::CheckpointWriter {
     put(rank_file(rank), r.dump(2) + "\n");
   }
 
-  // Each data loader's epoch and position. The global batch (examples per step over all
-  // processes) goes with them: a resume on another number of processes keeps the loader's
-  // position only when it is unchanged.
+  // Each data loader's epoch and position: the batch the program takes next, whatever its loop
+  // did (in the middle of an epoch, that epoch at the next batch; after the loop ended or broke
+  // out early, the next loop's epoch from its start), so a resumed run does what this one does
+  // next. The global batch (examples per step over all processes) goes with them: a resume on
+  // another number of processes keeps the loader's position only when it is unchanged.
   json::Value loaders_json() const {
     json::Value loaders = json::Value::array();
     for (auto& l : a_.loaders_) {
+      const data::DataLoader::NextBatch next = l->loader->next_batch();
       json::Value o = json::Value::object();
-      o.set("epoch", static_cast<uint64_t>(l->loader->epoch()));
-      o.set("position", l->loader->position());
+      o.set("epoch", static_cast<uint64_t>(next.epoch));
+      o.set("position", next.batch);
+      o.set("in_loop", next.in_iteration);
       o.set("iterable", l->iterable);
       o.set("global_batch", l->global_batch(a_.s_.split_batches, a_.world_size_));
       loaders.push_back(o);

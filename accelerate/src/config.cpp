@@ -39,6 +39,7 @@ const std::vector<ConfigKey>& config_keys() {
       {"timeout", "seconds a collective may take before the job fails", &Config::timeout},
       {"sharding", "none, zero1, zero2 or zero3: ZeRO stage of sharded data parallelism (BRISK_SHARDING)",
        &Config::sharding},
+      {"max_restarts", "times brisk launch starts a failed job again (0: never)", &Config::max_restarts},
   };
   return keys;
 }
@@ -127,6 +128,8 @@ void validate(const Config& c, const std::string& source) {
   if (c.timeout)
     BRISK_CHECK(std::isfinite(*c.timeout) && *c.timeout > 0, where("timeout"),
                 ": expected a positive number of seconds, got ", *c.timeout);
+  if (c.max_restarts)
+    BRISK_CHECK(*c.max_restarts >= 0, where("max_restarts"), ": must not be negative, got ", *c.max_restarts);
 }
 
 Config merge(const Config& high, const Config& low) {

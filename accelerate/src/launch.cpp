@@ -37,6 +37,7 @@ LaunchSettings resolve_launch(const Config& c, const HostFacts& host) {
   s.debug = c.debug;
   s.main_process_ip = c.main_process_ip;
   s.main_process_port = c.main_process_port;
+  s.max_restarts = c.max_restarts.value_or(0);
 
   bool cpu = c.use_cpu.value_or(false);
   if (c.num_processes) {
@@ -82,6 +83,8 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
   if (s.gradient_accumulation_steps)
     set(env::kGradientAccumulationSteps, std::to_string(*s.gradient_accumulation_steps));
   if (!s.config_file.empty()) set(env::kConfigFile, s.config_file);
+  // The launcher sets it again before each restart; mpirun's -x passes the value of the moment.
+  if (s.max_restarts > 0) set(env::kRestartCount, "0");
   if (!s.gpu_ids.empty()) {
     std::string ids;
     for (int id : s.gpu_ids) {

@@ -85,6 +85,7 @@ Accelerator::Autocast::Autocast(MixedPrecision mixed_precision) {
 
 void Accelerator::backward(const Tensor& loss) {
   auto span = trace_span("backward", "compute");
+  inject_fault();
   BRISK_CHECK(loss.defined(), "Accelerator::backward: the loss is undefined");
   Tensor l = loss;
   if (s_.gradient_accumulation_steps > 1) l = l / static_cast<double>(s_.gradient_accumulation_steps);

@@ -250,9 +250,14 @@ Metrics Trainer::train() {
   const auto t0 = clock::now();
   stop_ = false;
   bool resumed = false;
-  if (!args_.resume_from_checkpoint.empty()) {
-    const std::string from =
-        acc_->load_state(args_.resume_from_checkpoint == "latest" ? "" : args_.resume_from_checkpoint);
+  // resume_from_checkpoint, or a restart by `brisk launch --max-restarts`: the newest complete
+  // checkpoint (none yet: from scratch).
+  std::string from;
+  if (!args_.resume_from_checkpoint.empty() && args_.resume_from_checkpoint != "latest")
+    from = acc_->load_state(args_.resume_from_checkpoint);
+  else
+    from = acc_->resume_on_restart(args_.resume_from_checkpoint == "latest");
+  if (!from.empty()) {
     acc_->print("Trainer: resumed from ", from, " at step ", state_.global_step);
     resumed = true;
     if (acc_->is_main_process()) restore_logs();

@@ -296,7 +296,7 @@ void DataLoader::set_start_batch(int64_t n) {
 }
 
 DataLoader::NextBatch DataLoader::next_batch() const {
-  if (!run_.expired()) return {epoch_, position()};
+  if (!run_.expired()) return {epoch_, position(), true};
   if (epoch_pinned_ || !started_) return {epoch_, start_batch_};
   return {epoch_ + 1, start_batch_};
 }

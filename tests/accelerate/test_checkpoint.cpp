@@ -103,7 +103,10 @@ TEST(Checkpoint, ManifestListsEveryFileWithSizeAndSha256AndItsOwnChecksum) {
   auto st = json::parse(read(fs::path(dir) / "state.json"));
   EXPECT_EQ(st.at("config").at("mixed_precision").as_string(), "no");
   auto rs = json::parse(read(fs::path(dir) / "rank_0.json"));
-  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 3);
+  // run(3) broke out of its loop after 3 batches: what comes next is the next loop's epoch.
+  EXPECT_EQ(rs.at("data_loaders")[0].at("epoch").as_int(), 1);
+  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 0);
+  EXPECT_FALSE(rs.at("data_loaders")[0].at("in_loop").as_bool());
   EXPECT_EQ(rs.at("rank").as_int(), 0);
   // Any change to a listed file, or to the manifest itself, makes the checkpoint incomplete.
   {
@@ -138,7 +141,13 @@ TEST(Checkpoint, AutomaticNamingKeepsTotalLimitAndLoadsTheNewestCompleteOne) {
   fs::copy(project + "/checkpoints/checkpoint_2", project + "/checkpoints/checkpoint_7");
   fs::resize_file(project + "/checkpoints/checkpoint_7/model.safetensors", 16);
   Trainer c({.project_dir = project, .automatic_checkpoint_naming = true});
+  ::testing::internal::CaptureStdout();
   EXPECT_EQ(c.acc.load_state(), project + "/checkpoints/checkpoint_2");
+  // Each folder passed over is named, with why.
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(said.find("passing over " + project + "/checkpoints/checkpoint_7: "), std::string::npos) << said;
+  EXPECT_NE(said.find("passing over " + project + "/checkpoints/checkpoint_3: "), std::string::npos) << said;
+  EXPECT_NE(said.find("manifest.json"), std::string::npos) << said;
   EXPECT_EQ(brisk::testing::flat_params(c.net), params[2]);
   std::string e;
   try {
@@ -147,6 +156,30 @@ TEST(Checkpoint, AutomaticNamingKeepsTotalLimitAndLoadsTheNewestCompleteOne) {
     e = err.what();
   }
   EXPECT_NE(e.find("not a complete checkpoint"), std::string::npos) << e;
+}
+
+// What a program restarted by `brisk launch --max-restarts` does (docs/fault-tolerance.md).
+TEST(Checkpoint, ResumeOnRestartLoadsTheNewestCompleteOneOrStartsFromScratch) {
+  const std::string project = fresh_dir("restart");
+  const AcceleratorOptions o{.project_dir = project, .automatic_checkpoint_naming = true};
+  ::unsetenv("BRISK_RESTART_COUNT");
+  {
+    Trainer first(o);
+    EXPECT_EQ(first.acc.resume_on_restart(), "") << "a first attempt loads nothing";
+    EXPECT_THROW(first.acc.resume_on_restart(/*resume=*/true), Error) << "--resume without a checkpoint";
+  }
+  ::setenv("BRISK_RESTART_COUNT", "1", 1);
+  Trainer early(o);
+  EXPECT_EQ(early.acc.resume_on_restart(), "") << "a failure before the first checkpoint: from scratch";
+  early.run(5);
+  early.acc.save_state();
+  const std::vector<double> rest = early.run(4);
+  Trainer restarted(o);
+  EXPECT_EQ(restarted.acc.resume_on_restart(), project + "/checkpoints/checkpoint_0");
+  EXPECT_EQ(restarted.run(4), rest);
+  ::setenv("BRISK_RESTART_COUNT", "two", 1);
+  EXPECT_THROW(restarted.acc.resume_on_restart(), Error) << "a malformed count is named";
+  ::unsetenv("BRISK_RESTART_COUNT");
 }
 
 TEST(Checkpoint, LoadStateNeedsTheSameObjectsPrepared) {
@@ -181,6 +214,28 @@ TEST(Checkpoint, ResumeAtTheEndOfAnEpochStartsTheNextOne) {
   b.acc.load_state(dir);
   EXPECT_EQ(b.loader.epoch(), 1u);
   EXPECT_EQ(b.run(4), rest);
+}
+
+// The issue-37 bug: a loop cut short (--steps-per-epoch, a break) left the loader in the middle of
+// its epoch; the checkpoint recorded that position, so the resumed run finished the old epoch
+// while the run that never stopped started a new one.
+TEST(Checkpoint, ResumeAfterALoopThatBrokeOutEarlyStartsTheNextEpochAsTheRunThatNeverStopped) {
+  const std::string dir = fresh_dir("broke_out");
+  Trainer a({});
+  a.run(3);  // epoch 0: 3 of its 10 batches, then break
+  a.run(3);  // epoch 1, the same
+  a.acc.save_state(dir);
+  const std::vector<double> rest = a.run(3);  // epoch 2 from its first batch
+  const std::vector<double> rest2 = a.run(3);
+  auto rs = json::parse(read(fs::path(dir) / "rank_0.json"));
+  EXPECT_EQ(rs.at("data_loaders")[0].at("epoch").as_int(), 2) << "the epoch the next loop starts";
+  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 0);
+  Trainer b({});
+  b.acc.load_state(dir);
+  EXPECT_EQ(b.run(3), rest);
+  EXPECT_EQ(b.run(3), rest2);
+  EXPECT_EQ(b.loader.epoch(), a.loader.epoch());
+  EXPECT_EQ(brisk::testing::flat_params(b.net), brisk::testing::flat_params(a.net));
 }
 
 namespace {

@@ -44,7 +44,10 @@ TEST(CheckpointTrust, EveryRankHasItsOwnStateFile) {
   auto rs = json::parse(slurp(pristine() / "rank_0.json"));
   EXPECT_EQ(rs.at("rank").as_int(), 0);
   EXPECT_TRUE(rs.contains("default_generator"));
-  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 5);
+  // Saved after run(5) broke out of its loop: the loader's next loop, epoch 1 from its start.
+  EXPECT_EQ(rs.at("data_loaders")[0].at("epoch").as_int(), 1);
+  EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 0);
+  EXPECT_FALSE(rs.at("data_loaders")[0].at("in_loop").as_bool());
   EXPECT_EQ(rs.at("gradients")[0].as_string(), "gradients_rank0.safetensors");
   EXPECT_TRUE(fs::exists(pristine() / "gradients_rank0.safetensors"));
   EXPECT_FALSE(fs::exists(pristine() / "gradients.safetensors"));

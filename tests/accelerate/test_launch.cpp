@@ -238,3 +238,21 @@ TEST(LaunchDefaults, InvalidMergedSettingsAreRejected) {
 TEST(ShellJoin, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(shell_join({"mpirun", "-n", "2", "a b", "it's", "X=1"}), "mpirun -n 2 'a b' 'it'\\''s' X=1");
 }
+
+TEST(LaunchCommand, MaxRestartsGivesEveryRankTheRestartCountAndZeroChangesNothing) {
+  Config c;
+  c.num_processes = 2;
+  c.max_restarts = 3;
+  LaunchSettings s = resolve_launch(c, kUser);
+  EXPECT_EQ(s.max_restarts, 3);
+  LaunchCommand cmd = build_launch_command(s, kUser, kProgram, {});
+  ASSERT_NE(env_of(cmd, "BRISK_RESTART_COUNT"), nullptr);
+  EXPECT_EQ(*env_of(cmd, "BRISK_RESTART_COUNT"), "0") << "the first attempt";
+  EXPECT_TRUE(has_pair(cmd.argv, "-x", "BRISK_RESTART_COUNT")) << "mpirun passes the value of the moment";
+  c.max_restarts.reset();
+  EXPECT_EQ(resolve_launch(c, kUser).max_restarts, 0);
+  EXPECT_EQ(env_of(build_launch_command(resolve_launch(c, kUser), kUser, kProgram, {}), "BRISK_RESTART_COUNT"),
+            nullptr);
+  c.max_restarts = -1;
+  EXPECT_THROW(validate(c, "flags"), brisk::Error);
+}

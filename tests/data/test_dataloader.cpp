@@ -255,10 +255,12 @@ TEST(DataLoader, NextBatchIsTheRunningIterationsOrTheNextLoopsWhateverTheLoopDid
     ++seen;
     EXPECT_EQ(loader.next_batch().epoch, 0u) << "mid-loop: this epoch";
     EXPECT_EQ(loader.next_batch().batch, seen) << "mid-loop: the batch after the one handed out";
+    EXPECT_TRUE(loader.next_batch().in_iteration) << "mid-loop: this loop takes it";
     if (seen == 2) break;
   }
   EXPECT_EQ(loader.next_batch().epoch, 1u) << "after a break the next loop starts epoch 1";
   EXPECT_EQ(loader.next_batch().batch, 0);
+  EXPECT_FALSE(loader.next_batch().in_iteration) << "after a break: the next loop takes it";
   for (auto& b : loader) (void)b;  // epoch 1, whole
   EXPECT_EQ(loader.next_batch().epoch, 2u);
   EXPECT_EQ(loader.next_batch().batch, 0);

@@ -148,6 +148,10 @@ int64_t parse_size(const std::string& text);
 // files all exist with the listed sizes and SHA-256. On false, *why says what is wrong.
 bool is_complete_checkpoint(const std::string& dir, std::string* why = nullptr);
 
+// BRISK_RESTART_COUNT: 0 on a job's first attempt (and outside `brisk launch --max-restarts`), k
+// when the launcher started the job again for the k-th time. Throws when it is not a number.
+int restart_count();
+
 // `brisk merge-weights`: the weights of prepared model `model` (0: the first) of the checkpoint in
 // `dir` (saved by any number of processes, sharded or not) as one safetensors file, byte for byte
 // what save_model writes for that model (tied weights once, {"format": "pt"}). Every file the
@@ -334,6 +338,17 @@ class Accelerator {
   // <project_dir>/checkpoints. The next iteration of each data loader continues where the
   // saved run stopped. Returns the folder loaded.
   std::string load_state(const std::string& dir = "");
+  // The newest complete checkpoint under <project_dir>/checkpoints, as the main process sees it
+  // (every rank gets its answer; every rank must call it); "" when there is none. A folder whose
+  // manifest is missing or wrong (a save cut short by a crash) is passed over, the main process
+  // printing why.
+  std::string newest_checkpoint();
+  // What a program restarted by `brisk launch --max-restarts` does to continue by itself: on a
+  // restart (BRISK_RESTART_COUNT above 0), or when `resume` is true, load_state() from the newest
+  // complete checkpoint and return its folder. "" without a restart and without `resume`, or on a
+  // restart that came before the first checkpoint (the run starts from scratch, as printed);
+  // `resume` with no checkpoint at all throws (docs/fault-tolerance.md).
+  std::string resume_on_restart(bool resume = false);
   // Extra state saved and restored with the checkpoint under `name` (a step counter, a best
   // score ...): `save` is called by save_state, `load` by load_state.
   void register_for_checkpointing(const std::string& name, std::function<json::Value()> save,
@@ -386,6 +401,7 @@ class Accelerator {
   void check_sharded_params();
   LoaderState* active_loader();
   std::string checkpoint_root() const;
+  void inject_fault();  // BRISK_FAULT_KILL_AT_STEP (restart.cpp)
   struct LoadedCheckpoint;
   class CheckpointReader;  // load_state's reading and checking (accelerate/src/checkpoint_read.cpp)
   class CheckpointWriter;  // save_state's steps (accelerate/src/checkpoint_write.cpp)
@@ -421,7 +437,8 @@ class Accelerator {
   std::shared_ptr<Shared> sh_ = std::make_shared<Shared>();
   bool unscaled_ = false;
   int64_t step_ = 0;
-  int64_t backward_calls_ = 0;  // counted by nan_watch, for its messages
+  int64_t backward_calls_ = 0;   // counted by nan_watch, for its messages
+  int64_t fault_backwards_ = 0;  // counted for BRISK_FAULT_KILL_AT_STEP
   LoaderState* active_ = nullptr;
   bool resumed_ = false;
   std::vector<json::Value> log_rows_;

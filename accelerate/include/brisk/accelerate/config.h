@@ -29,6 +29,8 @@ struct Config {
   // none, zero1, zero2 or zero3 (docs/sharding.md); Accelerate's deepspeed_config.zero_stage and
   // fsdp_config.fsdp_sharding_strategy map onto it.
   std::optional<std::string> sharding;
+  // brisk launch: how many times a failed job is started again (>= 0; torchrun's max_restarts).
+  std::optional<int> max_restarts;
 
   bool operator==(const Config&) const = default;
 };
@@ -55,7 +57,8 @@ Config merge(const Config& high, const Config& low);
 // mpirun_config.mpirun_hostfile is brisk's hostfile, and the keys Accelerate writes that brisk has
 // no meaning for are accepted; those set to something other than "off" are appended to `ignored`
 // (for one warning). A key neither knows is an error that names it and lists the valid keys.
-// The file written uses Accelerate's names, so Accelerate reads it (except brisk's own `timeout`).
+// The file written uses Accelerate's names, so Accelerate reads it (except brisk's own `timeout`
+// and `max_restarts`).
 Config config_from_yaml(const std::string& text, const std::string& source,
                         std::vector<std::string>* ignored = nullptr);
 std::string config_to_yaml(const Config& c);  // only the keys that are set, in table order

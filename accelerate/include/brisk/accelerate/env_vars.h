@@ -36,6 +36,9 @@ inline constexpr const char* kDeterministic = "BRISK_DETERMINISTIC";
 inline constexpr const char* kProfile = "BRISK_PROFILE";
 // The config file the launch read (absent when none was found).
 inline constexpr const char* kConfigFile = "BRISK_CONFIG_FILE";
+// With --max-restarts: "0" on the job's first attempt, k when the launcher starts it again for the
+// k-th time after a failure (torchrun's TORCHELASTIC_RESTART_COUNT). restart_count() reads it.
+inline constexpr const char* kRestartCount = "BRISK_RESTART_COUNT";
 
 // Besides these, `brisk launch` forwards every BRISK_* variable already in its environment, sets
 // CUDA_VISIBLE_DEVICES from --gpu_ids, and sets OMP_NUM_THREADS to (cores / processes per host)

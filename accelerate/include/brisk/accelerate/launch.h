@@ -37,6 +37,9 @@ struct LaunchSettings {
   std::string config_file;                         // the file that was read; empty when none
   bool tag_output = false;                         // prefix each output line with its rank
   std::vector<std::string> mpirun_args;            // passed to mpirun as they are, before PROGRAM
+  // Times a failed job is started again; above 0 every rank sees BRISK_RESTART_COUNT (0 on the
+  // first attempt, k on the k-th restart; docs/fault-tolerance.md).
+  int max_restarts = 0;
 };
 
 // `config` is the flags merged over the config file (merge()). With no num_processes there:

@@ -112,6 +112,9 @@ class DataLoader {
   struct NextBatch {
     uint64_t epoch = 0;
     int64_t batch = 0;  // into that epoch's plan (may equal its length: the epoch is over)
+    // An iteration is under way: the loop that takes `batch` is the one running now, so a resumed
+    // run's loop over that epoch must end at once when `batch` is past its last batch.
+    bool in_iteration = false;
   };
   NextBatch next_batch() const;
 

@@ -1,0 +1,110 @@
+# `brisk launch --max-restarts` (label `faults`, with the fault matrix; docs/fault-tolerance.md).
+# The launcher's side: a rank that fails on every attempt spends the budget, each restart saying
+# which rank failed and how, and the launch exits with the last failure's status; a launcher that
+# is itself interrupted does not restart. The program's side (run_restart.sh): a rank SIGKILLed at
+# a chosen step on the first attempt (BRISK_FAULT_KILL_AT_STEP), the job restarted from the newest
+# complete checkpoint, ends with the files of the run that never failed, SHA-256 for SHA-256.
+add_executable(restart_worker ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/programs/restart_worker.cpp)
+target_link_libraries(restart_worker PRIVATE brisk::brisk brisk_options)
+if(TARGET brisk_dist_mpi)
+  add_dependencies(restart_worker brisk_dist_mpi)
+endif()
+
+# brisk_restart_budget_case(NAME NP RESTARTS FAULT GREP [REJECT]): fault_worker fails the same way
+# on every attempt.
+function(brisk_restart_budget_case name np restarts fault grep)
+  set(reject_args "")
+  if(ARGC GREATER 5)
+    set(reject_args --reject "${ARGV5}")
+  endif()
+  math(EXPR limit "(${restarts} + 1) * ${BRISK_FAULT_TIME_LIMIT}")
+  math(EXPR last "${np} - 1")
+  set(test accelerate.restart.${name}.np${np})
+  add_test(NAME ${test}
+    COMMAND ${BRISK_TEST_JOB} --expect fail --timeout ${limit} --grep "${grep}" ${reject_args}
+      -- $<TARGET_FILE:brisk_cli> launch -n ${np} --max-restarts ${restarts} $<TARGET_FILE:fault_worker> ${fault}
+      --path shm --rank ${last})
+  set_tests_properties(${test} PROPERTIES LABELS "faults;multiprocess" RESOURCE_LOCK cpu_cores TIMEOUT 120
+    ENVIRONMENT "OMP_NUM_THREADS=1;BRISK_TIMEOUT_SECONDS=3;BRISK_REDUCER_MODE=shm")
+endfunction()
+
+set(_attempt "brisk launch: attempt")
+set(_t "failed after [0-9.]+ s")
+# One process runs without mpirun: the program itself is the job's only rank.
+brisk_restart_budget_case(sigkill_budget_spent 1 1 sigkill
+  "${_attempt} 1 of 2 ${_t}: the program was killed by SIGKILL \\(signal 9\\) \\(status 137\\); starting the whole job again \\(BRISK_RESTART_COUNT=1\\).*${_attempt} 2 of 2 ${_t}: the program was killed by SIGKILL \\(signal 9\\); no restarts left \\(--max-restarts 1\\): exiting with status 137")
+if(BRISK_HAVE_MPI)
+  brisk_restart_budget_case(sigkill_budget_spent 2 2 sigkill
+    "${_attempt} 1 of 3 ${_t}: rank 1 was killed by SIGKILL \\(signal 9\\).*BRISK_RESTART_COUNT=1.*${_attempt} 2 of 3 ${_t}: rank 1 was killed by SIGKILL.*BRISK_RESTART_COUNT=2.*${_attempt} 3 of 3 ${_t}: rank 1 was killed by SIGKILL \\(signal 9\\); no restarts left \\(--max-restarts 2\\): exiting with status")
+  brisk_restart_budget_case(exit1_budget_spent 2 1 exit1
+    "${_attempt} 1 of 2 ${_t}: rank 1 exited with status 1 \\(status 1\\); starting the whole job again.*${_attempt} 2 of 2 ${_t}: rank 1 exited with status 1; no restarts left")
+  brisk_restart_budget_case(exception_budget_spent 4 1 exception
+    "${_attempt} 1 of 2 ${_t}: rank 3 was killed by SIGABRT \\(signal 6\\).*${_attempt} 2 of 2 ${_t}: rank 3 was killed by SIGABRT")
+  # The launcher itself told to stop (a user's Ctrl-C, the batch system's SIGTERM): no restart.
+  brisk_restart_budget_case(launcher_sigterm_no_restart 2 3 launcher_sigterm
+    "brisk launch: received SIGTERM from process [0-9]+.*stopped by SIGTERM" "attempt [0-9]+ of")
+endif()
+
+# brisk_restart_exact_case(NAME NP PATH KILL LAUNCH_FLAGS WORKER_FLAGS...): restart_worker; PATH shm
+# or overlap (the MPI path) chooses BRISK_REDUCER_MODE; KILL is STEP:RANK.
+function(brisk_restart_exact_case name np path kill launch_flags)
+  set(worker_flags ${ARGN})
+  set(test accelerate.restart.exact.${name}.np${np})
+  add_test(NAME ${test}
+    COMMAND ${BRISK_TEST_JOB} --timeout 170 --grep "RESTART-OK"
+      -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_restart.sh ${BRISK_TEST_JOB} $<TARGET_FILE:brisk_cli>
+      ${CMAKE_CURRENT_BINARY_DIR}/${test} ${np} ${kill} "${launch_flags}" --out $<TARGET_FILE:restart_worker>
+      ${worker_flags})
+  set_tests_properties(${test} PROPERTIES LABELS "faults;multiprocess" RESOURCE_LOCK cpu_cores TIMEOUT 200
+    ENVIRONMENT "OMP_NUM_THREADS=1;BRISK_REDUCER_MODE=${path}")
+endfunction()
+
+# A representative matrix rather than the full product (processes x paths x stages x precisions x
+# accumulation x epoch shapes), each case a few seconds: every value of every axis appears, and
+# every stage and precision on more than one process. "cut": epochs of 5 steps out of 24/12/6
+# batches (4 on four processes); "whole": whole epochs. Checkpoints every 4 steps; the kill at
+# step 7 falls after the first, the one at step 3 before any (the restart starts from scratch).
+set(_cut --epochs 3 --steps-per-epoch 5 --save-every 4)
+set(_whole --epochs 2 --save-every 4)
+brisk_restart_exact_case(fp32_whole 1 shm 7:0 "" ${_whole})
+brisk_restart_exact_case(bf16_accum2_cut 1 shm 7:0 "--mixed_precision bf16 --gradient_accumulation_steps 2" ${_cut})
+brisk_restart_exact_case(before_first_checkpoint 1 shm 3:0 "" ${_cut})
+if(BRISK_HAVE_MPI)
+  brisk_restart_exact_case(shm_fp32_whole 2 shm 7:1 "" ${_whole})
+  brisk_restart_exact_case(mpi_accum2_cut 2 overlap 7:1 "--gradient_accumulation_steps 2" ${_cut})
+  brisk_restart_exact_case(zero1_bf16_whole 2 shm 7:1 "--sharding zero1 --mixed_precision bf16" ${_whole})
+  brisk_restart_exact_case(zero2_accum2_cut 2 shm 7:0 "--sharding zero2 --gradient_accumulation_steps 2" ${_cut})
+  brisk_restart_exact_case(zero3_cut 2 overlap 7:1 "--sharding zero3" ${_cut})
+  brisk_restart_exact_case(shm_accum2_cut 4 shm 5:2 "--gradient_accumulation_steps 2"
+    --epochs 3 --steps-per-epoch 4 --save-every 2)
+  brisk_restart_exact_case(zero3_bf16_whole 4 shm 5:3 "--sharding zero3 --mixed_precision bf16"
+    --epochs 2 --save-every 2)
+  brisk_restart_exact_case(mpi_bf16_cut 4 overlap 5:1 "--mixed_precision bf16"
+    --epochs 3 --steps-per-epoch 4 --save-every 2)
+  # Checkpoints after each epoch only, the epoch's steps counted from 0 (as fashion_mnist): the
+  # save after a cut epoch must send the resumed run to the next epoch.
+  brisk_restart_exact_case(epoch_saves_cut 2 shm 12:1 "--gradient_accumulation_steps 2"
+    --epochs 4 --steps-per-epoch 5 --save-every 0)
+  brisk_restart_exact_case(epoch_saves_cut 4 overlap 10:0 "--sharding zero2"
+    --epochs 4 --steps-per-epoch 3 --save-every 0)
+endif()
+
+# The examples and the Trainer continue after a restart with no flag (one process each; killed
+# after their second checkpoint).
+if(BRISK_BUILD_EXAMPLES)
+  function(brisk_restart_example_case name kill out_flag)
+    set(test accelerate.restart.example.${name})
+    add_test(NAME ${test}
+      COMMAND ${BRISK_TEST_JOB} --timeout 280 --grep "RESTART-OK"
+        -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_restart.sh ${BRISK_TEST_JOB} $<TARGET_FILE:brisk_cli>
+        ${CMAKE_CURRENT_BINARY_DIR}/${test} 1 ${kill} "" ${out_flag} ${ARGN})
+    set_tests_properties(${test} PROPERTIES LABELS "faults;example" RESOURCE_LOCK cpu_cores TIMEOUT 300
+      ENVIRONMENT "OMP_NUM_THREADS=1")
+  endfunction()
+  brisk_restart_example_case(fashion_mnist 50:0 --out $<TARGET_FILE:fashion_mnist> --epochs 3 --steps-per-epoch 20
+    --threads 1 --workers 0)
+  brisk_restart_example_case(fashion_mnist_trainer 25:0 --output_dir $<TARGET_FILE:fashion_mnist_trainer>
+    --max_steps 30 --save_strategy steps --save_steps 10 --eval_strategy no --disable_tqdm)
+  brisk_restart_example_case(gpt2 15:0 --output_dir $<TARGET_FILE:gpt2> --preset tiny --max_steps 20
+    --warmup_steps 5 --learning_rate 3e-3 --log_every 5 --eval_every 10 --eval_steps 2 --threads 1 --batch_size 4)
+endif()
