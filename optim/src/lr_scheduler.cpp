@@ -81,7 +81,7 @@ double CosineAnnealingLR::lr_at(int64_t step, double base) const {
                         (1 + std::cos(std::numbers::pi * static_cast<double>(step) / static_cast<double>(t_max_))) / 2;
 }
 
-WarmupLR::WarmupLR(Optimizer& opt, WarmupOptions o) : LRScheduler(opt), o_(std::move(o)) {
+WarmupLR::WarmupLR(Optimizer& opt, WarmupOptions o) : LRScheduler(opt), o_(o) {
   BRISK_CHECK(o_.warmup_steps >= 0, "WarmupLR: warmup_steps must be >= 0, got ", o_.warmup_steps);
   BRISK_CHECK(o_.decay == WarmupDecay::Constant || o_.total_steps > o_.warmup_steps, "WarmupLR: total_steps (",
               o_.total_steps, ") must exceed warmup_steps (", o_.warmup_steps, ")");
