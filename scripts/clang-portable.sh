@@ -48,9 +48,10 @@ def compile(e):
         out.append(a)
     if out[0].endswith("ccache"):
         out = out[1:]
-    # -O1 instead of the build's -O3 (a third of the time): clang's diagnostics come from its front
-    # end and code generation (a target-feature mismatch), not from the optimisation level, and the
-    # optimiser's own (-Wpass-failed) is off for the kernels (kernels/CMakeLists.txt).
+    # -O1 instead of the build's -O3 (4.3 instead of 6.9 CPU minutes for the 27 compilations):
+    # clang's diagnostics come from its front end and code generation (a target-feature mismatch),
+    # not from the optimisation level, and the optimiser's own (-Wpass-failed) is off for the
+    # kernels (kernels/CMakeLists.txt).
     out = [("-O1" if re.fullmatch(r"-O[0-3s]", a) else a) for a in out]
     march = next((a for a in out if a.startswith("-march=")), "-march=(default)")
     start = time.monotonic()
