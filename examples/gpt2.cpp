@@ -5,6 +5,7 @@
 //   gpt2 --preset 124M --train_bin train.bin --val_bin val.bin   # llm.c's token files
 //   gpt2 --preset small --bench 5 --threads 1            # train tokens/s
 //   gpt2 sample --checkpoint out/gpt2 --prompt "Q: " --max_new_tokens 200 --temperature 0.8 --top_k 40
+//   gpt2 sample --pretrained gpt2 --prompt "Hello"       # a Hugging Face folder with vocab.json + merges.txt
 //
 // Training: AdamW (betas 0.9, 0.95; weight decay on the matrices and embeddings only), a linear
 // warm-up then a cosine decay to --min_lr, gradient clipping, gradient accumulation, mixed
@@ -59,7 +60,8 @@ struct SampleArgs {
   double temperature = 0.8;
   uint64_t seed = 0;
   int threads = 0;
-  std::string tokenizer_dir;  // overrides the checkpoint's
+  std::string tokenizer_dir;  // overrides the checkpoint's (or the Hugging Face folder's)
+  std::string pretrained;     // a Hugging Face GPT-2 folder instead of a checkpoint
 };
 
 json::Value config_json(const models::GPT2Config& c, const std::string& tokenizer, const std::string& tokenizer_dir) {
@@ -139,15 +141,101 @@ std::string join_ids(std::span<const int32_t> ids) {
   return s;
 }
 
+// A model to sample from and the tokenizer of its prompts and outputs (none for token files).
+struct Sampler {
+  std::unique_ptr<models::GPT2> model;
+  std::unique_ptr<data::Tokenizer> tok;
+  std::string source;     // the folder
+  std::string tokenizer;  // byte | gpt2 | token-ids (a checkpoint's), gpt2-bpe(<n>) (a Hugging Face folder's)
+};
+
+// A checkpoint written by `gpt2` (its configuration in state.json's custom.gpt2).
+Sampler load_checkpoint(const SampleArgs& a) {
+  Sampler s;
+  s.source = find_checkpoint(a.checkpoint);
+  const std::string state_path = (std::filesystem::path(s.source) / "state.json").string();
+  const json::Value state = json::parse(read_all(state_path));
+  const json::Value* custom = state.find("custom");
+  BRISK_CHECK(custom && custom->find("gpt2"), state_path,
+              " holds no GPT-2 configuration (custom.gpt2): not a checkpoint of this program");
+  const json::Value& cj = *custom->find("gpt2");
+  s.model = std::make_unique<models::GPT2>(config_from_json(cj, state_path));
+  // The checkpoint's model as one state dict (under zero3 rebuilt from every rank's parameter
+  // shard: model.safetensors alone holds only the rest).
+  s.model->load_state_dict(data::parse_safetensors(accelerate::merged_model_weights(s.source), s.source).tensors);
+  s.tokenizer = (*cj.find("tokenizer")).as_string();
+  std::string tokenizer_dir = a.tokenizer_dir;  // the flag, else the one the model was trained with
+  if (tokenizer_dir.empty() && cj.find("tokenizer_dir")) tokenizer_dir = (*cj.find("tokenizer_dir")).as_string();
+  if (s.tokenizer != "token-ids") s.tok = make_tokenizer(s.tokenizer, tokenizer_dir);
+  return s;
+}
+
+// A Hugging Face GPT-2 folder (docs/pretrained.md) with its tokenizer files (vocab.json +
+// merges.txt, or tokenizer.json), or those of --tokenizer_dir.
+Sampler load_pretrained(const SampleArgs& a) {
+  Sampler s;
+  s.source = a.pretrained;
+  auto [model, report] = models::GPT2::from_pretrained(a.pretrained);
+  s.model = std::move(model);
+  const std::string tokenizer_dir = a.tokenizer_dir.empty() ? a.pretrained : a.tokenizer_dir;
+  auto tok = std::make_unique<data::GPT2Tokenizer>(data::GPT2Tokenizer::from_pretrained(tokenizer_dir));
+  BRISK_CHECK(tok->vocab_size() <= s.model->config.vocab_size, "gpt2 sample: the tokenizer in '", tokenizer_dir,
+              "' has ", tok->vocab_size(), " tokens, more than the model's vocab_size ", s.model->config.vocab_size,
+              ": they do not belong together");
+  s.tokenizer = tok->name();
+  s.tok = std::move(tok);
+  if (!report.initialized.empty() || !report.ignored.empty()) std::fprintf(stderr, "%s\n", report.str().c_str());
+  return s;
+}
+
+// --prompt as token ids: the tokenizer's encoding, or the ids themselves for a model of token files.
+std::vector<int32_t> prompt_ids(const Sampler& s, const std::string& prompt) {
+  std::vector<int32_t> ids;
+  if (s.tok) {
+    ids = s.tok->encode(prompt.empty() ? std::string("\n") : prompt);
+  } else {
+    for (const std::string& t : cli::split_comma_list(prompt)) {
+      try {
+        ids.push_back(static_cast<int32_t>(std::stol(t)));
+      } catch (const std::exception&) {
+        BRISK_THROW("--prompt must be comma-separated token ids for this model (", s.tokenizer, "), got '", t, "'");
+      }
+    }
+    BRISK_CHECK(!ids.empty(), "--prompt must give at least one token id for this model");
+  }
+  const int64_t vocab = s.model->config.vocab_size;
+  for (int32_t t : ids)
+    BRISK_CHECK(t >= 0 && t < vocab, "prompt token ", t, " is outside the vocabulary [0, ", vocab, ")");
+  return ids;
+}
+
+// Each sample's text on stdout (samples separated by "---").
+void print_samples(Sampler& s, const std::vector<int32_t>& prompt, const SampleArgs& a) {
+  Tensor idx =
+      from_vector(std::vector<int64_t>(prompt.begin(), prompt.end()), {1, static_cast<int64_t>(prompt.size())});
+  Generator gen(a.seed);
+  for (int64_t k = 0; k < a.num_samples; ++k) {
+    Tensor out = contiguous(s.model->generate(idx, a.max_new_tokens, a.temperature, a.top_k, gen).to(DType::I32));
+    std::span<const int32_t> ids(out.data<int32_t>(), static_cast<size_t>(out.numel()));
+    // Ids past the tokenizer's vocabulary (a padded vocabulary) cannot be decoded: ids then.
+    bool text = s.tok != nullptr;
+    for (int32_t t : ids) text = text && t < s.tok->vocab_size();
+    std::printf("%s\n", text ? s.tok->decode(ids).c_str() : join_ids(ids).c_str());
+    if (k + 1 < a.num_samples) std::printf("---\n");
+  }
+}
+
 int sample_main(int argc, char** argv) {
   SampleArgs a;
   cli::Parser p("gpt2 sample",
                 "Generates text from a GPT-2 checkpoint written by `gpt2` (its model.safetensors and the\n"
-                "configuration in its state.json), with temperature and top-k sampling and a key/value cache.");
+                "configuration in its state.json), or from a Hugging Face GPT-2 folder with its tokenizer files\n"
+                "(--pretrained), with temperature and top-k sampling and a key/value cache.");
   p.add("checkpoint", "a checkpoint folder, or an --output_dir (its newest complete checkpoint)", &a.checkpoint);
+  p.add("pretrained", "a Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json + merges.txt)",
+        &a.pretrained);
   p.add("prompt",
-        "the text to continue (byte-level models; empty: a newline); for models trained on token files, "
-        "comma-separated token ids",
+        "the text to continue (empty: a newline); for models trained on token files, comma-separated token ids",
         &a.prompt);
   p.add("max_new_tokens", "tokens to generate", &a.max_new_tokens);
   p.add("temperature", "divides the logits (0: always the most likely token)", &a.temperature);
@@ -155,59 +243,19 @@ int sample_main(int argc, char** argv) {
   p.add("num_samples", "independent samples", &a.num_samples);
   p.add("seed", "seed of the sampling", &a.seed);
   p.add("threads", "CPU threads (0: OMP_NUM_THREADS or all cores)", &a.threads);
-  p.add("tokenizer_dir", "GPT-2 BPE files (default: the folder the model was trained with)", &a.tokenizer_dir);
+  p.add("tokenizer_dir", "GPT-2 BPE files (default: the model's folder, or the folder it was trained with)",
+        &a.tokenizer_dir);
   if (!p.parse(argc, argv)) return p.exit_code();
   try {
+    BRISK_CHECK(
+        a.pretrained.empty() || !p.given("checkpoint"),
+        "gpt2 sample: give --checkpoint (a checkpoint of `gpt2`) or --pretrained (a Hugging Face folder), not both");
     set_num_threads(a.threads);
-    const std::string dir = find_checkpoint(a.checkpoint);
-    const std::string state_path = (std::filesystem::path(dir) / "state.json").string();
-    const json::Value state = json::parse(read_all(state_path));
-    const json::Value* custom = state.find("custom");
-    BRISK_CHECK(custom && custom->find("gpt2"), state_path,
-                " holds no GPT-2 configuration (custom.gpt2): not a checkpoint of this program");
-    const json::Value& cj = *custom->find("gpt2");
-    models::GPT2Config cfg = config_from_json(cj, state_path);
-    const std::string tokenizer = (*cj.find("tokenizer")).as_string();
-    std::string tokenizer_dir = a.tokenizer_dir;  // the flag, else the one the model was trained with
-    if (tokenizer_dir.empty() && cj.find("tokenizer_dir")) tokenizer_dir = (*cj.find("tokenizer_dir")).as_string();
-    models::GPT2 model(cfg);
-    // The checkpoint's model as one state dict (under zero3 rebuilt from every rank's parameter
-    // shard: model.safetensors alone holds only the rest).
-    model.load_state_dict(data::parse_safetensors(accelerate::merged_model_weights(dir), dir).tensors);
-
-    std::unique_ptr<data::Tokenizer> tok;  // none for a model trained on token files
-    if (tokenizer != "token-ids") tok = make_tokenizer(tokenizer, tokenizer_dir);
-    std::vector<int32_t> prompt;
-    if (tok) {
-      prompt = tok->encode(a.prompt.empty() ? std::string("\n") : a.prompt);
-    } else {
-      for (const std::string& s : cli::split_comma_list(a.prompt)) {
-        try {
-          prompt.push_back(static_cast<int32_t>(std::stol(s)));
-        } catch (const std::exception&) {
-          BRISK_THROW("--prompt must be comma-separated token ids for this model (", tokenizer, "), got '", s, "'");
-        }
-      }
-      BRISK_CHECK(!prompt.empty(), "--prompt must give at least one token id for this model");
-    }
-    for (int32_t t : prompt) {
-      BRISK_CHECK(t >= 0 && t < cfg.vocab_size, "prompt token ", t, " is outside the vocabulary [0, ", cfg.vocab_size,
-                  ")");
-    }
-    const auto T0 = static_cast<int64_t>(prompt.size());
-    Tensor idx = from_vector(std::vector<int64_t>(prompt.begin(), prompt.end()), {1, T0});
-    Generator gen(a.seed);
-    std::fprintf(stderr, "gpt2 sample: %s (%lld parameters), %s tokens\n", dir.c_str(),
-                 static_cast<long long>(model.num_parameters()), tokenizer.c_str());
-    for (int64_t s = 0; s < a.num_samples; ++s) {
-      Tensor out = contiguous(model.generate(idx, a.max_new_tokens, a.temperature, a.top_k, gen).to(DType::I32));
-      std::span<const int32_t> ids(out.data<int32_t>(), static_cast<size_t>(out.numel()));
-      // Ids past the tokenizer's vocabulary (a padded vocabulary) cannot be decoded: ids then.
-      bool text = tok != nullptr;
-      for (int32_t t : ids) text = text && t < tok->vocab_size();
-      std::printf("%s\n", text ? tok->decode(ids).c_str() : join_ids(ids).c_str());
-      if (s + 1 < a.num_samples) std::printf("---\n");
-    }
+    Sampler s = a.pretrained.empty() ? load_checkpoint(a) : load_pretrained(a);
+    const std::vector<int32_t> prompt = prompt_ids(s, a.prompt);
+    std::fprintf(stderr, "gpt2 sample: %s (%lld parameters), %s tokens\n", s.source.c_str(),
+                 static_cast<long long>(s.model->num_parameters()), s.tokenizer.c_str());
+    print_samples(s, prompt, a);
   } catch (const Error& e) {
     std::fprintf(stderr, "gpt2 sample: %s\n", e.message().c_str());
     return 1;

@@ -3,7 +3,8 @@
 // SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to brisk launch are passed on to the
 // job (once: a terminal's Ctrl-C already reaches the whole foreground process group), and the
 // launch exits with the job's status, or 128 + the signal's number when a signal stopped it, as a
-// shell reports a program killed by a signal.
+// shell reports a program killed by a signal. A job still running 5 s after a signal that stops
+// it (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is killed with everything it started on this host.
 #include "job_supervisor.h"
 
 #include <signal.h>
@@ -15,6 +16,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace brisk::cli_commands {
 
@@ -70,29 +78,10 @@ const char* signal_name(int sig) {
   }
 }
 
-// Waits for the child (retrying after the signals that interrupt waitpid), announcing the first
-// signal received as soon as it arrives.
-int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::time_point start) {
-  bool announced = false;
-  int status = 0;
-  for (;;) {
-    const pid_t r = ::waitpid(child, &status, 0);
-    if (r == child) break;
-    if (r < 0 && errno != EINTR) {
-      std::fprintf(stderr, "brisk launch: waiting for %s failed: %s\n", what.c_str(), std::strerror(errno));
-      return 1;
-    }
-    if (const int sig = g_signal.load(); sig != 0 && !announced) {
-      const int sender = g_sender.load();
-      std::fprintf(stderr, "brisk launch: received %s%s after %.1f s: stopping %s\n", signal_name(sig),
-                   sender ? (" from process " + std::to_string(sender)).c_str() : " (from the terminal)",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), what.c_str());
-      announced = true;
-    }
-  }
-  const int sig = g_signal.load();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (sig != 0) {
+// The launch's exit status once the job ended: 128 + the signal that stopped it (received by
+// brisk launch, or the one that killed the job), else the job's own status.
+int job_status(int status, const std::string& what, double secs) {
+  if (const int sig = g_signal.load(); sig != 0) {
     std::fprintf(stderr, "brisk launch: %s was stopped by %s after %.1f s\n", what.c_str(), signal_name(sig), secs);
     return 128 + sig;
   }
@@ -104,10 +93,87 @@ int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::ti
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// How long the job may take to stop after a signal that stops it (SIGINT, SIGTERM, SIGHUP, SIGQUIT)
+// before brisk launch kills it: mpirun stops its ranks within a second or two, but under heavy load
+// it has been seen to wait a minute with its ranks gone; the job must end within seconds.
+constexpr auto kStopGrace = std::chrono::seconds(5);
+
+bool stops_job(int sig) {
+  return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+// Every process below `root` on this host (its children, theirs, ...), read from /proc.
+std::vector<pid_t> descendants(pid_t root) {
+  std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid)
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc", std::filesystem::directory_options::skip_permission_denied)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: the command may hold spaces and parentheses, so read after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (rest >> state >> ppid) parent_of.emplace_back(static_cast<pid_t>(std::stol(name)), ppid);
+  }
+  std::vector<pid_t> found{root};
+  for (size_t i = 0; i < found.size(); ++i)
+    for (const auto& [pid, ppid] : parent_of)
+      if (ppid == found[i]) found.push_back(pid);
+  found.erase(found.begin());
+  return found;
+}
+
+// The job did not stop in time: SIGKILL for it and everything it started on this host.
+void kill_job(pid_t child, int sig, const std::string& what) {
+  const std::vector<pid_t> below = descendants(child);
+  std::fprintf(stderr, "brisk launch: %s did not stop within %lld s of %s: killing it and its %zu process(es)\n",
+               what.c_str(), static_cast<long long>(kStopGrace.count()), signal_name(sig), below.size());
+  for (pid_t p : below) ::kill(p, SIGKILL);
+  ::kill(child, SIGKILL);
+}
+
+// Waits for the child (retrying after the signals that interrupt waitpid), announcing the first
+// signal received as soon as it arrives; a job that a signal should stop gets kStopGrace to do so.
+int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::time_point start) {
+  using Clock = std::chrono::steady_clock;
+  bool announced = false;
+  std::optional<Clock::time_point> kill_at;
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(child, &status, kill_at ? WNOHANG : 0);
+    if (r == child) break;
+    if (r < 0 && errno != EINTR) {
+      std::fprintf(stderr, "brisk launch: waiting for %s failed: %s\n", what.c_str(), std::strerror(errno));
+      return 1;
+    }
+    if (const int sig = g_signal.load(); sig != 0 && !announced) {
+      const int sender = g_sender.load();
+      std::fprintf(stderr, "brisk launch: received %s%s after %.1f s: stopping %s\n", signal_name(sig),
+                   sender ? (" from process " + std::to_string(sender)).c_str() : " (from the terminal)",
+                   std::chrono::duration<double>(Clock::now() - start).count(), what.c_str());
+      announced = true;
+      if (stops_job(sig)) kill_at = Clock::now() + kStopGrace;
+    }
+    if (kill_at && Clock::now() >= *kill_at) {
+      kill_job(child, g_signal.load(), what);
+      kill_at.reset();
+    } else if (r == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return job_status(status, what, std::chrono::duration<double>(Clock::now() - start).count());
+}
+
 }  // namespace
 
 int run_job(const std::vector<std::string>& argv, const std::string& what) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   // Forwarding is in place before the child exists, so no signal falls between the two.

@@ -128,6 +128,14 @@ LaunchCommand build_launch_command(const LaunchSettings& s, const HostFacts& hos
   // it sees more processes than slots. An OMPI_MCA_mpi_yield_when_idle in the environment wins.
   if (single_host && !inherited("OMPI_MCA_mpi_yield_when_idle"))
     a.insert(a.end(), {"--mca", "mpi_yield_when_idle", "1"});
+  // Ranks on one host exchange large messages through shared-memory fragments, not OpenMPI's
+  // single-copy path (CMA): when the ranks' collectives differ (a rank skipped one), that path
+  // copies the whole larger message into the smaller receive buffer before it reports
+  // MPI_ERR_TRUNCATE, so memory is overwritten before brisk can end the job; the fragment path
+  // checks the size first (docs/data-parallel.md, "When a rank fails"). The user's own
+  // OMPI_MCA_btl_vader_single_copy_mechanism decides instead when set.
+  if (!inherited("OMPI_MCA_btl_vader_single_copy_mechanism"))
+    a.insert(a.end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
   std::vector<std::string> forward;
   for (const auto& [k, v] : cmd.env) forward.push_back(k);
   for (const auto& [k, v] : environment)

@@ -47,7 +47,7 @@ fs::path shard_path(const fs::path& dir, const std::string& name, const std::str
   BRISK_CHECK(plain, "load_safetensors_folder: ", index, " names the shard \"", name,
               "\", which is not a file name in the folder (a path, \"..\" or an absolute name); shards must lie "
               "beside the index");
-  const fs::path p = dir / name;
+  fs::path p = dir / name;
   std::error_code ec;
   const fs::file_status link = fs::symlink_status(p, ec);
   BRISK_CHECK(fs::exists(link), "load_safetensors_folder: the shard ", name, " that ", index, " names is missing from ",
@@ -225,14 +225,14 @@ std::vector<std::string> save_safetensors_folder(const std::string& dir_name, co
   std::vector<std::string> written;
   if (shards.size() == 1) {
     save_safetensors((dir / kSafetensorsWeightsName).string(), shards.front(), options.metadata);
-    written.push_back(kSafetensorsWeightsName);
+    written.emplace_back(kSafetensorsWeightsName);
   } else {
     std::vector<std::pair<std::string, std::string>> entries;  // (tensor, file)
     for (size_t i = 0; i < shards.size(); ++i) {
       char name[64];
       std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
       save_safetensors((dir / name).string(), shards[i], options.metadata);
-      written.push_back(name);
+      written.emplace_back(name);
       for (const auto& [tensor, t] : shards[i]) entries.emplace_back(tensor, name);
     }
     std::sort(entries.begin(), entries.end());
@@ -244,7 +244,7 @@ std::vector<std::string> save_safetensors_folder(const std::string& dir_name, co
     index.set("metadata", metadata);
     index.set("weight_map", weight_map);
     io::write_file_atomic((dir / kSafetensorsIndexName).string(), index.dump(2) + "\n", "save_safetensors_folder");
-    written.push_back(kSafetensorsIndexName);
+    written.emplace_back(kSafetensorsIndexName);
   }
   // An earlier save's weights would be read instead of (model.safetensors wins over an index) or
   // beside these ones: remove them, now that the new files are complete.

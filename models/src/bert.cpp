@@ -261,6 +261,10 @@ BertForMaskedLM::BertForMaskedLM(BertConfig c)
 
 Tensor BertForMaskedLM::forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids) {
   auto [hidden, pooled] = bert(input_ids, attention_mask, token_type_ids);
+  return predictions(hidden);
+}
+
+Tensor BertForMaskedLM::predictions(const Tensor& hidden) {
   Tensor t = transform_norm(activation(transform_dense(hidden), bert.config.hidden_act));
   return linear(t, bert.embeddings.word_embeddings.weight, bias);  // the decoder is the word embedding
 }

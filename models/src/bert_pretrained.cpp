@@ -32,6 +32,7 @@ const std::vector<std::pair<std::string, BertProblemType>> kProblemTypes = {
 template <class E>
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, E>>& table) {
   std::vector<std::string> out;
+  out.reserve(table.size());
   for (const auto& [name, value] : table) out.push_back(name);
   return out;
 }

@@ -64,7 +64,7 @@ int64_t GPT2Config::num_parameters() const {
   return 12 * L * C * C + 13 * L * C + vocab_size * C + block_size * C + 2 * C;
 }
 
-GPT2::GPT2(GPT2Config c)
+GPT2::GPT2(const GPT2Config& c)
     : config((c.validate(), c)),
       wte(c.vocab_size, c.n_embd),
       wpe(c.block_size, c.n_embd),

@@ -164,8 +164,13 @@ void match_folder(const data::SafetensorsFolder& folder, const std::vector<Bindi
     const auto& [of_name, of_t] = folder.tensors[o->second];
     m.report.ignored.push_back({alias_name, "a copy of the tied " + of_name + " (checked equal)"});
     if (!same_bytes(alias_t, of_t))
-      m.problems.other.push_back("\"" + alias_name + "\" differs from \"" + of_name + "\", but " + family.model_class +
-                                 " ties them (one tensor): the folder is not such a model");
+      m.problems.other.push_back(std::string("\"")
+                                     .append(alias_name)
+                                     .append("\" differs from \"")
+                                     .append(of_name)
+                                     .append("\", but ")
+                                     .append(family.model_class)
+                                     .append(" ties them (one tensor): the folder is not such a model"));
   }
 }
 

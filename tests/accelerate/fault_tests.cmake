@@ -69,3 +69,13 @@ if(BRISK_HAVE_MPI)
     brisk_fault_case(shm ${fault} 4 2)
   endforeach()
 endif()
+
+# A job that does not stop when the launcher passes a signal on (here a program that ignores
+# SIGTERM; mpirun under heavy load was seen to take a minute) is killed, with everything it
+# started, 5 s after the signal: the launcher still ends within seconds and says so.
+add_test(NAME accelerate.faults.launcher_kills_a_job_that_ignores_sigterm
+  COMMAND ${BRISK_TEST_JOB} --expect fail --exit-code 143 --timeout 12
+    --grep "did not stop within 5 s of SIGTERM: killing it and its 1 process.*stopped by SIGTERM"
+    -- $<TARGET_FILE:brisk_cli> launch -n 1 bash -c "trap '' TERM; kill -TERM $PPID; sleep 60 & wait")
+set_tests_properties(accelerate.faults.launcher_kills_a_job_that_ignores_sigterm PROPERTIES LABELS "faults;multiprocess"
+  TIMEOUT 40)

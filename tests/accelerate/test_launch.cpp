@@ -60,6 +60,17 @@ TEST(LaunchCommand, SingleHostRanksYieldWhenIdleUnlessTheUserSaysOtherwise) {
                    "mpi_yield_when_idle"));
 }
 
+// Large messages go through shared-memory fragments, which check a message's size before they
+// copy it, not the single-copy path, which overwrites memory when the ranks' collectives differ;
+// the user's own OMPI_MCA_btl_vader_single_copy_mechanism decides instead when set.
+TEST(LaunchCommand, RanksCheckAMessagesSizeBeforeCopyingUnlessTheUserSaysOtherwise) {
+  EXPECT_TRUE(
+      has_pair(build_launch_command(with_n(2), kUser, kProgram, {}).argv, "btl_vader_single_copy_mechanism", "none"));
+  EXPECT_FALSE(
+      has(build_launch_command(with_n(2), kUser, kProgram, {{"OMPI_MCA_btl_vader_single_copy_mechanism", "cma"}}).argv,
+          "btl_vader_single_copy_mechanism"));
+}
+
 TEST(LaunchCommand, RootAddsAllowRunAsRoot) {
   LaunchCommand c = build_launch_command(with_n(2), kRoot, kProgram, {});
   EXPECT_TRUE(has(c.argv, "--allow-run-as-root"));

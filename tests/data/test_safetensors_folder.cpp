@@ -87,7 +87,7 @@ TEST(SafetensorsFolder, ShardsAboveTheLimitWithTransformersIndex) {
   // The same tensors give the same bytes, file for file.
   save_safetensors_folder(dir.path() + "/again", five(), {.max_shard_size = 800});
   for (const std::string& name : written)
-    EXPECT_EQ(read_file(m + "/" + name), read_file(dir.path() + "/again/" + name));
+    EXPECT_EQ(read_file(m + "/" + name), read_file(std::string(dir.path()).append("/again/").append(name)));
 }
 
 TEST(SafetensorsFolder, SavingAgainRemovesTheEarlierSavesWeightFilesOnly) {
@@ -150,7 +150,7 @@ TEST(SafetensorsFolder, HuggingFaceCacheLinksIntoItsBlobsAreRead) {
   for (const char* name : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}) {
     const std::string blob = std::string("blob_") + name;
     fs::rename(snap + "/" + name, entry + "/blobs/" + blob);
-    fs::create_symlink("../../blobs/" + blob, snap + "/" + name);
+    fs::create_symlink("../../blobs/" + blob, std::string(snap).append("/").append(name));
   }
   EXPECT_EQ(load_safetensors_folder(snap).tensors.size(), 3u);
   // The same links from a folder that is not a snapshot of that entry: refused.

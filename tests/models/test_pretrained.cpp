@@ -31,7 +31,7 @@ std::string fixture(const std::string& name) {
 
 // A copy of a fixture folder to break.
 std::string copy_fixture(const TempDir& dir, const std::string& name) {
-  const std::string to = dir.path() + "/" + name;
+  std::string to = dir.path() + "/" + name;
   fs::copy(fixture(name), to, fs::copy_options::recursive);
   return to;
 }
@@ -112,7 +112,7 @@ TEST(Pretrained, GPT2FromScratchSavesAndLoadsBackTheSameModel) {
 
 TEST(Pretrained, BertSaveLoadSaveGivesTheSameBytesForEveryClassAndShardedAboveTheLimit) {
   TempDir dir;
-  const std::string d = dir.path();
+  const std::string& d = dir.path();
   {
     auto [m, r] = models::BertModel::from_pretrained(fixture("bert"));
     m->save_pretrained(d + "/base1");
@@ -190,6 +190,24 @@ TEST(Pretrained, ClassifierOnAPretrainingFolderGetsANewHeadAndIgnoresThePretrain
   models::BertForMaskedLM::from_pretrained(fixture("bert_pretraining_old")).model->save_pretrained(dir.path());
   auto base = models::BertModel::from_pretrained(dir.path());
   EXPECT_TRUE(reported(base.report.initialized, "pooler.dense.weight"));
+}
+
+TEST(Pretrained, MaskedLMPredictionsOnChosenPositionsAreForwardsLogitsThere) {
+  // Pretraining that scores only the masked positions applies the head to their hidden states.
+  auto [model, report] = models::BertForMaskedLM::from_pretrained(fixture("bert_pretraining_old"));
+  model->eval();
+  const Tensor ids = from_vector<int64_t>({2, 7, 9, 11, 3, 5, 8, 13, 21, 4}, {2, 5});
+  const Tensor mask = from_vector<int64_t>({1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {2, 5});
+  NoGradGuard no_grad;
+  const Tensor all = (*model)(ids, mask);  // (2, 5, V)
+  auto [hidden, pooled] = model->bert(ids, mask);
+  const int64_t H = hidden.size(2), V = all.size(2);
+  const Tensor rows = from_vector<int64_t>({1, 3, 6, 7}, {4});  // (0, 1), (0, 3), (1, 1), (1, 2)
+  const Tensor chosen = model->predictions(index_select(hidden.reshape({10, H}), 0, rows));  // (4, V)
+  const Tensor want = index_select(all.reshape({10, V}), 0, rows);
+  ASSERT_EQ(chosen.sizes(), want.sizes());
+  const std::vector<float> a = chosen.to_vector<float>(), b = want.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(b[i]))) << "logit " << i;
 }
 
 TEST(Pretrained, Bf16DefaultDtypeLoadsAnF32FolderIntoBf16) {

@@ -168,7 +168,8 @@ int run(const Args& a) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// An uncaught exception is one of the faults, so main may throw on purpose.
+int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   Args a;
   try {
     a = parse(argc, argv);

@@ -44,8 +44,8 @@ struct BertConfig {
   int64_t num_attention_heads = 12;
   int64_t intermediate_size = 3072;
   BertActivation hidden_act = BertActivation::Gelu;
-  double hidden_dropout_prob = 0.1;           // embeddings and every residual branch
-  double attention_probs_dropout_prob = 0.1;  // the attention weights
+  double hidden_dropout_prob = 0.1;                         // embeddings and every residual branch
+  double attention_probs_dropout_prob = 0.1;                // the attention weights
   std::optional<double> classifier_dropout = std::nullopt;  // the classifier's input; unset: hidden_dropout_prob
   int64_t max_position_embeddings = 512;
   int64_t type_vocab_size = 2;
@@ -177,6 +177,10 @@ class BertForMaskedLM : public nn::CallableModule<BertForMaskedLM> {
   Tensor forward(const Tensor& input_ids) override { return forward(input_ids, Tensor()); }
   // Logits (B, T, vocab_size): LayerNorm(act(dense(h))) times the word embedding, plus the bias.
   Tensor forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids = Tensor());
+  // The MLM head alone on hidden states (..., hidden) -> logits (..., vocab_size): what forward
+  // applies to every position (transformers' model.cls(h)). Pretraining that predicts only the
+  // masked positions applies it to those alone, skipping the vocabulary-sized product elsewhere.
+  Tensor predictions(const Tensor& hidden);
   // Mean cross entropy over the positions whose label is not -100 (labels (B, T)).
   static Tensor loss(const Tensor& logits, const Tensor& labels);
 

@@ -86,7 +86,7 @@ struct KVCache {
 
 class GPT2 : public nn::CallableModule<GPT2> {
  public:
-  explicit GPT2(GPT2Config config);
+  explicit GPT2(const GPT2Config& config);
   // idx (B, T) integer tokens in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size).
   Tensor forward(const Tensor& idx) override;
   // With an attention mask (B, T) of 1 (a token) and 0 (padding, any numeric dtype; undefined: all
