@@ -24,11 +24,11 @@ int main(int argc, char** argv) {
   args.per_device_eval_batch_size = 256;
   args.learning_rate = 1e-3;
   args.seed = 0;  // as examples/fashion_mnist.cpp: the same weights, batches and results
-  args.lr_scheduler_type = "constant";
+  args.lr_scheduler_type = SchedulerType::Constant;
   args.max_grad_norm = 0;
   args.logging_steps = 100;
-  args.eval_strategy = "epoch";
-  args.save_strategy = "epoch";
+  args.eval_strategy = IntervalStrategy::Epoch;
+  args.save_strategy = IntervalStrategy::Epoch;
   args.save_total_limit = 2;
   std::string data_dir;
   cli::Parser p("fashion_mnist_trainer", "Trains the example CNN on Fashion-MNIST with the Trainer.");

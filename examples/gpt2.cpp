@@ -463,7 +463,7 @@ struct Model {
     const int64_t warmup = std::min(a.warmup_steps, a.max_steps - 1);
     return {.warmup_steps = warmup,
             .total_steps = a.max_steps,
-            .decay = "cosine",
+            .decay = optim::WarmupDecay::Cosine,
             .start_factor = warmup > 0 ? 1.0 / static_cast<double>(warmup) : 1.0,
             .min_factor = min_lr / a.learning_rate};
   }

@@ -20,12 +20,12 @@ int main(int argc, char** argv) {
   args.learning_rate = 1e-3;
   args.weight_decay = 0.1;
   args.adam_beta2 = 0.99;
-  args.lr_scheduler_type = "cosine";
+  args.lr_scheduler_type = SchedulerType::Cosine;
   args.warmup_steps = 20;
   args.logging_steps = 20;
-  args.eval_strategy = "steps";
+  args.eval_strategy = IntervalStrategy::Steps;
   args.eval_steps = 100;
-  args.save_strategy = "no";
+  args.save_strategy = IntervalStrategy::No;
   args.prediction_loss_only = true;
   std::string preset = "tiny", data_path;
   int threads = 0;

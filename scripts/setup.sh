@@ -47,7 +47,8 @@ fi
 build_dir=${BRISK_BUILD_DIR:-build}
 jobs=${BRISK_JOBS:-$(nproc 2> /dev/null || echo 2)}
 cuda_args=()
-# The GPU architectures to compile for (default: sm_80 and sm_90 machine code + compute_90 PTX).
+# The GPU architectures to compile for (default: this machine's GPUs, or sm_90 when none is
+# visible; a portable build, -DBRISK_NATIVE=OFF, every supported one: CMakeLists.txt).
 if [[ -n ${BRISK_CUDA_ARCHITECTURES:-} ]]; then cuda_args+=("-DCMAKE_CUDA_ARCHITECTURES=$BRISK_CUDA_ARCHITECTURES"); fi
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_EXAMPLES=ON "${cuda_args[@]}" "$@"
 cmake --build "$build_dir" -j "$jobs"

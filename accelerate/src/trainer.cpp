@@ -24,6 +24,38 @@ namespace fs = std::filesystem;
 
 // --- TrainingArguments ------------------------------------------------------------------------------
 
+namespace {
+
+// A flag for a choice kept as an enum: the value is parsed once, by parse_enum (a bad one is a
+// usage error listing the valid spellings); --help shows the default's spelling.
+template <class E>
+void add_choice(cli::Parser& p, const std::string& name, const std::string& help, E* value) {
+  p.add(
+      name, help, [value, name](const std::string& v) { *value = parse_enum<E>(v, "--" + name); },
+      std::string(enum_name(*value)));
+}
+template <class E>
+void add_choice(cli::Parser& p, const std::string& name, const std::string& help, std::optional<E>* value) {
+  p.add(
+      name, help, [value, name](const std::string& v) { *value = parse_enum<E>(v, "--" + name); }, "");
+}
+
+// WarmupLR's decay for a schedule with a warm-up (constant alone has none: a LambdaLR).
+optim::WarmupDecay decay_after_warmup(const TrainingArguments& a) {
+  switch (a.lr_scheduler_type) {
+    case SchedulerType::Cosine:
+      return optim::WarmupDecay::Cosine;
+    case SchedulerType::Constant:
+    case SchedulerType::ConstantWithWarmup:
+      return optim::WarmupDecay::Constant;
+    case SchedulerType::Linear:
+      break;
+  }
+  return optim::WarmupDecay::Linear;
+}
+
+}  // namespace
+
 void TrainingArguments::add_flags(cli::Parser& p) {
   p.add("output_dir", "folder for metrics.jsonl/.csv, checkpoints/ and model.safetensors", &output_dir);
   p.add("num_train_epochs", "passes over the training set", &num_train_epochs);
@@ -35,17 +67,18 @@ void TrainingArguments::add_flags(cli::Parser& p) {
   p.add("adam_beta1", "AdamW's beta1", &adam_beta1);
   p.add("adam_beta2", "AdamW's beta2", &adam_beta2);
   p.add("adam_epsilon", "AdamW's epsilon", &adam_epsilon);
-  p.add("lr_scheduler_type", "linear, cosine, constant or constant_with_warmup", &lr_scheduler_type);
+  add_choice(p, "lr_scheduler_type", "linear, cosine, constant or constant_with_warmup", &lr_scheduler_type);
   p.add("warmup_steps", "linear warm-up over this many optimizer steps (wins over --warmup_ratio)", &warmup_steps);
   p.add("warmup_ratio", "linear warm-up over this fraction of the optimizer steps", &warmup_ratio);
   p.add("gradient_accumulation_steps", "micro-batches per optimizer step", &gradient_accumulation_steps);
   p.add("max_grad_norm", "clip the gradients' total norm to this (<= 0: no clipping)", &max_grad_norm);
-  p.add("mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)", &mixed_precision);
+  add_choice(p, "mixed_precision", "no, fp16 or bf16 (default: brisk launch's --mixed_precision, else no)",
+             &mixed_precision);
   p.add("seed", "seed for the random generator and the shuffling", &seed);
   p.add("logging_steps", "log the training loss every this many optimizer steps (<= 0: never)", &logging_steps);
-  p.add("eval_strategy", "no, steps or epoch", &eval_strategy);
+  add_choice(p, "eval_strategy", "no, steps or epoch", &eval_strategy);
   p.add("eval_steps", "with --eval_strategy steps: evaluate every this many steps (0: --logging_steps)", &eval_steps);
-  p.add("save_strategy", "no, steps or epoch", &save_strategy);
+  add_choice(p, "save_strategy", "no, steps or epoch", &save_strategy);
   p.add("save_steps", "with --save_strategy steps: save a checkpoint every this many steps", &save_steps);
   p.add("save_total_limit", "keep only the newest this many checkpoints (0: all)", &save_total_limit);
   p.add("load_best_model_at_end", "after training, load the weights of the best evaluation", &load_best_model_at_end);
@@ -95,24 +128,17 @@ void TrainingArguments::validate() const {
   BRISK_CHECK(learning_rate >= 0, "TrainingArguments: learning_rate must be >= 0, got ", learning_rate);
   BRISK_CHECK(gradient_accumulation_steps >= 1, "TrainingArguments: gradient_accumulation_steps must be >= 1, got ",
               gradient_accumulation_steps);
-  BRISK_CHECK(one_of(lr_scheduler_type, {"linear", "cosine", "constant", "constant_with_warmup"}),
-              "TrainingArguments: lr_scheduler_type must be linear, cosine, constant or constant_with_warmup, got \"",
-              lr_scheduler_type, "\"");
   BRISK_CHECK(warmup_steps >= 0 && warmup_ratio >= 0 && warmup_ratio <= 1,
               "TrainingArguments: warmup_steps must be >= 0 and warmup_ratio in [0, 1], got ", warmup_steps, " and ",
               warmup_ratio);
-  BRISK_CHECK(one_of(eval_strategy, {"no", "steps", "epoch"}),
-              "TrainingArguments: eval_strategy must be no, steps or epoch, got \"", eval_strategy, "\"");
-  BRISK_CHECK(one_of(save_strategy, {"no", "steps", "epoch"}),
-              "TrainingArguments: save_strategy must be no, steps or epoch, got \"", save_strategy, "\"");
-  BRISK_CHECK(eval_strategy != "steps" || eval_steps > 0 || logging_steps > 0,
+  BRISK_CHECK(eval_strategy != IntervalStrategy::Steps || eval_steps > 0 || logging_steps > 0,
               "TrainingArguments: eval_strategy steps needs eval_steps > 0 (or logging_steps > 0), got ", eval_steps);
-  BRISK_CHECK(save_strategy != "steps" || save_steps > 0,
+  BRISK_CHECK(save_strategy != IntervalStrategy::Steps || save_steps > 0,
               "TrainingArguments: save_strategy steps needs save_steps > 0, got ", save_steps);
   BRISK_CHECK(save_total_limit >= 0, "TrainingArguments: save_total_limit must be >= 0, got ", save_total_limit);
   BRISK_CHECK(early_stopping_patience >= 0, "TrainingArguments: early_stopping_patience must be >= 0, got ",
               early_stopping_patience);
-  BRISK_CHECK((!load_best_model_at_end && early_stopping_patience == 0) || eval_strategy != "no",
+  BRISK_CHECK((!load_best_model_at_end && early_stopping_patience == 0) || eval_strategy != IntervalStrategy::No,
               "TrainingArguments: load_best_model_at_end and early_stopping_patience need an eval_strategy other "
               "than no");
   BRISK_CHECK(dataloader_num_workers >= 0, "TrainingArguments: dataloader_num_workers must be >= 0, got ",
@@ -153,12 +179,10 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, std::shared_ptr<data
       compute_metrics_(std::move(compute_metrics)) {
   args_.validate();
   BRISK_CHECK(train_dataset_ != nullptr || args_.max_steps == 0, "Trainer: no training dataset");
-  BRISK_CHECK(args_.eval_strategy == "no" || eval_dataset_ != nullptr, "Trainer: eval_strategy is ",
-              args_.eval_strategy, " but there is no eval_dataset");
-  std::optional<MixedPrecision> mp;
-  if (args_.mixed_precision) mp = parse_enum<MixedPrecision>(*args_.mixed_precision, "--mixed_precision");
+  BRISK_CHECK(args_.eval_strategy == IntervalStrategy::No || eval_dataset_ != nullptr, "Trainer: eval_strategy is ",
+              enum_name(args_.eval_strategy), " but there is no eval_dataset");
   acc_ = std::make_unique<Accelerator>(AcceleratorOptions{
-      .mixed_precision = mp,
+      .mixed_precision = args_.mixed_precision,
       .gradient_accumulation_steps = args_.gradient_accumulation_steps,
       .seed = args_.seed,
       .project_dir = args_.output_dir,
@@ -194,7 +218,7 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, std::shared_ptr<data
       args_.warmup_steps > 0
           ? args_.warmup_steps
           : static_cast<int64_t>(std::ceil(args_.warmup_ratio * static_cast<double>(state_.max_steps)));
-  if (args_.lr_scheduler_type == "constant") {
+  if (args_.lr_scheduler_type == SchedulerType::Constant) {
     sched_ = std::make_unique<optim::LambdaLR>(*opt_, [](int64_t) { return 1.0; });
   } else if (warmup >= state_.max_steps) {
     // A warm-up as long as the run (or longer): the rate rises throughout, as Hugging Face's
@@ -202,9 +226,9 @@ Trainer::Trainer(nn::Module& model, TrainingArguments args, std::shared_ptr<data
     sched_ = std::make_unique<optim::LambdaLR>(
         *opt_, [warmup](int64_t step) { return static_cast<double>(step) / static_cast<double>(warmup); });
   } else {
-    const std::string decay = args_.lr_scheduler_type == "constant_with_warmup" ? "constant" : args_.lr_scheduler_type;
     sched_ = std::make_unique<optim::WarmupLR>(
-        *opt_, optim::WarmupOptions{.warmup_steps = warmup, .total_steps = state_.max_steps, .decay = decay});
+        *opt_, optim::WarmupOptions{
+                   .warmup_steps = warmup, .total_steps = state_.max_steps, .decay = decay_after_warmup(args_)});
   }
   acc_->prepare(*sched_);
 
@@ -280,7 +304,7 @@ Metrics Trainer::train() {
   const int64_t total = state_.max_steps;
   const int64_t spe = state_.steps_per_epoch;
   const int64_t start_step = state_.global_step;
-  const bool eval_by_steps = args_.eval_strategy == "steps";
+  const bool eval_by_steps = args_.eval_strategy == IntervalStrategy::Steps;
   const int64_t eval_every = args_.eval_steps > 0 ? args_.eval_steps : args_.logging_steps;
   ProgressBar bar(total - start_step, "train", "step", acc_->is_main_process() && !args_.disable_tqdm);
   double micro_loss_sum = 0;
@@ -331,11 +355,12 @@ Metrics Trainer::train() {
         log({{"loss", loss_all}, {"learning_rate", sched_->get_last_lr()}});
       }
       const bool epoch_end = state_.global_step % spe == 0;
-      if ((eval_by_steps && state_.global_step % eval_every == 0) || (args_.eval_strategy == "epoch" && epoch_end)) {
+      if ((eval_by_steps && state_.global_step % eval_every == 0) ||
+          (args_.eval_strategy == IntervalStrategy::Epoch && epoch_end)) {
         after_evaluation(evaluate());
       }
-      if ((args_.save_strategy == "steps" && state_.global_step % args_.save_steps == 0) ||
-          (args_.save_strategy == "epoch" && epoch_end)) {
+      if ((args_.save_strategy == IntervalStrategy::Steps && state_.global_step % args_.save_steps == 0) ||
+          (args_.save_strategy == IntervalStrategy::Epoch && epoch_end)) {
         save_checkpoint();
       }
       if (state_.global_step >= total || stop_) break;

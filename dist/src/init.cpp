@@ -40,7 +40,7 @@ std::unique_ptr<detail::Transport> load_mpi_transport() {
     if (lib) break;
     tried += "\n  " + c + ": " + dlerror();
   }
-  BRISK_CHECK(lib != nullptr, "dist::init: a launcher started this process (", detect_launch().launcher,
+  BRISK_CHECK(lib != nullptr, "dist::init: a launcher started this process (", enum_name(detect_launch().launcher),
               ") but the MPI backend could not be loaded:", tried,
               "\nInstall OpenMPI (apt install openmpi-bin libopenmpi-dev) and build brisk with it, or run as a "
               "single process without mpirun/srun");
@@ -57,12 +57,10 @@ std::unique_ptr<detail::Transport> load_mpi_transport() {
 ProcessGroup& init(const InitOptions& options) {
   std::lock_guard lk(g_world_m);
   if (g_world) return *g_world;
-  std::string backend = options.backend;
-  BRISK_CHECK(backend == "auto" || backend == "mpi" || backend == "self", "dist::init: unknown backend '", backend,
-              "' (expected auto, mpi or self)");
-  if (backend == "auto") backend = detect_launch().multi_process() ? "mpi" : "self";
+  Backend backend = options.backend;
+  if (backend == Backend::Auto) backend = detect_launch().multi_process() ? Backend::Mpi : Backend::Self;
   std::unique_ptr<detail::ProcessGroupImpl> impl;
-  if (backend == "self") {
+  if (backend == Backend::Self) {
     impl = std::make_unique<detail::ProcessGroupImpl>(
         options, [] { return detail::make_self_transport(); }, false);
   } else {

@@ -68,7 +68,7 @@ int slurm_tasks_on_node(const std::string& spec, int node) {
 LaunchInfo detect_launch() {
   LaunchInfo info;
   if (env("OMPI_COMM_WORLD_SIZE")) {
-    info.launcher = "openmpi";
+    info.launcher = Launcher::OpenMPI;
     info.rank = env_int("OMPI_COMM_WORLD_RANK", 0);
     info.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1, 1);
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
@@ -76,7 +76,7 @@ LaunchInfo detect_launch() {
   } else if (env("SLURM_PROCID") && (env("SLURM_STEP_ID") || env("SLURM_STEPID")) && env_int("SLURM_NTASKS", 1) > 1) {
     // Only a task of a job step (srun) is a rank: the batch script's own shell has SLURM_PROCID=0
     // and SLURM_NTASKS=<tasks> too, but no step id.
-    info.launcher = "slurm";
+    info.launcher = Launcher::Slurm;
     info.rank = env_int("SLURM_PROCID", 0);
     info.world_size = env_int("SLURM_NTASKS", 1, 1);
     info.local_rank = env_int("SLURM_LOCALID", 0);
@@ -89,14 +89,14 @@ LaunchInfo detect_launch() {
     }
   } else if (env("PMIX_RANK")) {
     // PMIx exports only the rank; the MPI backend learns the rest when it starts.
-    info.launcher = "pmix";
+    info.launcher = Launcher::PMIx;
     info.rank = env_int("PMIX_RANK", 0);
     info.world_size = env_int("PMIX_SIZE", 0);
     info.local_rank = env_int("PMIX_LOCAL_RANK", 0);
     info.local_world_size = env_int("PMIX_LOCAL_SIZE", 0);
   }
   BRISK_CHECK(info.world_size == 0 || info.rank < info.world_size, "dist::detect_launch: rank ", info.rank,
-              " is not below the world size ", info.world_size, " (launcher ", info.launcher, ")");
+              " is not below the world size ", info.world_size, " (launcher ", enum_name(info.launcher), ")");
   return info;
 }
 

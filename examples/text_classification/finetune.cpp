@@ -28,8 +28,8 @@ TrainingArguments default_training_args() {
   a.learning_rate = 1e-4;
   a.warmup_ratio = 0.1;
   a.logging_steps = 50;
-  a.eval_strategy = "epoch";
-  a.save_strategy = "no";
+  a.eval_strategy = IntervalStrategy::Epoch;
+  a.save_strategy = IntervalStrategy::No;
   return a;
 }
 

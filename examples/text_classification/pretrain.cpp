@@ -26,8 +26,8 @@ TrainingArguments default_training_args() {
   a.weight_decay = 0.01;
   a.warmup_ratio = 0.05;
   a.logging_steps = 50;
-  a.eval_strategy = "epoch";
-  a.save_strategy = "no";
+  a.eval_strategy = IntervalStrategy::Epoch;
+  a.save_strategy = IntervalStrategy::No;
   a.prediction_loss_only = true;  // the logits of a validation set (texts x tokens x vocabulary) stay ungathered
   return a;
 }

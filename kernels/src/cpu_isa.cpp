@@ -1,4 +1,8 @@
 // The run-time choice among the copies of the hot CPU kernels (cpu/isa.h).
+#if BRISK_CPU_DISPATCH
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -16,22 +20,56 @@ using cpu::Isa;
 
 constexpr const char* kNames[] = {"baseline", "avx2", "avx512"};
 
-// Whether this CPU (and the OS, which must save the wider registers: libgcc checks XCR0) runs a
-// copy: AVX2, FMA, BMI1/2 and F16C for avx2 (x86-64-v3: every such CPU also has its LZCNT and
-// MOVBE), AVX-512 F/BW/CD/DQ/VL for avx512 (x86-64-v4), as the copies are compiled
-// (-march=x86-64-v3 / -v4). Feature by feature, which GCC and Clang both know.
+#if BRISK_CPU_DISPATCH
+// The x86 features the copies are compiled for, read with CPUID, and whether the OS saves the
+// wider registers (XCR0, read with XGETBV): AVX state for avx2, also the AVX-512 state for avx512.
+// CPUID directly rather than __builtin_cpu_supports: clang 14 does not know "f16c" there.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, bmi1 = false, bmi2 = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512cd = false, avx512dq = false, avx512vl = false;
+};
+
+CpuFeatures detect_features() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+  if (!osxsave || !avx) return f;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool ymm_saved = (xcr0_lo & 0x6) == 0x6;    // SSE and AVX state
+  const bool zmm_saved = (xcr0_lo & 0xe6) == 0xe6;  // and opmask, ZMM0-15 upper halves, ZMM16-31
+  if (!ymm_saved) return f;
+  f.fma = (c >> 12) & 1;
+  f.f16c = (c >> 29) & 1;
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.bmi1 = (b >> 3) & 1;
+  f.avx2 = (b >> 5) & 1;
+  f.bmi2 = (b >> 8) & 1;
+  if (!zmm_saved) return f;
+  f.avx512f = (b >> 16) & 1;
+  f.avx512dq = (b >> 17) & 1;
+  f.avx512cd = (b >> 28) & 1;
+  f.avx512bw = (b >> 30) & 1;
+  f.avx512vl = (b >> 31) & 1;
+  return f;
+}
+#endif
+
+// Whether this CPU (and the OS) runs a copy: AVX2, FMA, BMI1/2 and F16C for avx2 (x86-64-v3: every
+// such CPU also has its LZCNT and MOVBE), AVX-512 F/BW/CD/DQ/VL for avx512 (x86-64-v4), as the
+// copies are compiled (-march=x86-64-v3 / -v4).
 bool cpu_runs(Isa isa) {
 #if BRISK_CPU_DISPATCH
+  static const CpuFeatures f = detect_features();
   switch (isa) {
     case Isa::Baseline:
       return true;
     case Isa::Avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
-             __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c");
+      return f.avx2 && f.fma && f.bmi1 && f.bmi2 && f.f16c;
     case Isa::Avx512:
-      return cpu_runs(Isa::Avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512vl");
+      return cpu_runs(Isa::Avx2) && f.avx512f && f.avx512bw && f.avx512cd && f.avx512dq && f.avx512vl;
   }
   return false;
 #else

@@ -33,13 +33,21 @@ std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t) {
   return {t.size(1) * receptive, t.size(0) * receptive};
 }
 
-double calculate_gain(const std::string& nl, double param) {
-  if (nl == "linear" || nl == "sigmoid" || nl.rfind("conv", 0) == 0) return 1.0;
-  if (nl == "tanh") return 5.0 / 3.0;
-  if (nl == "relu") return std::sqrt(2.0);
-  if (nl == "leaky_relu") return std::sqrt(2.0 / (1 + param * param));
-  if (nl == "selu") return 3.0 / 4.0;
-  BRISK_THROW("init::calculate_gain: unsupported nonlinearity '", nl, "'");
+double calculate_gain(Nonlinearity nl, double param) {
+  switch (nl) {
+    case Nonlinearity::Linear:
+    case Nonlinearity::Sigmoid:
+      return 1.0;
+    case Nonlinearity::Tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::Relu:
+      return std::sqrt(2.0);
+    case Nonlinearity::LeakyRelu:
+      return std::sqrt(2.0 / (1 + param * param));
+    case Nonlinearity::Selu:
+      return 3.0 / 4.0;
+  }
+  BRISK_THROW("init::calculate_gain: unsupported nonlinearity ", static_cast<int>(nl));
 }
 
 void uniform_(const Tensor& t, double a, double b, Generator* gen) {
@@ -72,21 +80,19 @@ void xavier_normal_(const Tensor& t, double gain, Generator* gen) {
   init::normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fin + fout)), gen);
 }
 
-static double kaiming_std(const Tensor& t, double a, const std::string& mode, const std::string& nl) {
-  BRISK_CHECK(mode == "fan_in" || mode == "fan_out", "init::kaiming: mode must be 'fan_in' or 'fan_out', got '", mode,
-              "'");
+static double kaiming_std(const Tensor& t, double a, FanMode mode, Nonlinearity nl) {
   auto [fin, fout] = fan_in_and_fan_out(t);
-  int64_t fan = mode == "fan_in" ? fin : fout;
+  int64_t fan = mode == FanMode::FanIn ? fin : fout;
   BRISK_CHECK(fan > 0, "init::kaiming: fan is zero for shape ", t.sizes());
   return calculate_gain(nl, a) / std::sqrt(static_cast<double>(fan));
 }
 
-void kaiming_uniform_(const Tensor& t, double a, const std::string& mode, const std::string& nl, Generator* gen) {
+void kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinearity nl, Generator* gen) {
   double b = std::sqrt(3.0) * kaiming_std(t, a, mode, nl);
   init::uniform_(t, -b, b, gen);
 }
 
-void kaiming_normal_(const Tensor& t, double a, const std::string& mode, const std::string& nl, Generator* gen) {
+void kaiming_normal_(const Tensor& t, double a, FanMode mode, Nonlinearity nl, Generator* gen) {
   init::normal_(t, 0.0, kaiming_std(t, a, mode, nl), gen);
 }
 

@@ -81,12 +81,10 @@ double CosineAnnealingLR::lr_at(int64_t step, double base) const {
                         (1 + std::cos(std::numbers::pi * static_cast<double>(step) / static_cast<double>(t_max_))) / 2;
 }
 
-WarmupLR::WarmupLR(Optimizer& opt, WarmupOptions o) : LRScheduler(opt), o_(std::move(o)) {
+WarmupLR::WarmupLR(Optimizer& opt, WarmupOptions o) : LRScheduler(opt), o_(o) {
   BRISK_CHECK(o_.warmup_steps >= 0, "WarmupLR: warmup_steps must be >= 0, got ", o_.warmup_steps);
-  BRISK_CHECK(o_.decay == "cosine" || o_.decay == "linear" || o_.decay == "constant",
-              "WarmupLR: decay must be 'cosine', 'linear' or 'constant', got '", o_.decay, "'");
-  BRISK_CHECK(o_.decay == "constant" || o_.total_steps > o_.warmup_steps, "WarmupLR: total_steps (", o_.total_steps,
-              ") must exceed warmup_steps (", o_.warmup_steps, ")");
+  BRISK_CHECK(o_.decay == WarmupDecay::Constant || o_.total_steps > o_.warmup_steps, "WarmupLR: total_steps (",
+              o_.total_steps, ") must exceed warmup_steps (", o_.warmup_steps, ")");
   init();
 }
 double WarmupLR::lr_at(int64_t step, double base) const {
@@ -94,10 +92,10 @@ double WarmupLR::lr_at(int64_t step, double base) const {
     double f = static_cast<double>(step) / static_cast<double>(o_.warmup_steps);
     return base * (o_.start_factor + (1 - o_.start_factor) * f);
   }
-  if (o_.decay == "constant") return base;
+  if (o_.decay == WarmupDecay::Constant) return base;
   double t = std::min(
       1.0, static_cast<double>(step - o_.warmup_steps) / static_cast<double>(o_.total_steps - o_.warmup_steps));
-  double shape = o_.decay == "cosine" ? (1 + std::cos(std::numbers::pi * t)) / 2 : 1 - t;
+  double shape = o_.decay == WarmupDecay::Cosine ? (1 + std::cos(std::numbers::pi * t)) / 2 : 1 - t;
   return base * (o_.min_factor + (1 - o_.min_factor) * shape);
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "accelerate/programs/tiny_net.h"
 #include "common/scratch.h"
@@ -48,7 +49,7 @@ TrainingArguments base_args(const std::string& dir) {
   a.learning_rate = 0.05;
   a.seed = 7;
   a.logging_steps = 1;
-  a.save_strategy = "no";
+  a.save_strategy = IntervalStrategy::No;
   a.disable_tqdm = true;
   return a;
 }
@@ -85,7 +86,7 @@ TEST(Trainer, MatchesTheHandWrittenAcceleratorLoop) {
   for (const Tensor& p : by_hand.parameters()) (p.dim() >= 2 ? matrices : vectors).push_back(p);
   optim::AdamW opt({{matrices, {.lr = 0.05, .weight_decay = 0.01}}, {vectors, {.lr = 0.05, .weight_decay = 0.0}}});
   data::DataLoader loader(ds, {.batch_size = 8, .shuffle = true, .seed = a.seed});
-  optim::WarmupLR sched(opt, {.warmup_steps = 2, .total_steps = 9, .decay = "linear"});
+  optim::WarmupLR sched(opt, {.warmup_steps = 2, .total_steps = 9, .decay = optim::WarmupDecay::Linear});
   acc.prepare(by_hand, opt, loader, sched);
   std::vector<double> losses;
   for (int epoch = 0; epoch < 3; ++epoch)
@@ -108,9 +109,9 @@ TEST(Trainer, EvaluationSaveAndLoggingFireAtThePlannedSteps) {
   auto ds = regression_data(40);  // 5 steps per epoch, 15 in all
   TrainingArguments a = base_args(fresh_dir("strategies"));
   a.logging_steps = 3;
-  a.eval_strategy = "steps";
+  a.eval_strategy = IntervalStrategy::Steps;
   a.eval_steps = 4;
-  a.save_strategy = "epoch";
+  a.save_strategy = IntervalStrategy::Epoch;
   a.save_total_limit = 2;
   manual_seed(a.seed);
   Regressor net;
@@ -168,8 +169,8 @@ TEST(Trainer, EpochStrategiesCountOptimizerStepsWithAccumulation) {
   auto ds = regression_data(40);  // 5 batches: windows of 2, 2, 1 -> 3 steps per epoch
   TrainingArguments a = base_args(fresh_dir("epochs"));
   a.gradient_accumulation_steps = 2;
-  a.eval_strategy = "epoch";
-  a.save_strategy = "epoch";
+  a.eval_strategy = IntervalStrategy::Epoch;
+  a.save_strategy = IntervalStrategy::Epoch;
   manual_seed(a.seed);
   Regressor net;
   Trainer trainer(net, a, ds, regression_data(16, 3), mse);
@@ -186,7 +187,7 @@ TEST(Trainer, BestModelAtEndAndEarlyStopping) {
   auto ds = regression_data(16);  // 2 steps per epoch
   TrainingArguments a = base_args(fresh_dir("best"));
   a.num_train_epochs = 20;
-  a.eval_strategy = "epoch";
+  a.eval_strategy = IntervalStrategy::Epoch;
   a.load_best_model_at_end = true;
   a.metric_for_best_model = "score";  // greater is better (not a loss)
   a.early_stopping_patience = 3;
@@ -220,7 +221,7 @@ TEST(Trainer, BestModelAtEndUnderZero3) {
   auto ds = regression_data(16);
   TrainingArguments a = base_args(fresh_dir("best_zero3"));
   a.num_train_epochs = 4;
-  a.eval_strategy = "epoch";
+  a.eval_strategy = IntervalStrategy::Epoch;
   a.load_best_model_at_end = true;
   a.metric_for_best_model = "score";
   const std::vector<double> scores = {1, 3, 2, 2.5};
@@ -259,7 +260,7 @@ TEST(Trainer, ResumingGivesTheUninterruptedRun) {
   auto run = [&](const std::string& dir, const std::string& resume, int64_t stop_at,
                  std::map<int64_t, double>& losses) {
     TrainingArguments a = base_args(dir);
-    a.save_strategy = "steps";
+    a.save_strategy = IntervalStrategy::Steps;
     a.save_steps = 4;
     a.gradient_accumulation_steps = 1;
     a.resume_from_checkpoint = resume;
@@ -353,10 +354,10 @@ TEST(TrainingArguments, EveryFieldIsAFlag) {
   ASSERT_TRUE(p.parse(static_cast<int>(std::size(argv)), argv)) << p.error();
   EXPECT_EQ(a.num_train_epochs, 8);
   EXPECT_EQ(a.output_dir, "out");
-  EXPECT_EQ(a.eval_strategy, "epoch");
+  EXPECT_EQ(a.eval_strategy, IntervalStrategy::Epoch);
   EXPECT_EQ(a.learning_rate, 0.001);
   EXPECT_EQ(a.greater_is_better, false);
-  EXPECT_EQ(a.mixed_precision, "bf16");
+  EXPECT_EQ(a.mixed_precision, MixedPrecision::BF16);
   EXPECT_TRUE(a.load_best_model_at_end);
   EXPECT_EQ(a.report_to, "jsonl");
   EXPECT_EQ(a.resume_from_checkpoint, "latest");
@@ -366,6 +367,31 @@ TEST(TrainingArguments, EveryFieldIsAFlag) {
   for (const char* f : {"--per-device-train-batch-size", "--save-total-limit", "--early-stopping-patience",
                         "--warmup-ratio", "--dataloader-num-workers", "--max-grad-norm", "--adam-epsilon"})
     EXPECT_NE(help.find(f), std::string::npos) << f << " missing from --help";
+  // The choices show their defaults' spellings.
+  EXPECT_NE(help.find("no, steps or epoch (default: steps)"), std::string::npos) << help;
+  EXPECT_NE(help.find("constant_with_warmup (default: linear)"), std::string::npos) << help;
+}
+
+TEST(TrainingArguments, AChoiceFlagOutsideItsWordsIsAUsageErrorListingThem) {
+  for (const auto& [flag, value, expected] :
+       {std::tuple{"--eval_strategy", "sometimes",
+                   "--eval_strategy: 'sometimes' is not valid; expected one of: no, "
+                   "steps, epoch"},
+        std::tuple{"--lr_scheduler_type", "cyclic",
+                   "--lr_scheduler_type: 'cyclic' is not valid; expected one of: linear, cosine, constant, "
+                   "constant_with_warmup"},
+        std::tuple{"--mixed_precision", "fp8",
+                   "--mixed_precision: 'fp8' is not valid; expected one of: no, fp16, "
+                   "bf16"}}) {
+    TrainingArguments a;
+    cli::Parser p("prog", "test");
+    p.set_quiet(true);
+    a.add_flags(p);
+    const char* argv[] = {"prog", flag, value};
+    EXPECT_FALSE(p.parse(3, argv)) << flag;
+    EXPECT_EQ(p.exit_code(), 2);
+    EXPECT_EQ(p.error(), expected);
+  }
 }
 
 TEST(TrainingArguments, BadValuesNameTheField) {
@@ -378,11 +404,10 @@ TEST(TrainingArguments, BadValuesNameTheField) {
     return std::string();
   };
   TrainingArguments a;
-  a.eval_strategy = "sometimes";
-  EXPECT_NE(message(a).find("eval_strategy"), std::string::npos);
-  a = {};
-  a.lr_scheduler_type = "cyclic";
-  EXPECT_NE(message(a).find("cyclic"), std::string::npos);
+  a.eval_strategy = IntervalStrategy::Steps;
+  a.eval_steps = 0;
+  a.logging_steps = 0;
+  EXPECT_NE(message(a).find("eval_strategy steps needs eval_steps"), std::string::npos);
   a = {};
   a.per_device_train_batch_size = 0;
   EXPECT_NE(message(a).find("per_device_train_batch_size"), std::string::npos);
@@ -411,10 +436,10 @@ TEST(Trainer, AnOutputDirThatCannotBeCreatedIsAnErrorNamingIt) {
 
 TEST(Trainer, MixedPrecisionAndWarmupRatioComeFromTheArguments) {
   TrainingArguments a = base_args(fresh_dir("bf16"));
-  a.mixed_precision = "bf16";
+  a.mixed_precision = MixedPrecision::BF16;
   a.max_steps = 10;
   a.warmup_ratio = 0.2;  // 2 of 10 steps
-  a.lr_scheduler_type = "cosine";
+  a.lr_scheduler_type = SchedulerType::Cosine;
   manual_seed(a.seed);
   Regressor net;
   Trainer trainer(net, a, regression_data(40), nullptr, mse);
@@ -432,8 +457,6 @@ TEST(Trainer, MixedPrecisionAndWarmupRatioComeFromTheArguments) {
     if (r.count("loss")) {
       EXPECT_TRUE(std::isfinite(r.at("loss")));
     }
-  a.mixed_precision = "fp8";
-  EXPECT_THROW(Trainer(net, a, regression_data(40), nullptr, mse), Error);
 }
 
 // A warm-up longer than the run: the rate rises step / warmup_steps throughout, as Hugging Face's

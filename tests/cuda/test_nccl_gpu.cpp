@@ -43,7 +43,7 @@ void expect_same(const Tensor& got, const Tensor& want, const std::string& what)
 TEST(NcclWorldOfOne, EveryCollectiveRunsThroughNcclOnTheGpu) {
   std::string why;
   if (!gpu_and_nccl(&why)) GTEST_SKIP() << why;
-  dist::ProcessGroup& pg = dist::init({.backend = "self"});
+  dist::ProcessGroup& pg = dist::init({.backend = dist::Backend::Self});
   ASSERT_EQ(pg.size(), 1);
   const Device gpu = cuda_device(0);
   for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
@@ -88,7 +88,7 @@ TEST(NcclWorldOfOne, EveryCollectiveRunsThroughNcclOnTheGpu) {
 TEST(NcclWorldOfOne, TheReducersGpuPathTrainsTheCnnToTheSameBitsAsWithoutIt) {
   std::string why;
   if (!gpu_and_nccl(&why)) GTEST_SKIP() << why;
-  dist::ProcessGroup& pg = dist::init({.backend = "self"});
+  dist::ProcessGroup& pg = dist::init({.backend = dist::Backend::Self});
   const Device gpu = cuda_device(0);
   manual_seed(3);
   Tensor xs = randn({4, 32, 1, 28, 28}, {.device = gpu});

@@ -44,7 +44,7 @@ class EnvGuard {
 TEST(LaunchEnv, PlainProcessIsAWorldOfOne) {
   EnvGuard g(EnvGuard::Vars{});
   auto info = dist::detect_launch();
-  EXPECT_EQ(info.launcher, "none");
+  EXPECT_EQ(info.launcher, dist::Launcher::None);
   EXPECT_FALSE(info.multi_process());
   EXPECT_EQ(info.rank, 0);
   EXPECT_EQ(info.world_size, 1);
@@ -56,7 +56,7 @@ TEST(LaunchEnv, ReadsOpenMpiVariables) {
               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
               {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
   auto info = dist::detect_launch();
-  EXPECT_EQ(info.launcher, "openmpi");
+  EXPECT_EQ(info.launcher, dist::Launcher::OpenMPI);
   EXPECT_TRUE(info.multi_process());
   EXPECT_EQ(info.rank, 5);
   EXPECT_EQ(info.world_size, 8);
@@ -67,7 +67,7 @@ TEST(LaunchEnv, ReadsOpenMpiVariables) {
 TEST(LaunchEnv, OpenMpiWinsOverSlurm) {
   EnvGuard g(
       {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}});
-  EXPECT_EQ(dist::detect_launch().launcher, "openmpi");
+  EXPECT_EQ(dist::detect_launch().launcher, dist::Launcher::OpenMPI);
   EXPECT_EQ(dist::detect_launch().world_size, 2);
 }
 
@@ -80,7 +80,7 @@ TEST(LaunchEnv, ReadsSlurmWithCompressedTasksPerNode) {
               {"SLURM_NODEID", "3"},
               {"SLURM_TASKS_PER_NODE", "2(x3),1"}});
   auto info = dist::detect_launch();
-  EXPECT_EQ(info.launcher, "slurm");
+  EXPECT_EQ(info.launcher, dist::Launcher::Slurm);
   EXPECT_EQ(info.rank, 6);
   EXPECT_EQ(info.world_size, 7);
   EXPECT_EQ(info.local_world_size, 1);
@@ -101,7 +101,7 @@ TEST(LaunchEnv, SlurmBatchShellIsNotATask) {
               {"SLURM_LOCALID", "0"},
               {"SLURM_NTASKS", "2"},
               {"SLURM_TASKS_PER_NODE", "2"}});
-  EXPECT_EQ(dist::detect_launch().launcher, "none");
+  EXPECT_EQ(dist::detect_launch().launcher, dist::Launcher::None);
   EXPECT_FALSE(dist::detect_launch().multi_process());
 }
 
@@ -116,7 +116,7 @@ TEST(LaunchEnv, ReadsSlurmTaskOfAStep) {
               {"SLURM_NTASKS", "2"},
               {"SLURM_TASKS_PER_NODE", "2"}});
   auto info = dist::detect_launch();
-  EXPECT_EQ(info.launcher, "slurm");
+  EXPECT_EQ(info.launcher, dist::Launcher::Slurm);
   EXPECT_EQ(info.rank, 1);
   EXPECT_EQ(info.world_size, 2);
   EXPECT_EQ(info.local_rank, 1);
@@ -126,7 +126,7 @@ TEST(LaunchEnv, ReadsSlurmTaskOfAStep) {
 TEST(LaunchEnv, PmixRankAloneMeansALauncher) {
   EnvGuard g({{"PMIX_RANK", "3"}});
   auto info = dist::detect_launch();
-  EXPECT_EQ(info.launcher, "pmix");
+  EXPECT_EQ(info.launcher, dist::Launcher::PMIx);
   EXPECT_EQ(info.rank, 3);
   EXPECT_TRUE(info.multi_process());
 }
@@ -148,7 +148,7 @@ TEST(LaunchEnv, IntegersAreExactAndRangeChecked) {
        {"1e3", "0x10", " 4", "4 ", "4.0", "-1", "+-1", "99999999999999999999", "3000000000", "0", ""}) {
     EnvGuard g({{"OMPI_COMM_WORLD_SIZE", bad}, {"OMPI_COMM_WORLD_RANK", "0"}});
     if (*bad == '\0') {
-      EXPECT_EQ(dist::detect_launch().launcher, "none");  // empty is unset
+      EXPECT_EQ(dist::detect_launch().launcher, dist::Launcher::None);  // empty is unset
       continue;
     }
     try {

@@ -19,7 +19,7 @@ using namespace brisk;
 namespace {
 
 dist::ProcessGroup& group() {
-  static dist::ProcessGroup& pg = dist::init({.backend = "self"});
+  static dist::ProcessGroup& pg = dist::init({.backend = dist::Backend::Self});
   return pg;
 }
 

@@ -19,7 +19,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -106,6 +109,32 @@ TEST(CpuIsa, TheChosenCopyIsAvailableAndTheBestOneByDefault) {
   std::string all;
   for (const std::string& s : isas) all += s + " ";
   std::printf("copies of the CPU kernels this CPU runs: %s(in use: %s)\n", all.c_str(), kernels::cpu_isa().c_str());
+}
+
+// A portable build reads CPUID itself (kernels/src/cpu_isa.cpp): the copies it offers are those
+// the CPU flags Linux reports allow (Linux lists a feature only where the OS saves its registers).
+TEST(CpuIsa, APortableBuildOffersTheCopiesTheCpuFlagsAllow) {
+  const std::vector<std::string> isas = kernels::cpu_isas_available();
+  if (isas.front() != "baseline") GTEST_SKIP() << "a native build: one copy, no run-time choice";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  std::set<std::string> flags;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      for (std::string w; words >> w;) flags.insert(w);
+      break;
+    }
+  if (flags.empty()) GTEST_SKIP() << "no CPU flags in /proc/cpuinfo";
+  auto all = [&](std::initializer_list<const char*> names) {
+    return std::all_of(names.begin(), names.end(), [&](const char* n) { return flags.count(n) > 0; });
+  };
+  const bool avx2 = all({"avx2", "fma", "bmi1", "bmi2", "f16c"});
+  const bool avx512 = avx2 && all({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"});
+  std::vector<std::string> want = {"baseline"};
+  if (avx2) want.emplace_back("avx2");
+  if (avx512) want.emplace_back("avx512");
+  EXPECT_EQ(isas, want);
 }
 
 TEST(CpuIsa, AnUnknownOrUnavailableCopyIsAnErrorNamingTheValidValues) {

@@ -61,12 +61,15 @@ TEST(Schedules, CosineAnnealingReachesEtaMinAtTMax) {
 TEST(Schedules, LinearWarmupThenCosineOrLinearDecay) {
   Tensor p = param();
   optim::SGD opt({p}, {.lr = 1.0});
-  optim::WarmupLR cosine(opt, {.warmup_steps = 2, .total_steps = 4, .decay = "cosine"});
+  optim::WarmupLR cosine(opt, {.warmup_steps = 2, .total_steps = 4, .decay = optim::WarmupDecay::Cosine});
   expect_all_near(lrs(cosine, 6), {0.0, 0.5, 1.0, 0.5, 0.0, 0.0});
   optim::SGD opt2({param()}, {.lr = 1.0});
-  optim::WarmupLR linear(opt2, {.warmup_steps = 1, .total_steps = 5, .decay = "linear", .min_factor = 0.2});
+  optim::WarmupLR linear(opt2,
+                         {.warmup_steps = 1, .total_steps = 5, .decay = optim::WarmupDecay::Linear, .min_factor = 0.2});
   expect_all_near(lrs(linear, 6), {0.0, 1.0, 0.8, 0.6, 0.4, 0.2});
-  EXPECT_THROW(optim::WarmupLR(opt2, {.warmup_steps = 2, .total_steps = 4, .decay = "step"}), Error);
+  EXPECT_THROW(optim::WarmupLR(opt2, {.warmup_steps = 4, .total_steps = 4}), Error);  // no step left to decay
+  EXPECT_EQ(parse_enum<optim::WarmupDecay>("linear", "decay"), optim::WarmupDecay::Linear);
+  EXPECT_THROW((void)parse_enum<optim::WarmupDecay>("step", "decay"), Error);
 }
 
 TEST(Schedules, LambdaLRAndStateDictResume) {

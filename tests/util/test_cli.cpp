@@ -4,6 +4,7 @@
 #include <limits>
 
 #include <brisk/util/cli.h>
+#include <brisk/util/error.h>
 
 using brisk::cli::Parser;
 
@@ -86,6 +87,36 @@ TEST(Cli, BadInputFailsWithExitCodeTwoAndAHint) {
   EXPECT_NE(run({"prog", "stray"}).find("unexpected argument 'stray'"), std::string::npos);
   EXPECT_NE(run({"prog", "--cpu=maybe"}).find("true or false"), std::string::npos);
   EXPECT_NE(run({"prog", "--bogus"}).find("--help"), std::string::npos);
+}
+
+// A flag with a setter (how enum choices are registered): the setter sees the value, a
+// brisk::Error it throws is the usage error word for word, and --help shows the given default.
+TEST(Cli, ASetterFlagConvertsTheValueAndItsErrorIsTheUsageError) {
+  enum class Shape { Round, Square };
+  Shape shape = Shape::Round;
+  auto make_parser = [&shape] {
+    Parser p("prog", "A test program.");
+    p.set_quiet(true);
+    p.add(
+        "shape", "round or square",
+        [&shape](const std::string& v) {
+          BRISK_CHECK(v == "round" || v == "square", "--shape: '", v, "' is not valid; expected one of: round, square");
+          shape = v == "round" ? Shape::Round : Shape::Square;
+        },
+        "round");
+    return p;
+  };
+  Parser p = make_parser();
+  EXPECT_NE(p.help().find("round or square (default: round)"), std::string::npos) << p.help();
+  const char* good[] = {"prog", "--shape", "square"};
+  ASSERT_TRUE(p.parse(3, good)) << p.error();
+  EXPECT_EQ(shape, Shape::Square);
+  Parser q = make_parser();
+  const char* bad[] = {"prog", "--shape=oval"};
+  EXPECT_FALSE(q.parse(2, bad));
+  EXPECT_EQ(q.exit_code(), 2);
+  EXPECT_EQ(q.error(), "--shape: 'oval' is not valid; expected one of: round, square");
+  EXPECT_EQ(shape, Shape::Square);
 }
 
 TEST(Cli, IntegersAreParsedExactlyAndRangeChecked) {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "brisk/util/env.h"
+#include "brisk/util/error.h"
 
 namespace brisk::cli {
 
@@ -67,6 +68,12 @@ void Parser::add(const std::string& n, const std::string& h, std::optional<std::
 }
 void Parser::add(const std::string& n, const std::string& h, std::optional<bool>* v, char a) {
   add_flag(n, h, v, a, "");
+}
+
+void Parser::add(const std::string& n, const std::string& h, std::function<void(const std::string&)> set,
+                 std::string default_text, char a) {
+  setters_.push_back({std::move(set)});
+  add_flag(n, h, &setters_.back(), a, std::move(default_text));
 }
 
 bool Parser::is_switch(const Flag& f) {
@@ -136,6 +143,14 @@ bool Parser::set(Flag& f, const std::string& value, std::string& error) {
     if constexpr (std::is_same_v<T, std::string>) {
       *p = value;
       return true;
+    } else if constexpr (std::is_same_v<T, Setter>) {
+      try {
+        p->set(value);
+        return true;
+      } catch (const Error& e) {
+        error = e.message();
+        return false;
+      }
     } else if constexpr (std::is_same_v<T, bool>) {
       const std::optional<bool> b = parse_bool_word(value);
       if (!b) {

@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
     a.warmup_steps = 2;
     a.seed = 7;
     a.logging_steps = 5;
-    a.eval_strategy = "epoch";
-    a.save_strategy = "no";
+    a.eval_strategy = IntervalStrategy::Epoch;
+    a.save_strategy = IntervalStrategy::No;
     a.disable_tqdm = true;
     manual_seed(a.seed);
     Regressor net;
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     manual_seed(a.seed);
     Regressor ref;
     optim::AdamW opt(ref.parameters(), {.lr = 0.05, .weight_decay = 0.0});
-    optim::WarmupLR sched(opt, {.warmup_steps = 2, .total_steps = epochs * 5, .decay = "linear"});
+    optim::WarmupLR sched(opt, {.warmup_steps = 2, .total_steps = epochs * 5, .decay = optim::WarmupDecay::Linear});
     data::DataLoader loader(train, {.batch_size = N * b, .shuffle = true, .seed = a.seed});
     for (int64_t e = 0; e < epochs; ++e)
       for (auto& [x, y] : loader) {

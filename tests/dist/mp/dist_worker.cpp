@@ -448,7 +448,7 @@ void die(dist::ProcessGroup& pg, const std::string& how) {
 // No launcher: a world of one where every collective is an identity and MPI is never loaded.
 void single_process() {
   auto info = dist::detect_launch();
-  CHECK(!info.multi_process() && info.world_size == 1, "no launcher environment: ", info.launcher);
+  CHECK(!info.multi_process() && info.world_size == 1, "no launcher environment: ", enum_name(info.launcher));
   auto& pg = dist::init();
   CHECK(pg.size() == 1 && pg.rank() == 0 && pg.backend() == "self", "world of one, got ", pg.backend());
   Tensor t = make({1, 2, 3}, DType::F32);
@@ -534,7 +534,7 @@ int main(int argc, char** argv) {
         // `facts [LAUNCHER]`: the launcher brisk should see (default openmpi; `slurm` under srun).
         auto info = dist::detect_launch();
         const std::string launcher = arg.empty() ? "openmpi" : arg;
-        CHECK(info.launcher == launcher, "launcher ", info.launcher, ", expected ", launcher);
+        CHECK(enum_name(info.launcher) == launcher, "launcher ", enum_name(info.launcher), ", expected ", launcher);
         if (launcher == "slurm") {
           // Slurm's own variables, as srun sets them for this task.
           auto env_int = [](const char* name) {

@@ -5,7 +5,7 @@
 //
 //   TrainingArguments args;                          // or from flags: args.add_flags(parser)
 //   args.num_train_epochs = 8;
-//   args.eval_strategy = "epoch";
+//   args.eval_strategy = IntervalStrategy::Epoch;
 //   Trainer trainer(model, args, train_set, test_set, cross_entropy_loss, accuracy_metric);
 //   trainer.train();                                 // progress bar, logs, evaluation, checkpoints
 //   trainer.save_model();                            // <output_dir>/model.safetensors
@@ -32,6 +32,14 @@
 
 namespace brisk {
 
+// When the Trainer evaluates or saves: never, every N optimizer steps, after each epoch (Hugging
+// Face's IntervalStrategy; spelled "no", "steps", "epoch" in flags).
+enum class IntervalStrategy : uint8_t { No, Steps, Epoch };
+// The learning-rate schedule (Hugging Face's SchedulerType; spelled "linear", "cosine", "constant",
+// "constant_with_warmup" in flags): a linear warm-up, then a linear or cosine decay to 0 at the
+// last step, or the peak rate throughout (constant: no warm-up either).
+enum class SchedulerType : uint8_t { Linear, Cosine, Constant, ConstantWithWarmup };
+
 // Every option of a Trainer run, named as Hugging Face's TrainingArguments. A plain struct: set
 // the fields in code, or register them all as `--field value` flags with add_flags().
 struct TrainingArguments {
@@ -45,17 +53,17 @@ struct TrainingArguments {
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
-  std::string lr_scheduler_type = "linear";  // linear | cosine | constant | constant_with_warmup
-  int64_t warmup_steps = 0;                  // > 0 wins over warmup_ratio
-  double warmup_ratio = 0.0;                 // fraction of the total optimizer steps
+  SchedulerType lr_scheduler_type = SchedulerType::Linear;
+  int64_t warmup_steps = 0;   // > 0 wins over warmup_ratio
+  double warmup_ratio = 0.0;  // fraction of the total optimizer steps
   int64_t gradient_accumulation_steps = 1;
-  double max_grad_norm = 1.0;                  // <= 0: no clipping
-  std::optional<std::string> mixed_precision;  // no | fp16 | bf16 (unset: brisk launch's, else no)
-  uint64_t seed = 42;                          // weights' RNG (at Trainer construction) and shuffling
-  int64_t logging_steps = 500;                 // <= 0: no step logs
-  std::string eval_strategy = "no";            // no | steps | epoch
-  int64_t eval_steps = 0;                      // steps: every eval_steps (0: logging_steps)
-  std::string save_strategy = "steps";         // no | steps | epoch
+  double max_grad_norm = 1.0;                     // <= 0: no clipping
+  std::optional<MixedPrecision> mixed_precision;  // unset: brisk launch's, else no
+  uint64_t seed = 42;                             // weights' RNG (at Trainer construction) and shuffling
+  int64_t logging_steps = 500;                    // <= 0: no step logs
+  IntervalStrategy eval_strategy = IntervalStrategy::No;
+  int64_t eval_steps = 0;  // steps: every eval_steps (0: logging_steps)
+  IntervalStrategy save_strategy = IntervalStrategy::Steps;
   int64_t save_steps = 500;                    // steps: every save_steps
   int64_t save_total_limit = 0;                // > 0: keep only the newest this many checkpoints
   bool load_best_model_at_end = false;         // the best evaluation's weights after train()
@@ -192,6 +200,20 @@ class Trainer {
   std::vector<std::string> csv_columns_;
   std::vector<Metrics> csv_rows_;
   bool csv_rewrite_ = true;  // the next record rewrites metrics.csv whole (fresh run, resume, new column)
+};
+
+template <>
+struct EnumNames<IntervalStrategy> {
+  static constexpr std::array<std::pair<std::string_view, IntervalStrategy>, 3> values{
+      {{"no", IntervalStrategy::No}, {"steps", IntervalStrategy::Steps}, {"epoch", IntervalStrategy::Epoch}}};
+};
+template <>
+struct EnumNames<SchedulerType> {
+  static constexpr std::array<std::pair<std::string_view, SchedulerType>, 4> values{
+      {{"linear", SchedulerType::Linear},
+       {"cosine", SchedulerType::Cosine},
+       {"constant", SchedulerType::Constant},
+       {"constant_with_warmup", SchedulerType::ConstantWithWarmup}}};
 };
 
 }  // namespace brisk

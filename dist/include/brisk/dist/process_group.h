@@ -45,14 +45,18 @@ Algorithm algorithm_from_name(const std::string& name);
 // failing call (or Work::wait) throws brisk::Error and the group refuses further use.
 enum class OnError : uint8_t { Abort, Throw };
 
+// Which transport init() starts: Auto (MPI when a launcher's environment is present, else a world
+// of one), Mpi, or Self (a world of one, without MPI). ProcessGroup::backend() names the one
+// started ("mpi" or "self"). Where a user types it, parse_enum<Backend> reads "auto", "mpi", "self".
+enum class Backend : uint8_t { Auto, Mpi, Self };
+
 struct InitOptions {
   // Seconds a collective may take before it fails; unset: BRISK_TIMEOUT_SECONDS, else 600.
   std::optional<double> timeout_seconds = std::nullopt;
   // Compare every collective's signature across ranks first; unset: BRISK_DEBUG=1.
   std::optional<bool> debug = std::nullopt;
   OnError on_error = OnError::Abort;
-  // "auto" (MPI when a launcher's environment is present, else a world of one), "mpi", "self".
-  std::string backend = "auto";
+  Backend backend = Backend::Auto;
 };
 
 struct AllReduceOptions {
@@ -215,3 +219,11 @@ std::unique_ptr<ProcessGroup> fake_group(int size, int rank, const InitOptions& 
 int nccl_version();
 
 }  // namespace brisk::dist
+
+namespace brisk {
+template <>
+struct EnumNames<dist::Backend> {
+  static constexpr std::array<std::pair<std::string_view, dist::Backend>, 3> values{
+      {{"auto", dist::Backend::Auto}, {"mpi", dist::Backend::Mpi}, {"self", dist::Backend::Self}}};
+};
+}  // namespace brisk

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "brisk/core/enums.h"
 #include "brisk/optim/optimizer.h"
 
 namespace brisk::optim {
@@ -88,12 +89,15 @@ class CosineAnnealingLR : public LRScheduler {
   double eta_min_;
 };
 
+// The shape of WarmupLR's decay after the warm-up (spelled "cosine", "linear", "constant").
+enum class WarmupDecay : uint8_t { Cosine, Linear, Constant };
+
 struct WarmupOptions {
   int64_t warmup_steps = 0;
-  int64_t total_steps = 0;       // warm-up included
-  std::string decay = "cosine";  // "cosine", "linear" or "constant"
-  double start_factor = 0.0;     // rate at step 0 = base * start_factor
-  double min_factor = 0.0;       // rate at total_steps = base * min_factor
+  int64_t total_steps = 0;                  // warm-up included
+  WarmupDecay decay = WarmupDecay::Cosine;  // Constant: the base rate after the warm-up
+  double start_factor = 0.0;                // rate at step 0 = base * start_factor
+  double min_factor = 0.0;                  // rate at total_steps = base * min_factor
 };
 // Linear warm-up to the base rate, then cosine or linear decay to base * min_factor.
 class WarmupLR : public LRScheduler {
@@ -120,3 +124,13 @@ class LambdaLR : public LRScheduler {
 };
 
 }  // namespace brisk::optim
+
+namespace brisk {
+template <>
+struct EnumNames<optim::WarmupDecay> {
+  static constexpr std::array<std::pair<std::string_view, optim::WarmupDecay>, 3> values{
+      {{"cosine", optim::WarmupDecay::Cosine},
+       {"linear", optim::WarmupDecay::Linear},
+       {"constant", optim::WarmupDecay::Constant}}};
+};
+}  // namespace brisk

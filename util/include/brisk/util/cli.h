@@ -8,6 +8,8 @@
 //   if (!p.parse(argc, argv)) return p.exit_code();   // --help printed, or a usage error
 #pragma once
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -18,6 +20,12 @@ namespace brisk::cli {
 class Parser {
  public:
   Parser(std::string program, std::string description);
+  // Not copyable: the enum flags' setters live in the parser and its flags point at them (a move
+  // keeps them where they are).
+  Parser(const Parser&) = delete;
+  Parser& operator=(const Parser&) = delete;
+  Parser(Parser&&) = default;
+  Parser& operator=(Parser&&) = default;
 
   // Registers a flag bound to a variable that holds its default. Names use '_' or '-' freely.
   void add(const std::string& name, const std::string& help, int* value, char alias = 0);
@@ -33,6 +41,13 @@ class Parser {
   void add(const std::string& name, const std::string& help, std::optional<double>* value, char alias = 0);
   void add(const std::string& name, const std::string& help, std::optional<std::string>* value, char alias = 0);
   void add(const std::string& name, const std::string& help, std::optional<bool>* value, char alias = 0);
+  // A flag whose value `set` converts and stores, for choices kept as enums:
+  //   p.add("eval_strategy", "no, steps or epoch", [&](const std::string& v) {
+  //     strategy = parse_enum<IntervalStrategy>(v, "--eval_strategy"); }, "no");
+  // A brisk::Error from `set` is the usage error (its message as it is). `default_text` is what
+  // --help shows as the default ("": none).
+  void add(const std::string& name, const std::string& help, std::function<void(const std::string&)> set,
+           std::string default_text, char alias = 0);
   // Accept positional arguments (collected in positionals()); everything after the first
   // positional, or after `--`, is positional when `stop_at_first` (as `brisk launch PROGRAM ARGS`).
   void allow_positionals(const std::string& usage, bool stop_at_first = false);
@@ -52,8 +67,11 @@ class Parser {
   std::string help() const;
 
  private:
+  struct Setter {
+    std::function<void(const std::string&)> set;
+  };
   using Target = std::variant<int*, int64_t*, uint64_t*, double*, std::string*, bool*, std::optional<int>*,
-                              std::optional<double>*, std::optional<std::string>*, std::optional<bool>*>;
+                              std::optional<double>*, std::optional<std::string>*, std::optional<bool>*, Setter*>;
   struct Flag {
     std::string name;  // canonical, with '_'
     std::string help;
@@ -70,6 +88,7 @@ class Parser {
 
   std::string program_, description_, positional_usage_;
   std::vector<Flag> flags_;
+  std::deque<Setter> setters_;  // (a deque: the flags point into it as it grows)
   std::vector<std::string> positionals_;
   bool allow_positionals_ = false, stop_at_first_ = false, quiet_ = false;
   int exit_code_ = 0;
