@@ -16,6 +16,7 @@
 
 #include "brisk/util/env.h"
 #include "brisk/util/error.h"
+#include "brisk/util/json.h"
 #include "yaml_scalar.h"
 
 namespace brisk::accelerate::yaml {
@@ -383,9 +384,37 @@ void write_entries(const std::vector<Value::Entry>& entries, const std::string& 
   }
 }
 
+// Every key and string must be UTF-8 (no YAML file holds other bytes, and an escape stands for a
+// character, not a byte). Checked before writing so that the error names where the text is:
+// "yaml::write: mpirun_config.mpirun_hostfile: ...", "yaml::write: a key in list[2]: ...". `where`
+// grows and shrinks in place as the walk descends.
+void require_utf8(const Value& v, std::string& where) {
+  if (v.kind == Value::Kind::String && !json::valid_utf8(v.text)) detail::require_utf8(v.text, "yaml::write: " + where);
+  const size_t size = where.size();
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    where += '[';
+    where += std::to_string(i);
+    where += ']';
+    require_utf8(v.items[i], where);
+    where.resize(size);
+  }
+  for (const auto& [key, item] : v.entries) {
+    if (!json::valid_utf8(key)) detail::require_utf8(key, "yaml::write: a key in " + where);
+    where += '.';
+    where += key;
+    require_utf8(item, where);
+    where.resize(size);
+  }
+}
+
 }  // namespace
 
 std::string write(const Document& doc, const std::string& comment) {
+  for (const auto& [key, v] : doc) {
+    detail::require_utf8(key, "yaml::write: a key");
+    std::string where = key;
+    require_utf8(v, where);
+  }
   std::string out;
   size_t pos = 0;
   while (!comment.empty() && pos <= comment.size()) {

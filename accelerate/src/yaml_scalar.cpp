@@ -257,13 +257,20 @@ std::string shown(std::string_view s, size_t max_bytes) {
   return out + (i < s.size() ? "\"..." : "\"");
 }
 
+void require_utf8(std::string_view s, const std::string& what) {
+  for (size_t i = 0; i < s.size();) {
+    const Utf8Char ch = decode_utf8(s, i);
+    BRISK_CHECK(ch.size != 0, what, ": ", shown(s), " is not UTF-8 (byte ", i, "): a YAML file holds UTF-8 text only ",
+                "(and an escape such as \\xfe would read back as the character U+00FE, not the byte)");
+    i += ch.size;
+  }
+}
+
 std::string string_text(const std::string& s, bool flow) {
   bool escapes = false;
   for (size_t i = 0; i < s.size();) {
     const Utf8Char ch = decode_utf8(s, i);
-    if (ch.size == 0)
-      BRISK_THROW("yaml: cannot write ", shown(s), ": byte ", i, " is not UTF-8 and a YAML file holds UTF-8 text ",
-                  "only (an escape such as \\xfe would read back as the character U+00FE, not the byte)");
+    if (ch.size == 0) require_utf8(s, "yaml::write");
     escapes |= !shown_as_is(ch.code);
     i += ch.size;
   }

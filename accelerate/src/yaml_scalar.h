@@ -33,6 +33,9 @@ bool yaml_printable(char32_t c);
 // that are not UTF-8 are shown as \xFE, and past `max_bytes` of `s` it is cut short ("...").
 std::string shown(std::string_view s, size_t max_bytes = 80);
 
+// Throws brisk::Error "<what>: "<s>" is not UTF-8 (byte N)..." when `s` is not UTF-8.
+void require_utf8(std::string_view s, const std::string& what);
+
 // `s` as scalar text that every YAML reader (yaml-cpp, PyYAML) reads back as the string `s`:
 //  - double-quoted, with escapes, when it holds a character that is not shown as it is: controls,
 //    tab, line breaks (NEL, U+2028, U+2029 too), invisible and format characters (a byte-order
