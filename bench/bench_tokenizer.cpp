@@ -1,10 +1,13 @@
-// GPT-2 BPE tokenizer throughput (data::GPT2Tokenizer): encode, pre-tokenisation alone and decode
-// over a few MB of text, in MB/s of text and tokens/s, on one thread. Results: bench/RESULTS.md.
+// Tokenizer throughput: GPT-2's BPE (data::GPT2Tokenizer: encode, pre-tokenisation alone and
+// decode) and BERT's WordPiece (data::BertTokenizer: encode per document, with the uncased test
+// vocabulary of tests/data/fixtures/wordpiece, or BRISK_BERT_DIR's folder), over a few MB of
+// text, in MB/s of text and tokens/s, on one thread. Results: bench/RESULTS.md.
 //
 // Text: the files of BRISK_BENCH_TEXT (a file or a folder), else Debian's fortunes
 // (/usr/share/games/fortunes), repeated to at least 4 MB. Vocabulary: BRISK_BPE_VOCAB and
 // BRISK_BPE_MERGES (a vocab.json and merges.txt), else GPT-2's own (tests/data/fixtures/gpt2).
 #include <benchmark/benchmark.h>
+#include <brisk/data/bert_tokenizer.h>
 #include <brisk/data/bpe.h>
 
 #include <algorithm>
@@ -61,6 +64,19 @@ const GPT2Tokenizer& tokenizer() {
   return tok;
 }
 
+// The fortunes, one string per fortune (each up to and with its "%" line).
+std::vector<std::string_view> documents() {
+  const std::string& t = text();
+  std::vector<std::string_view> docs;
+  for (size_t pos = 0; pos < t.size();) {
+    size_t end = t.find("\n%\n", pos);
+    end = end == std::string::npos ? t.size() : end + 3;
+    docs.push_back(std::string_view(t).substr(pos, end - pos));
+    pos = end;
+  }
+  return docs;
+}
+
 void BM_Encode(benchmark::State& state) {
   const GPT2Tokenizer& tok = tokenizer();
   const std::string& t = text();
@@ -80,13 +96,7 @@ void BM_Encode(benchmark::State& state) {
 void BM_EncodePerDocument(benchmark::State& state) {
   const GPT2Tokenizer& tok = tokenizer();
   const std::string& t = text();
-  std::vector<std::string_view> docs;
-  for (size_t pos = 0; pos < t.size();) {
-    size_t end = t.find("\n%\n", pos);
-    end = end == std::string::npos ? t.size() : end + 3;
-    docs.push_back(std::string_view(t).substr(pos, end - pos));
-    pos = end;
-  }
+  const std::vector<std::string_view> docs = documents();
   size_t tokens = 0;
   for (auto _ : state) {
     for (std::string_view d : docs) {
@@ -98,6 +108,27 @@ void BM_EncodePerDocument(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * t.size()));
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
   state.counters["docs"] = static_cast<double>(docs.size());
+}
+
+// BERT: one encode_plus ([CLS] ... [SEP]) per fortune, as a classifier's data set would call it.
+void BM_BertEncodePerDocument(benchmark::State& state) {
+  const char* dir = std::getenv("BRISK_BERT_DIR");
+  static const brisk::data::BertTokenizer tok = brisk::data::BertTokenizer::from_pretrained(
+      dir ? std::string(dir) : std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/wordpiece/uncased");
+  const std::vector<std::string_view> docs = documents();
+  size_t tokens = 0;
+  for (auto _ : state) {
+    for (std::string_view d : docs) {
+      brisk::data::Encoding e = tok.encode_plus(d);
+      tokens += e.size();
+      benchmark::DoNotOptimize(e.input_ids.data());
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text().size()));
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+  state.counters["docs"] = static_cast<double>(docs.size());
+  state.counters["tokens"] = static_cast<double>(tokens) / static_cast<double>(state.iterations());
+  state.SetLabel(tok.name());
 }
 
 void BM_Pretokenize(benchmark::State& state) {
@@ -123,6 +154,7 @@ void BM_Decode(benchmark::State& state) {
 
 BENCHMARK(BM_Encode)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_EncodePerDocument)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_BertEncodePerDocument)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_Pretokenize)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_Decode)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 

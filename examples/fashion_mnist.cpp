@@ -68,10 +68,9 @@ Eval evaluate(Accelerator& acc, models::FashionCNN& net, data::DataLoader& loade
   return {loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args a;
+// 1. Options: the command line. False when the program stops here (--help, a bad flag or value),
+// with its exit status in `status`.
+bool parse_options(int argc, char** argv, Args& a, int& status) {
   cli::Parser p("fashion_mnist",
                 "Trains the example CNN (conv 1->16->32, 3x3, ReLU, 2x2 max-pool; linear 1568->256->10) on\n"
                 "Fashion-MNIST with Adam, printing test accuracy after each epoch. Data-parallel under\n"
@@ -98,136 +97,193 @@ int main(int argc, char** argv) {
         "print the per-op profile (self and total CPU time, calls, allocations) to stderr at exit; with --bench "
         "the warm-up steps are left out",
         &a.profile);
-  if (!p.parse(argc, argv)) return p.exit_code();
+  if (!p.parse(argc, argv)) {
+    status = p.exit_code();
+    return false;
+  }
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) {
     std::fprintf(stderr, "fashion_mnist: --epochs, --batch-size and --lr must be positive\n");
-    return 2;
+    status = 2;
+    return false;
   }
+  return true;
+}
 
+// The Accelerator's options: the flags (user input, parsed once here: a bad value names the valid
+// ones), a checkpoint per epoch under <out>/checkpoints (the last two kept).
+AcceleratorOptions accelerator_options(const Args& a) {
+  std::optional<MixedPrecision> mp;
+  if (a.mixed_precision) mp = parse_enum<MixedPrecision>(*a.mixed_precision, "--mixed_precision");
+  std::optional<Sharding> sharding;
+  if (a.sharding) sharding = parse_enum<Sharding>(*a.sharding, "--sharding");
+  return {.mixed_precision = mp,
+          .sharding = sharding,
+          .seed = a.seed,
+          .project_dir = a.out,
+          .automatic_checkpoint_naming = true,
+          .total_limit = 2,
+          .profile = a.profile ? std::optional<bool>(true) : std::nullopt};
+}
+
+// 2. Data: the training and test sets and their loaders. Batches in pinned memory, so that on a GPU
+// (where prepare() sends the loaders' batches, as the model) their copies run asynchronously;
+// plain memory on a CPU-only machine.
+struct Data {
+  explicit Data(const Args& a)
+      : train_set(std::make_shared<data::FashionMNIST>(data::Split::Train, a.data)),
+        test_set(std::make_shared<data::FashionMNIST>(data::Split::Test, a.data)),
+        train(train_set, {.batch_size = a.batch_size,
+                          .shuffle = true,
+                          .num_workers = a.workers,
+                          .seed = a.seed,
+                          .pin_memory = true}),
+        test(test_set, {.batch_size = 256, .pin_memory = true}) {}
+  std::shared_ptr<data::FashionMNIST> train_set, test_set;
+  data::DataLoader train, test;
+};
+
+// 3. Model: the CNN and its optimizer.
+struct Model {
+  explicit Model(const Args& a) : opt(net.parameters(), {.lr = a.lr}) {}
+  models::FashionCNN net;
+  optim::Adam opt;
+};
+
+// One training step; the loss.
+double train_step(Accelerator& acc, Model& m, const Tensor& x, const Tensor& y) {
+  MemoryCategoryGuard activations(MemoryCategory::Activations);
+  auto sync = acc.accumulate(m.net);
+  Tensor loss;
+  {
+    auto ac = acc.autocast();
+    loss = cross_entropy(m.net(normalize(x)), y);
+  }
+  acc.backward(loss);
+  // Prepared optimizer: on a micro-step of a gradient-accumulation window that does not sync
+  // (gradient_accumulation_steps > 1, e.g. brisk launch --gradient_accumulation_steps 4), step()
+  // and zero_grad() do nothing; they act on the window's last micro-step.
+  m.opt.step();
+  m.opt.zero_grad();
+  return loss.item<double>();
+}
+
+// --bench: times a.bench training steps after 5 warm-up steps and prints images/s.
+void bench(Accelerator& acc, Model& m, data::DataLoader& train, const Args& a) {
+  int64_t done = -5;  // 5 warm-up steps
+  std::chrono::steady_clock::time_point t0;
+  while (done < a.bench) {
+    for (auto& [x, y] : train) {
+      if (done == 0) {
+        acc.wait_for_everyone();
+        profiler::reset();  // the table covers the timed steps only
+        t0 = std::chrono::steady_clock::now();
+      }
+      train_step(acc, m, x, y);
+      if (++done == a.bench) break;
+    }
+  }
+  acc.wait_for_everyone();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // All processes together: each trained bench steps of batch_size images.
+  acc.print("train images/s: ",
+            static_cast<int64_t>(static_cast<double>(a.bench * a.batch_size * acc.num_processes()) / s));
+}
+
+void print_header(Accelerator& acc, const Model& m, const Data& d, const Args& a) {
+  char header[256];
+  std::snprintf(header, sizeof header,
+                "fashion_mnist: %lld train / %lld test images, %lld process(es) x batch %lld on %s, Adam lr %g, "
+                "mixed precision %s, sharding %s, %d thread(s) per process, %lld parameters",
+                static_cast<long long>(d.train_set->size()), static_cast<long long>(d.test_set->size()),
+                static_cast<long long>(acc.num_processes()), static_cast<long long>(a.batch_size),
+                acc.device().str().c_str(), a.lr, std::string(enum_name(acc.mixed_precision())).c_str(),
+                std::string(enum_name(acc.sharding())).c_str(), get_num_threads(),
+                static_cast<long long>(m.net.num_parameters()));
+  acc.print(header);
+}
+
+// One epoch of training with a progress bar, then the test set: printed, logged, checkpointed.
+void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch) {
+  const int64_t N = acc.num_processes();
+  const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, d.train.size()) : d.train.size();
+  auto bar = acc.progress_bar(planned, "epoch " + std::to_string(epoch) + "/" + std::to_string(a.epochs), "step");
+  double loss_sum = 0;
+  int64_t steps = 0, images = 0;
+  for (auto& [x, y] : d.train) {
+    loss_sum += train_step(acc, m, x, y);
+    ++steps;
+    images += y.numel() * N;
+    char post[64];
+    std::snprintf(post, sizeof post, "loss %.4f, %.0f img/s", loss_sum / static_cast<double>(steps),
+                  static_cast<double>(images) / bar.elapsed_seconds());
+    bar.update(1, post);
+    if (steps == planned) break;
+  }
+  bar.close();
+  const double seconds = bar.elapsed_seconds(), ips = static_cast<double>(images) / seconds;
+  Eval ev = evaluate(acc, m.net, d.test, d.test_set->size());
+  // The training loss averaged over the processes (each saw its own shard).
+  const double train_loss =
+      acc.reduce(full({1}, loss_sum / static_cast<double>(steps), {.dtype = DType::F64}), dist::ReduceOp::Mean)
+          .item<double>();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%lld images), %.0f images/s, "
+                "%.1fs",
+                epoch, a.epochs, train_loss, ev.loss, 100 * ev.accuracy, static_cast<long long>(ev.count), ips,
+                seconds);
+  acc.print(line);
+  acc.log({{"epoch", epoch},
+           {"train_loss", train_loss},
+           {"test_loss", ev.loss},
+           {"test_accuracy", ev.accuracy},
+           {"images_per_s", ips},
+           {"seconds", seconds}},
+          epoch);
+}
+
+// 5. The loop: the epochs not done yet (--resume: after the newest checkpoint's), a checkpoint
+// after each (it records the epoch done).
+void train(Accelerator& acc, Model& m, Data& d, const Args& a) {
+  int first_epoch = 1;
+  acc.register_for_checkpointing(
+      "epoch", [&] { return json::Value(first_epoch - 1); },
+      [&](const json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
+  if (a.resume) {
+    const std::string from = acc.load_state();
+    acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1);
+  }
+  print_header(acc, m, d, a);
+  for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
+    run_epoch(acc, m, d, a, epoch);
+    first_epoch = epoch + 1;  // what the checkpoint records as done
+    acc.save_state();
+  }
+}
+
+// 6. Save: the trained weights.
+void save(Accelerator& acc, const Model& m, const Args& a) {
+  acc.save_model(m.net, a.out);
+  acc.print("saved ", a.out, "/model.safetensors, ", a.out, "/checkpoints and ", a.out, "/metrics.jsonl");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (int status = 0; !parse_options(argc, argv, a, status)) return status;
   try {
     set_num_threads(a.threads);
-    // The flag is user input: parsed once here (a bad value names the valid ones).
-    std::optional<MixedPrecision> mp;
-    if (a.mixed_precision) mp = parse_enum<MixedPrecision>(*a.mixed_precision, "--mixed_precision");
-    std::optional<Sharding> sharding;
-    if (a.sharding) sharding = parse_enum<Sharding>(*a.sharding, "--sharding");
-    Accelerator acc({.mixed_precision = mp,
-                     .sharding = sharding,
-                     .seed = a.seed,
-                     .project_dir = a.out,
-                     .automatic_checkpoint_naming = true,
-                     .total_limit = 2,
-                     .profile = a.profile ? std::optional<bool>(true) : std::nullopt});
-    auto train_set = std::make_shared<data::FashionMNIST>(data::Split::Train, a.data);
-    auto test_set = std::make_shared<data::FashionMNIST>(data::Split::Test, a.data);
-    // Batches in pinned memory, so that on a GPU (where prepare() sends the loaders' batches, as
-    // the model) their copies run asynchronously; plain memory on a CPU-only machine.
-    data::DataLoader train(
-        train_set,
-        {.batch_size = a.batch_size, .shuffle = true, .num_workers = a.workers, .seed = a.seed, .pin_memory = true});
-    data::DataLoader test(test_set, {.batch_size = 256, .pin_memory = true});
-
-    models::FashionCNN net;
-    optim::Adam opt(net.parameters(), {.lr = a.lr});
-    acc.prepare(net, opt, train, test);
-    const int64_t N = acc.num_processes();
-
-    auto step = [&](const Tensor& x, const Tensor& y) {
-      MemoryCategoryGuard activations(MemoryCategory::Activations);
-      auto sync = acc.accumulate(net);
-      Tensor loss;
-      {
-        auto ac = acc.autocast();
-        loss = cross_entropy(net(normalize(x)), y);
-      }
-      acc.backward(loss);
-      // Prepared optimizer: on a micro-step of a gradient-accumulation window that does not sync
-      // (gradient_accumulation_steps > 1, e.g. brisk launch --gradient_accumulation_steps 4), step()
-      // and zero_grad() do nothing; they act on the window's last micro-step.
-      opt.step();
-      opt.zero_grad();
-      return loss.item<double>();
-    };
-
+    Accelerator acc(accelerator_options(a));
+    Data data(a);
+    Model model(a);
+    acc.prepare(model.net, model.opt, data.train, data.test);  // 4. Prepare: placed, wrapped, sharded
     if (a.bench > 0) {
-      int64_t done = -5;  // 5 warm-up steps
-      std::chrono::steady_clock::time_point t0;
-      while (done < a.bench) {
-        for (auto& [x, y] : train) {
-          if (done == 0) {
-            acc.wait_for_everyone();
-            profiler::reset();  // the table covers the timed steps only
-            t0 = std::chrono::steady_clock::now();
-          }
-          step(x, y);
-          if (++done == a.bench) break;
-        }
-      }
-      acc.wait_for_everyone();
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      // All processes together: each trained bench steps of batch_size images.
-      acc.print("train images/s: ", static_cast<int64_t>(static_cast<double>(a.bench * a.batch_size * N) / s));
+      bench(acc, model, data.train, a);
       return 0;
     }
-
-    int first_epoch = 1;
-    acc.register_for_checkpointing(
-        "epoch", [&] { return json::Value(first_epoch - 1); },
-        [&](const json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
-    if (a.resume) {
-      const std::string from = acc.load_state();
-      acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1);
-    }
-    char header[256];
-    std::snprintf(header, sizeof header,
-                  "fashion_mnist: %lld train / %lld test images, %lld process(es) x batch %lld on %s, Adam lr %g, "
-                  "mixed precision %s, sharding %s, %d thread(s) per process, %lld parameters",
-                  static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
-                  static_cast<long long>(N), static_cast<long long>(a.batch_size), acc.device().str().c_str(), a.lr,
-                  std::string(enum_name(acc.mixed_precision())).c_str(), std::string(enum_name(acc.sharding())).c_str(),
-                  get_num_threads(), static_cast<long long>(net.num_parameters()));
-    acc.print(header);
-    for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
-      const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, train.size()) : train.size();
-      auto bar = acc.progress_bar(planned, "epoch " + std::to_string(epoch) + "/" + std::to_string(a.epochs), "step");
-      double loss_sum = 0;
-      int64_t steps = 0, images = 0;
-      for (auto& [x, y] : train) {
-        loss_sum += step(x, y);
-        ++steps;
-        images += y.numel() * N;
-        char post[64];
-        std::snprintf(post, sizeof post, "loss %.4f, %.0f img/s", loss_sum / static_cast<double>(steps),
-                      static_cast<double>(images) / bar.elapsed_seconds());
-        bar.update(1, post);
-        if (steps == planned) break;
-      }
-      bar.close();
-      const double seconds = bar.elapsed_seconds(), ips = static_cast<double>(images) / seconds;
-      Eval ev = evaluate(acc, net, test, test_set->size());
-      // The training loss averaged over the processes (each saw its own shard).
-      const double train_loss =
-          acc.reduce(full({1}, loss_sum / static_cast<double>(steps), {.dtype = DType::F64}), dist::ReduceOp::Mean)
-              .item<double>();
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.2f%% (%lld images), %.0f images/s, "
-                    "%.1fs",
-                    epoch, a.epochs, train_loss, ev.loss, 100 * ev.accuracy, static_cast<long long>(ev.count), ips,
-                    seconds);
-      acc.print(line);
-      acc.log({{"epoch", epoch},
-               {"train_loss", train_loss},
-               {"test_loss", ev.loss},
-               {"test_accuracy", ev.accuracy},
-               {"images_per_s", ips},
-               {"seconds", seconds}},
-              epoch);
-      first_epoch = epoch + 1;  // what the checkpoint records as done
-      acc.save_state();
-    }
-    acc.save_model(net, a.out);
-    acc.print("saved ", a.out, "/model.safetensors, ", a.out, "/checkpoints and ", a.out, "/metrics.jsonl");
+    train(acc, model, data, a);
+    save(acc, model, a);
   } catch (const Error& e) {
     std::fprintf(stderr, "fashion_mnist: %s\n", e.message().c_str());
     return 1;

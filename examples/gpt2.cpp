@@ -215,11 +215,9 @@ int sample_main(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "sample") return sample_main(argc - 1, argv + 1);
-  Args a;
+// 1. Options: the command line. False when the program stops here (--help, a bad flag or value),
+// with its exit status in `status`.
+bool parse_options(int argc, char** argv, Args& a, int& status) {
   cli::Parser p(
       "gpt2",
       "Trains GPT-2 with the Accelerator on the bytes of a text (Debian's fortunes by default) or on llm.c's\n"
@@ -266,7 +264,11 @@ int main(int argc, char** argv) {
         "--dropout 0, --gradient_accumulation_steps 1 and no fp16)",
         &a.cuda_graph);
   p.add("peak_tflops", "the GPU's peak TFLOP/s for --bench's MFU (H100 SXM dense bf16: 989)", &a.peak_tflops);
-  if (!p.parse(argc, argv)) return p.exit_code();
+  status = 2;
+  if (!p.parse(argc, argv)) {
+    status = p.exit_code();
+    return false;
+  }
   if (a.batch_size < 1 || a.max_steps < 1 || a.warmup_steps < 0 || !(a.learning_rate > 0) || a.log_every < 1 ||
       a.eval_every < 0 || a.eval_steps < 1 || a.gradient_accumulation_steps < 1 || a.bench < 0 || a.grad_clip < 0 ||
       a.weight_decay < 0) {
@@ -274,322 +276,447 @@ int main(int argc, char** argv) {
                  "gpt2: --batch_size, --max_steps, --learning_rate, --log_every, --eval_steps and "
                  "--gradient_accumulation_steps must be positive; --warmup_steps, --eval_every, --bench, --grad_clip "
                  "and --weight_decay >= 0\n");
-    return 2;
+    return false;
   }
   if (!a.train_bin.empty() && p.given("data")) {
     std::fprintf(stderr, "gpt2: give either --data or --train_bin, not both\n");
-    return 2;
+    return false;
   }
   // Recorded in checkpoints for `gpt2 sample`, which may run from another folder.
   if (!a.tokenizer_dir.empty()) a.tokenizer_dir = std::filesystem::absolute(a.tokenizer_dir).string();
   if (!a.val_bin.empty() && a.train_bin.empty()) {
     std::fprintf(stderr, "gpt2: --val_bin needs --train_bin\n");
-    return 2;
+    return false;
+  }
+  return true;
+}
+
+// The model's shape: the preset, with the shape flags over it.
+models::GPT2Config model_config(const Args& a) {
+  models::GPT2Config cfg = models::GPT2Config::preset(a.preset);
+  if (a.n_layer > 0) cfg.n_layer = a.n_layer;
+  if (a.n_head > 0) cfg.n_head = a.n_head;
+  if (a.n_embd > 0) cfg.n_embd = a.n_embd;
+  if (a.block_size > 0) cfg.block_size = a.block_size;
+  if (a.vocab_size > 0) cfg.vocab_size = a.vocab_size;
+  cfg.dropout = a.dropout;
+  cfg.activation_checkpointing = a.activation_checkpointing;
+  cfg.validate();
+  return cfg;
+}
+
+// The Accelerator's options (--mixed_precision is user input: parsed once here, a bad value names
+// the valid ones), a checkpoint at each evaluation under <output_dir>/checkpoints (the last two kept).
+AcceleratorOptions accelerator_options(const Args& a) {
+  std::optional<MixedPrecision> mp;
+  if (a.mixed_precision) mp = parse_enum<MixedPrecision>(*a.mixed_precision, "--mixed_precision");
+  return {.mixed_precision = mp,
+          .gradient_accumulation_steps = a.gradient_accumulation_steps,
+          .seed = a.seed,
+          .project_dir = a.output_dir,
+          .automatic_checkpoint_naming = true,
+          .total_limit = 2};
+}
+
+// --cuda_graph: what a replay cannot redo: work on other processes (the all-reduce), host
+// decisions per micro-step, fresh random numbers, the fp16 scaler's read of its inf/NaN flag.
+void check_cuda_graph(const Accelerator& acc, const Args& a) {
+  if (!a.cuda_graph) return;
+  const int64_t N = acc.num_processes();
+  BRISK_CHECK(acc.device().is_cuda(), "--cuda_graph needs a GPU (this process trains on ", acc.device().str(), ")");
+  BRISK_CHECK(N == 1, "--cuda_graph runs on one process (the gradient all-reduce is not captured); got ", N);
+  BRISK_CHECK(a.gradient_accumulation_steps == 1, "--cuda_graph needs --gradient_accumulation_steps 1");
+  BRISK_CHECK(a.dropout == 0, "--cuda_graph needs --dropout 0 (a replay repeats the captured random numbers)");
+  BRISK_CHECK(acc.mixed_precision() != MixedPrecision::FP16,
+              "--cuda_graph cannot train in fp16 (the loss scaler reads the GPU every step): use bf16");
+}
+
+// The training and validation tokens: a text encoded with --tokenizer (which may widen the
+// vocabulary), or llm.c's token files.
+struct Tokens {
+  std::string tokenizer, source;  // the tokenizer's name ("token-ids" for token files); where from
+  data::TokenSplit split;
+};
+
+Tokens read_tokens(const Args& a, models::GPT2Config& cfg) {
+  Tokens t{a.tokenizer, "", {}};
+  if (a.train_bin.empty()) {
+    const std::string text = data::read_text_corpus(a.data);
+    const std::unique_ptr<data::Tokenizer> tok = make_tokenizer(t.tokenizer, a.tokenizer_dir);
+    // A larger vocabulary than the preset's, unless --vocab_size says otherwise: the tokenizer's,
+    // padded to a multiple of 64 as GPT-2's 50257 becomes 50304.
+    if (a.vocab_size == 0 && tok->vocab_size() > cfg.vocab_size) cfg.vocab_size = (tok->vocab_size() + 63) / 64 * 64;
+    t.split = data::split_tokens(tok->encode(text), a.val_fraction);
+    t.source = a.data.empty() ? std::string(data::kFortunesDir) : a.data;
+    return t;
+  }
+  t.tokenizer = "token-ids";
+  if (a.val_bin.empty()) {
+    t.split = data::split_tokens(data::read_token_file(a.train_bin), a.val_fraction);
+  } else {
+    t.split.train = data::read_token_file(a.train_bin);
+    t.split.val = data::read_token_file(a.val_bin);
+  }
+  t.source = a.train_bin;
+  return t;
+}
+
+// 2. Data: windows of block_size + 1 tokens, every window start for training (shuffled; each step
+// takes batch_size windows on every process, incomplete rounds are dropped), block_size apart for
+// validation.
+struct Data {
+  std::string tokenizer, source;
+  int64_t train_tokens = 0, val_tokens = 0;
+  data::DataLoader train, val;
+};
+
+Data load_data(const Args& a, models::GPT2Config& cfg, int64_t N) {
+  Tokens t = read_tokens(a, cfg);
+  const int64_t T = cfg.block_size;
+  int32_t max_token = 0;
+  for (const auto* part : {&t.split.train, &t.split.val}) {
+    for (int32_t id : *part) max_token = std::max(max_token, id);
+  }
+  BRISK_CHECK(max_token < cfg.vocab_size, "the data holds token ", max_token, " but vocab_size is ", cfg.vocab_size,
+              " (give --vocab_size or a larger --preset)");
+  BRISK_CHECK(static_cast<int64_t>(t.split.val.size()) > T, t.split.val.size(),
+              " validation tokens are too few for one window of block_size ", T, " + 1");
+  const auto train_tokens = static_cast<int64_t>(t.split.train.size()),
+             val_tokens = static_cast<int64_t>(t.split.val.size());
+  auto train_set = std::make_shared<data::TokenWindows>(std::move(t.split.train), T, 1);
+  auto val_set = std::make_shared<data::TokenWindows>(std::move(t.split.val), T, T);
+  BRISK_CHECK(train_set->size() >= a.batch_size * N, train_set->size(), " training windows (", train_tokens,
+              " tokens, block_size ", T, ") are fewer than one step needs (batch_size ", a.batch_size, " x ", N,
+              " process(es))");
+  return Data{
+      t.tokenizer,
+      t.source,
+      train_tokens,
+      val_tokens,
+      data::DataLoader(train_set, {.batch_size = a.batch_size, .shuffle = true, .drop_last = true, .seed = a.seed}),
+      data::DataLoader(val_set, {.batch_size = a.batch_size})};
+}
+
+// 3. Model: GPT-2, AdamW (betas 0.9, 0.95; weight decay on the matrices and embeddings only, as
+// param_groups splits them) and the schedule: a linear warm-up from learning_rate / warmup at step
+// 0 (not 0, which would waste the step) to learning_rate at step warmup, then a cosine decay to
+// min_lr; a warm-up as long as the run is cut to leave one step of decay.
+struct Model {
+  Model(const Args& a, const models::GPT2Config& cfg)
+      : net(cfg),
+        opt(net.param_groups({.lr = a.learning_rate,
+                              .beta1 = 0.9,
+                              .beta2 = 0.95,
+                              .weight_decay = a.weight_decay,
+                              .capturable = a.cuda_graph})),
+        sched(opt, schedule(a)) {}
+  static optim::WarmupOptions schedule(const Args& a) {
+    const double min_lr = a.min_lr >= 0 ? a.min_lr : a.learning_rate / 10;
+    const int64_t warmup = std::min(a.warmup_steps, a.max_steps - 1);
+    return {.warmup_steps = warmup,
+            .total_steps = a.max_steps,
+            .decay = "cosine",
+            .start_factor = warmup > 0 ? 1.0 / static_cast<double>(warmup) : 1.0,
+            .min_factor = min_lr / a.learning_rate};
+  }
+  models::GPT2 net;
+  optim::AdamW opt;
+  optim::WarmupLR sched;
+};
+
+// A training micro-step (returns its loss): eager, or with --cuda_graph after 3 eager micro-steps
+// (libraries make their handles and workspaces, the optimizer moves its step count and learning
+// rates to the GPU) one step captured reading the batch from static tensors; each later step copies
+// its batch there and replays. The scheduler steps outside the graph: set_lr writes the learning
+// rate the replay reads.
+class TrainStep {
+ public:
+  TrainStep(Accelerator& acc, Model& m, const Args& a) : acc_(acc), m_(m), a_(a) {}
+
+  double operator()(const Tensor& x, const Tensor& y) { return a_.cuda_graph ? graphed(x, y) : eager(x, y); }
+  double lr() const { return step_lr_; }  // the learning rate of the last optimizer step
+  // Replays allocate nothing (their memory is the graph's private pool, filled during the
+  // capture), so --bench's peak over the timed steps would leave the step's memory out: the peak
+  // up to the end of the capture stands for it.
+  int64_t capture_peak() const { return capture_peak_; }
+
+ private:
+  double eager(const Tensor& x, const Tensor& y) {
+    auto sync = acc_.accumulate(m_.net);
+    Tensor loss;
+    {
+      auto ac = acc_.autocast();
+      loss = models::GPT2::loss(m_.net(x), y);
+    }
+    acc_.backward(loss);
+    if (acc_.sync_gradients() && a_.grad_clip > 0) acc_.clip_grad_norm_(m_.net, a_.grad_clip);
+    step_lr_ = m_.opt.lr();
+    m_.opt.step();    // prepared: does nothing on accumulation micro-steps that do not sync
+    m_.sched.step();  // and so the schedule advances once per real step
+    m_.opt.zero_grad();
+    return loss.item<double>();
   }
 
-  try {
-    set_num_threads(a.threads);
-    models::GPT2Config cfg = models::GPT2Config::preset(a.preset);
-    if (a.n_layer > 0) cfg.n_layer = a.n_layer;
-    if (a.n_head > 0) cfg.n_head = a.n_head;
-    if (a.n_embd > 0) cfg.n_embd = a.n_embd;
-    if (a.block_size > 0) cfg.block_size = a.block_size;
-    if (a.vocab_size > 0) cfg.vocab_size = a.vocab_size;
-    cfg.dropout = a.dropout;
-    cfg.activation_checkpointing = a.activation_checkpointing;
-    cfg.validate();
-    std::optional<MixedPrecision> mp;
-    if (a.mixed_precision) mp = parse_enum<MixedPrecision>(*a.mixed_precision, "--mixed_precision");
-    Accelerator acc({.mixed_precision = mp,
-                     .gradient_accumulation_steps = a.gradient_accumulation_steps,
-                     .seed = a.seed,
-                     .project_dir = a.output_dir,
-                     .automatic_checkpoint_naming = true,
-                     .total_limit = 2});
-    const int64_t N = acc.num_processes(), T = cfg.block_size;
-    if (a.cuda_graph) {
-      // What a replay cannot redo: work on other processes (the all-reduce), host decisions per
-      // micro-step, fresh random numbers, the fp16 scaler's read of its inf/NaN flag.
-      BRISK_CHECK(acc.device().is_cuda(), "--cuda_graph needs a GPU (this process trains on ", acc.device().str(), ")");
-      BRISK_CHECK(N == 1, "--cuda_graph runs on one process (the gradient all-reduce is not captured); got ", N);
-      BRISK_CHECK(a.gradient_accumulation_steps == 1, "--cuda_graph needs --gradient_accumulation_steps 1");
-      BRISK_CHECK(a.dropout == 0, "--cuda_graph needs --dropout 0 (a replay repeats the captured random numbers)");
-      BRISK_CHECK(acc.mixed_precision() != MixedPrecision::FP16,
-                  "--cuda_graph cannot train in fp16 (the loss scaler reads the GPU every step): use bf16");
-    }
-
-    // --- data ---
-    std::string tokenizer = a.tokenizer, source;
-    data::TokenSplit split;
-    if (a.train_bin.empty()) {
-      const std::string text = data::read_text_corpus(a.data);
-      const std::unique_ptr<data::Tokenizer> tok = make_tokenizer(tokenizer, a.tokenizer_dir);
-      // A larger vocabulary than the preset's, unless --vocab_size says otherwise: the tokenizer's,
-      // padded to a multiple of 64 as GPT-2's 50257 becomes 50304.
-      if (a.vocab_size == 0 && tok->vocab_size() > cfg.vocab_size) cfg.vocab_size = (tok->vocab_size() + 63) / 64 * 64;
-      split = data::split_tokens(tok->encode(text), a.val_fraction);
-      source = a.data.empty() ? std::string(data::kFortunesDir) : a.data;
-    } else {
-      tokenizer = "token-ids";
-      if (a.val_bin.empty()) {
-        split = data::split_tokens(data::read_token_file(a.train_bin), a.val_fraction);
-      } else {
-        split.train = data::read_token_file(a.train_bin);
-        split.val = data::read_token_file(a.val_bin);
-      }
-      source = a.train_bin;
-    }
-    int32_t max_token = 0;
-    for (const auto* part : {&split.train, &split.val}) {
-      for (int32_t t : *part) max_token = std::max(max_token, t);
-    }
-    BRISK_CHECK(max_token < cfg.vocab_size, "the data holds token ", max_token, " but vocab_size is ", cfg.vocab_size,
-                " (give --vocab_size or a larger --preset)");
-    BRISK_CHECK(static_cast<int64_t>(split.val.size()) > T, split.val.size(),
-                " validation tokens are too few for one window of block_size ", T, " + 1");
-    const auto train_tokens = static_cast<int64_t>(split.train.size()),
-               val_tokens = static_cast<int64_t>(split.val.size());
-    auto train_set = std::make_shared<data::TokenWindows>(std::move(split.train), T, 1);
-    auto val_set = std::make_shared<data::TokenWindows>(std::move(split.val), T, T);
-    // Each step takes batch_size windows on every process (incomplete rounds are dropped).
-    BRISK_CHECK(train_set->size() >= a.batch_size * N, train_set->size(), " training windows (", train_tokens,
-                " tokens, block_size ", T, ") are fewer than one step needs (batch_size ", a.batch_size, " x ", N,
-                " process(es))");
-    data::DataLoader train(train_set, {.batch_size = a.batch_size, .shuffle = true, .drop_last = true, .seed = a.seed});
-    data::DataLoader val(val_set, {.batch_size = a.batch_size});
-
-    // --- model, optimizer, schedule ---
-    models::GPT2 model(cfg);
-    optim::AdamW opt(model.param_groups({.lr = a.learning_rate,
-                                         .beta1 = 0.9,
-                                         .beta2 = 0.95,
-                                         .weight_decay = a.weight_decay,
-                                         .capturable = a.cuda_graph}));
-    const double min_lr = a.min_lr >= 0 ? a.min_lr : a.learning_rate / 10;
-    // Linear warm-up from learning_rate / warmup at step 0 (not 0, which would waste the step) to
-    // learning_rate at step warmup; a warm-up as long as the run is cut to leave one step of decay.
-    const int64_t warmup = std::min(a.warmup_steps, a.max_steps - 1);
-    optim::WarmupLR sched(opt, {.warmup_steps = warmup,
-                                .total_steps = a.max_steps,
-                                .decay = "cosine",
-                                .start_factor = warmup > 0 ? 1.0 / static_cast<double>(warmup) : 1.0,
-                                .min_factor = min_lr / a.learning_rate});
-    acc.prepare(model, opt, train, val, sched);
-
-    double step_lr = 0;  // the learning rate of the last optimizer step
-    auto micro_step = [&](const Tensor& x, const Tensor& y) {
-      auto sync = acc.accumulate(model);
-      Tensor loss;
-      {
-        auto ac = acc.autocast();
-        loss = models::GPT2::loss(model(x), y);
-      }
-      acc.backward(loss);
-      if (acc.sync_gradients() && a.grad_clip > 0) acc.clip_grad_norm_(model, a.grad_clip);
-      step_lr = opt.lr();
-      opt.step();    // prepared: does nothing on accumulation micro-steps that do not sync
-      sched.step();  // and so the schedule advances once per real step
-      opt.zero_grad();
-      return loss.item<double>();
-    };
-
-    // --cuda_graph: after 3 eager micro-steps (libraries make their handles and workspaces, the
-    // optimizer moves its step count and learning rates to the GPU), one step is captured reading
-    // the batch from static tensors; each later step copies its batch there and replays. The
-    // scheduler steps outside the graph: set_lr writes the learning rate the replay reads.
-    cuda::Graph graph;
-    Tensor static_x, static_y, static_loss;
-    int64_t eager_left = 3;
-    // Replays allocate nothing (their memory is the graph's private pool, filled during the
-    // capture), so --bench's peak over the timed steps would leave the step's memory out: the
-    // peak up to the end of the capture stands for it.
-    int64_t capture_peak = 0;
-    auto graphed_step = [&](const Tensor& x, const Tensor& y) {
-      if (!graph.captured()) {
-        if (eager_left-- > 0) return micro_step(x, y);
-        static_x = x.clone();
-        static_y = y.clone();
-        graph.capture([&] {
-          auto sync = acc.accumulate(model);
-          {
-            auto ac = acc.autocast();
-            static_loss = models::GPT2::loss(model(static_x), static_y);
-          }
-          acc.backward(static_loss);
-          if (a.grad_clip > 0) acc.clip_grad_norm_tensor_(model, a.grad_clip);
-          opt.step();
-          opt.zero_grad();
-        });
-        capture_peak = memory_stats(DeviceKind::CUDA).total_peak;
-      }
-      static_x.copy_(x);
-      static_y.copy_(y);
-      step_lr = opt.lr();
-      graph.replay();
-      sched.step();
-      return static_loss.item<double>();
-    };
-    auto train_step = [&](const Tensor& x, const Tensor& y) {
-      return a.cuda_graph ? graphed_step(x, y) : micro_step(x, y);
-    };
-
-    if (a.bench > 0) {
-      int64_t done = a.cuda_graph ? -4 : -2;  // 2 warm-up micro-steps (--cuda_graph: 3 eager, then the capture)
-      std::chrono::steady_clock::time_point t0;
-      while (done < a.bench) {
-        for (auto& [x, y] : train) {
-          if (done == 0) {
-            acc.wait_for_everyone();
-            // The peak bytes printed below are the timed steps' (not prepare's, which holds the
-            // full model and its shards at once under sharding).
-            reset_peak_memory_stats(acc.device().is_cuda() ? DeviceKind::CUDA : DeviceKind::CPU);
-            t0 = std::chrono::steady_clock::now();
-          }
-          train_step(x, y);
-          if (++done == a.bench) break;
-        }
-      }
-      acc.wait_for_everyone();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      acc.print("gpt2: ", model.num_parameters(), " parameters, ", N, " process(es) x batch ", a.batch_size, " x ", T,
-                " tokens, mixed precision ", enum_name(acc.mixed_precision()), ", ", get_num_threads(),
-                " thread(s) per process");
-      const double tokens_s = static_cast<double>(a.bench * a.batch_size * T * N) / s;
-      acc.print("train tokens/s: ", static_cast<int64_t>(tokens_s));
-      if (acc.device().is_cuda()) {
-        // Model FLOPs utilisation as nanoGPT and llm.c count it: 6 N + 12 L C T per token, N the
-        // parameters in matrix products (all but the position embedding), against the GPU's peak.
-        const double n_matmul = static_cast<double>(model.num_parameters() - model.wpe.weight.numel());
-        const double flops_per_token = 6.0 * n_matmul + 12.0 * static_cast<double>(cfg.n_layer * cfg.n_embd * T);
-        acc.print("MFU: ", 100.0 * tokens_s / static_cast<double>(N) * flops_per_token / (a.peak_tflops * 1e12),
-                  " % of ", a.peak_tflops, " TFLOP/s per GPU, step ", 1e3 * s / static_cast<double>(a.bench), " ms");
-      }
-      // Peak bytes of the main process by category over the timed steps (activations are counted as
-      // "other" here).
-      const MemoryStats m = memory_stats(acc.device().is_cuda() ? DeviceKind::CUDA : DeviceKind::CPU);
-      const auto peak = [&](MemoryCategory c) { return m.peak[static_cast<int>(c)]; };
-      acc.print("peak bytes (main process): parameters ", peak(MemoryCategory::Parameters), ", gradients ",
-                peak(MemoryCategory::Gradients), ", optimizer state ", peak(MemoryCategory::OptimizerState),
-                ", activations and other ", peak(MemoryCategory::Activations) + peak(MemoryCategory::Other), ", total ",
-                m.total_peak);
-      if (a.cuda_graph)
-        acc.print(
-            "peak bytes up to the end of the capture (the replays run in the graph's private pool, which the "
-            "line above does not count): total ",
-            capture_peak);
-      return 0;
-    }
-
-    // Validation loss over the first eval_steps batches of every process (the same windows
-    // whatever the number of processes when batch_size * N is the same), each window once.
-    auto evaluate = [&]() {
-      NoGradGuard no_grad;
-      model.eval();
-      double sum_loss = 0;
-      int64_t windows = 0, batches = 0;
-      // From the first batch every time: an evaluation stops after eval_steps batches, and the
-      // checkpoint records that position, which load_state would otherwise resume from.
-      val.set_start_batch(0);
-      for (auto& [x, y] : val) {
-        Tensor logits;
+  double graphed(const Tensor& x, const Tensor& y) {
+    if (!graph_.captured()) {
+      if (eager_left_-- > 0) return eager(x, y);
+      static_x_ = x.clone();
+      static_y_ = y.clone();
+      graph_.capture([&] {
+        auto sync = acc_.accumulate(m_.net);
         {
-          auto ac = acc.autocast();
-          logits = model(x);
+          auto ac = acc_.autocast();
+          static_loss_ = models::GPT2::loss(m_.net(static_x_), static_y_);
         }
-        const int64_t B = x.size(0);
-        Tensor per_token = cross_entropy(reshape(logits, {B * T, cfg.vocab_size}).to(DType::F32), reshape(y, {B * T}),
-                                         {.reduction = Reduction::None});
-        Tensor per_window = acc.gather_for_metrics(reshape(per_token, {B, T}).mean(1));
-        sum_loss += sum(per_window.to(DType::F64)).item<double>();
-        windows += per_window.numel();
-        if (++batches == a.eval_steps) break;
-      }
-      model.train();
-      return sum_loss / static_cast<double>(windows);
-    };
+        acc_.backward(static_loss_);
+        if (a_.grad_clip > 0) acc_.clip_grad_norm_tensor_(m_.net, a_.grad_clip);
+        m_.opt.step();
+        m_.opt.zero_grad();
+      });
+      capture_peak_ = memory_stats(DeviceKind::CUDA).total_peak;
+    }
+    static_x_.copy_(x);
+    static_y_.copy_(y);
+    step_lr_ = m_.opt.lr();
+    graph_.replay();
+    m_.sched.step();
+    return static_loss_.item<double>();
+  }
 
-    int64_t step = 0;  // optimizer steps done
-    acc.register_for_checkpointing(
-        "step", [&] { return json::Value(step); }, [&](const json::Value& v) { step = v.as_int(); });
-    acc.register_for_checkpointing(
-        "gpt2", [&] { return config_json(cfg, tokenizer, a.tokenizer_dir); },
-        [&](const json::Value& v) {
+  Accelerator& acc_;
+  Model& m_;
+  const Args& a_;
+  double step_lr_ = 0;
+  cuda::Graph graph_;
+  Tensor static_x_, static_y_, static_loss_;
+  int64_t eager_left_ = 3;
+  int64_t capture_peak_ = 0;
+};
+
+// --bench's report: tokens/s over the timed steps (`s` seconds), on a GPU the model FLOPs
+// utilisation, and the main process's peak bytes by category.
+void print_bench(Accelerator& acc, const Model& m, const TrainStep& step, const Args& a, double s) {
+  const models::GPT2Config& cfg = m.net.config;
+  const int64_t N = acc.num_processes(), T = cfg.block_size;
+  acc.print("gpt2: ", m.net.num_parameters(), " parameters, ", N, " process(es) x batch ", a.batch_size, " x ", T,
+            " tokens, mixed precision ", enum_name(acc.mixed_precision()), ", ", get_num_threads(),
+            " thread(s) per process");
+  const double tokens_s = static_cast<double>(a.bench * a.batch_size * T * N) / s;
+  acc.print("train tokens/s: ", static_cast<int64_t>(tokens_s));
+  if (acc.device().is_cuda()) {
+    // Model FLOPs utilisation as nanoGPT and llm.c count it: 6 N + 12 L C T per token, N the
+    // parameters in matrix products (all but the position embedding), against the GPU's peak.
+    const double n_matmul = static_cast<double>(m.net.num_parameters() - m.net.wpe.weight.numel());
+    const double flops_per_token = 6.0 * n_matmul + 12.0 * static_cast<double>(cfg.n_layer * cfg.n_embd * T);
+    acc.print("MFU: ", 100.0 * tokens_s / static_cast<double>(N) * flops_per_token / (a.peak_tflops * 1e12), " % of ",
+              a.peak_tflops, " TFLOP/s per GPU, step ", 1e3 * s / static_cast<double>(a.bench), " ms");
+  }
+  // Peak bytes of the main process by category over the timed steps (activations are counted as
+  // "other" here).
+  const MemoryStats ms = memory_stats(acc.device().is_cuda() ? DeviceKind::CUDA : DeviceKind::CPU);
+  const auto peak = [&](MemoryCategory c) { return ms.peak[static_cast<int>(c)]; };
+  acc.print("peak bytes (main process): parameters ", peak(MemoryCategory::Parameters), ", gradients ",
+            peak(MemoryCategory::Gradients), ", optimizer state ", peak(MemoryCategory::OptimizerState),
+            ", activations and other ", peak(MemoryCategory::Activations) + peak(MemoryCategory::Other), ", total ",
+            ms.total_peak);
+  if (a.cuda_graph)
+    acc.print(
+        "peak bytes up to the end of the capture (the replays run in the graph's private pool, which the "
+        "line above does not count): total ",
+        step.capture_peak());
+}
+
+// --bench: times a.bench training steps after 2 warm-up micro-steps (--cuda_graph: 3 eager, then
+// the capture).
+void bench(Accelerator& acc, const Model& m, TrainStep& step, data::DataLoader& train, const Args& a) {
+  int64_t done = a.cuda_graph ? -4 : -2;
+  std::chrono::steady_clock::time_point t0;
+  while (done < a.bench) {
+    for (auto& [x, y] : train) {
+      if (done == 0) {
+        acc.wait_for_everyone();
+        // The peak bytes printed are the timed steps' (not prepare's, which holds the full model
+        // and its shards at once under sharding).
+        reset_peak_memory_stats(acc.device().is_cuda() ? DeviceKind::CUDA : DeviceKind::CPU);
+        t0 = std::chrono::steady_clock::now();
+      }
+      step(x, y);
+      if (++done == a.bench) break;
+    }
+  }
+  acc.wait_for_everyone();
+  print_bench(acc, m, step, a, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// Validation loss over the first eval_steps batches of every process (the same windows whatever the
+// number of processes when batch_size * N is the same), each window once.
+double evaluate(Accelerator& acc, Model& m, data::DataLoader& val, const Args& a) {
+  const int64_t T = m.net.config.block_size, V = m.net.config.vocab_size;
+  NoGradGuard no_grad;
+  m.net.eval();
+  double sum_loss = 0;
+  int64_t windows = 0, batches = 0;
+  // From the first batch every time: an evaluation stops after eval_steps batches, and the
+  // checkpoint records that position, which load_state would otherwise resume from.
+  val.set_start_batch(0);
+  for (auto& [x, y] : val) {
+    Tensor logits;
+    {
+      auto ac = acc.autocast();
+      logits = m.net(x);
+    }
+    const int64_t B = x.size(0);
+    Tensor per_token =
+        cross_entropy(reshape(logits, {B * T, V}).to(DType::F32), reshape(y, {B * T}), {.reduction = Reduction::None});
+    Tensor per_window = acc.gather_for_metrics(reshape(per_token, {B, T}).mean(1));
+    sum_loss += sum(per_window.to(DType::F64)).item<double>();
+    windows += per_window.numel();
+    if (++batches == a.eval_steps) break;
+  }
+  m.net.train();
+  return sum_loss / static_cast<double>(windows);
+}
+
+void print_header(Accelerator& acc, const Model& m, const Data& d, const Args& a) {
+  const models::GPT2Config& cfg = m.net.config;
+  char header[512];
+  std::snprintf(header, sizeof header,
+                "gpt2: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocabulary %lld); %s: %lld "
+                "train / %lld validation tokens (%s); %lld process(es) x batch %lld x %lld tokens x %lld "
+                "accumulation, mixed precision %s, %d thread(s) per process",
+                static_cast<long long>(m.net.num_parameters()), static_cast<long long>(cfg.n_layer),
+                static_cast<long long>(cfg.n_head), static_cast<long long>(cfg.n_embd),
+                static_cast<long long>(cfg.block_size), static_cast<long long>(cfg.vocab_size), d.source.c_str(),
+                static_cast<long long>(d.train_tokens), static_cast<long long>(d.val_tokens), d.tokenizer.c_str(),
+                static_cast<long long>(acc.num_processes()), static_cast<long long>(a.batch_size),
+                static_cast<long long>(cfg.block_size), static_cast<long long>(a.gradient_accumulation_steps),
+                std::string(enum_name(acc.mixed_precision())).c_str(), get_num_threads());
+  acc.print(header);
+}
+
+// 5. The loop: optimizer steps up to max_steps (--resume: from the newest checkpoint's), the train
+// loss and tokens/s every log_every steps, the validation loss and a checkpoint every eval_every
+// steps and at the end; one progress bar per stretch between evaluations.
+class TrainLoop {
+ public:
+  TrainLoop(Accelerator& acc, Model& m, TrainStep& step, Data& d, const Args& a)
+      : acc_(acc), m_(m), train_step_(step), d_(d), a_(a) {}
+
+  void run() {
+    resume();
+    print_header(acc_, m_, d_, a_);
+    new_bar();
+    t_log_ = std::chrono::steady_clock::now();
+    const int64_t N = acc_.num_processes();
+    while (step_ < a_.max_steps) {
+      for (auto& [x, y] : d_.train) {
+        loss_sum_ += train_step_(x, y);
+        ++micro_;
+        tokens_ += x.numel() * N;
+        if (!acc_.sync_gradients()) continue;
+        ++step_;
+        const bool last = step_ == a_.max_steps;
+        if (step_ % a_.log_every == 0 || last) log();
+        bar_->update(1, post_);
+        if ((a_.eval_every > 0 && step_ % a_.eval_every == 0) || last) evaluate_and_save(last);
+        if (last) break;
+      }
+    }
+  }
+
+ private:
+  // The step counter and the model's shape go into every checkpoint; --resume loads the newest
+  // (its model must be the one configured).
+  void resume() {
+    const models::GPT2Config& cfg = m_.net.config;
+    acc_.register_for_checkpointing(
+        "step", [this] { return json::Value(step_); }, [this](const json::Value& v) { step_ = v.as_int(); });
+    acc_.register_for_checkpointing(
+        "gpt2", [this, &cfg] { return config_json(cfg, d_.tokenizer, a_.tokenizer_dir); },
+        [this, &cfg](const json::Value& v) {
           const models::GPT2Config saved = config_from_json(v, "the checkpoint");
           BRISK_CHECK(saved.n_layer == cfg.n_layer && saved.n_head == cfg.n_head && saved.n_embd == cfg.n_embd &&
                           saved.block_size == cfg.block_size && saved.vocab_size == cfg.vocab_size,
                       "--resume: the checkpoint's model (", v.dump(), ") is not the one configured (",
-                      config_json(cfg, tokenizer, a.tokenizer_dir).dump(), ")");
+                      config_json(cfg, d_.tokenizer, a_.tokenizer_dir).dump(), ")");
         });
-    if (a.resume) {
-      const std::string from = acc.load_state();
-      acc.print("gpt2: resumed from ", from, " after step ", step);
+    if (a_.resume) {
+      const std::string from = acc_.load_state();
+      acc_.print("gpt2: resumed from ", from, " after step ", step_);
     }
-    char header[512];
-    std::snprintf(
-        header, sizeof header,
-        "gpt2: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocabulary %lld); %s: %lld "
-        "train / %lld validation tokens (%s); %lld process(es) x batch %lld x %lld tokens x %lld "
-        "accumulation, mixed precision %s, %d thread(s) per process",
-        static_cast<long long>(model.num_parameters()), static_cast<long long>(cfg.n_layer),
-        static_cast<long long>(cfg.n_head), static_cast<long long>(cfg.n_embd), static_cast<long long>(T),
-        static_cast<long long>(cfg.vocab_size), source.c_str(), static_cast<long long>(train_tokens),
-        static_cast<long long>(val_tokens), tokenizer.c_str(), static_cast<long long>(N),
-        static_cast<long long>(a.batch_size), static_cast<long long>(T),
-        static_cast<long long>(a.gradient_accumulation_steps), std::string(enum_name(acc.mixed_precision())).c_str(),
-        get_num_threads());
-    acc.print(header);
+  }
 
-    // One progress bar per stretch between evaluations.
-    std::optional<ProgressBar> bar;
-    auto new_bar = [&]() {
-      const int64_t left = a.max_steps - step;
-      const int64_t span = a.eval_every > 0 ? std::min(left, a.eval_every - step % a.eval_every) : left;
-      bar.emplace(span, "steps " + std::to_string(step + 1) + "-" + std::to_string(step + span), "step",
-                  acc.is_main_process());
-    };
-    new_bar();
-    double loss_sum = 0;  // over the micro-steps since the last log
-    int64_t micro = 0, tokens = 0;
-    std::string post;
-    auto t_log = std::chrono::steady_clock::now();
-    while (step < a.max_steps) {
-      for (auto& [x, y] : train) {
-        loss_sum += train_step(x, y);
-        ++micro;
-        tokens += x.numel() * N;
-        if (!acc.sync_gradients()) continue;
-        ++step;
-        const bool last = step == a.max_steps;
-        if (step % a.log_every == 0 || last) {
-          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_log).count();
-          const double tps = static_cast<double>(tokens) / secs;
-          // The mean over the micro-steps since the last log and over the processes.
-          const double loss =
-              acc.reduce(full({1}, loss_sum / static_cast<double>(micro), {.dtype = DType::F64}), dist::ReduceOp::Mean)
-                  .item<double>();
-          acc.log({{"loss", loss}, {"lr", step_lr}, {"tokens_per_s", tps}}, step);
-          char buf[96];
-          std::snprintf(buf, sizeof buf, "loss %.4f, lr %.2e, %.0f tok/s", loss, step_lr, tps);
-          post = buf;
-          loss_sum = 0, micro = 0, tokens = 0, t_log = std::chrono::steady_clock::now();
-        }
-        bar->update(1, post);
-        if ((a.eval_every > 0 && step % a.eval_every == 0) || last) {
-          bar->close();
-          const auto t_eval = std::chrono::steady_clock::now();
-          const double val_loss = evaluate();
-          acc.log({{"val_loss", val_loss}}, step);
-          char line[128];
-          std::snprintf(line, sizeof line, "step %lld/%lld: %s, val loss %.4f", static_cast<long long>(step),
-                        static_cast<long long>(a.max_steps), post.c_str(), val_loss);
-          acc.print(line);
-          acc.save_state();
-          t_log += std::chrono::steady_clock::now() - t_eval;  // evaluation and saving are not training time
-          if (!last) new_bar();
-        }
-        if (last) break;
-      }
+  void new_bar() {
+    const int64_t left = a_.max_steps - step_;
+    const int64_t span = a_.eval_every > 0 ? std::min(left, a_.eval_every - step_ % a_.eval_every) : left;
+    bar_.emplace(span, "steps " + std::to_string(step_ + 1) + "-" + std::to_string(step_ + span), "step",
+                 acc_.is_main_process());
+  }
+
+  // The train loss (the mean over the micro-steps since the last log and over the processes), the
+  // learning rate and tokens/s: logged, and shown on the progress bar.
+  void log() {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_log_).count();
+    const double tps = static_cast<double>(tokens_) / secs;
+    const double loss =
+        acc_.reduce(full({1}, loss_sum_ / static_cast<double>(micro_), {.dtype = DType::F64}), dist::ReduceOp::Mean)
+            .item<double>();
+    acc_.log({{"loss", loss}, {"lr", train_step_.lr()}, {"tokens_per_s", tps}}, step_);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "loss %.4f, lr %.2e, %.0f tok/s", loss, train_step_.lr(), tps);
+    post_ = buf;
+    loss_sum_ = 0, micro_ = 0, tokens_ = 0, t_log_ = std::chrono::steady_clock::now();
+  }
+
+  void evaluate_and_save(bool last) {
+    bar_->close();
+    const auto t_eval = std::chrono::steady_clock::now();
+    const double val_loss = evaluate(acc_, m_, d_.val, a_);
+    acc_.log({{"val_loss", val_loss}}, step_);
+    char line[128];
+    std::snprintf(line, sizeof line, "step %lld/%lld: %s, val loss %.4f", static_cast<long long>(step_),
+                  static_cast<long long>(a_.max_steps), post_.c_str(), val_loss);
+    acc_.print(line);
+    acc_.save_state();
+    t_log_ += std::chrono::steady_clock::now() - t_eval;  // evaluation and saving are not training time
+    if (!last) new_bar();
+  }
+
+  Accelerator& acc_;
+  Model& m_;
+  TrainStep& train_step_;
+  Data& d_;
+  const Args& a_;
+  int64_t step_ = 0;  // optimizer steps done
+  std::optional<ProgressBar> bar_;
+  double loss_sum_ = 0;  // over the micro-steps since the last log
+  int64_t micro_ = 0, tokens_ = 0;
+  std::string post_;
+  std::chrono::steady_clock::time_point t_log_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "sample") return sample_main(argc - 1, argv + 1);
+  Args a;
+  if (int status = 0; !parse_options(argc, argv, a, status)) return status;
+  try {
+    set_num_threads(a.threads);
+    models::GPT2Config cfg = model_config(a);
+    Accelerator acc(accelerator_options(a));
+    check_cuda_graph(acc, a);
+    Data data = load_data(a, cfg, acc.num_processes());  // may widen cfg's vocabulary to the tokenizer's
+    Model model(a, cfg);
+    acc.prepare(model.net, model.opt, data.train, data.val, model.sched);  // 4. Prepare
+    TrainStep step(acc, model, a);
+    if (a.bench > 0) {
+      bench(acc, model, step, data.train, a);
+      return 0;
     }
+    TrainLoop loop(acc, model, step, data, a);  // 5. The loop
+    loop.run();
+    // 6. Save: the checkpoints the loop wrote hold the model.
     acc.print("saved ", a.output_dir, "/checkpoints and ", a.output_dir, "/metrics.jsonl; `gpt2 sample --checkpoint ",
               a.output_dir, "` generates text");
   } catch (const Error& e) {

@@ -17,6 +17,7 @@
 #include "brisk/util/cli.h"
 #include "brisk/util/error.h"
 #include "commands.h"
+#include "job_supervisor.h"
 
 namespace brisk::cli_commands {
 
@@ -77,23 +78,21 @@ void check_main_host(const std::string& hostfile, const std::string& main_ip) {
   BRISK_THROW("launch: hostfile '", hostfile, "' lists no host");
 }
 
-int launch(int argc, char** argv) {
-  const std::string me = argv[0];
-  cli::Parser p(me,
-                "Starts PROGRAM as N processes with OpenMPI's mpirun (a single process runs directly, no\n"
-                "OpenMPI needed), passes the settings on as BRISK_* environment variables, stops every\n"
-                "process when one fails and exits with the program's status. Flags override the config file\n"
-                "(`brisk config` writes it; default " +
-                    default_config_hint() + ").");
+// What the command line says: the settings it overrides (`flags`) and launch's own options.
+struct LaunchFlags {
   Config flags;  // only what the command line sets; the config file and defaults fill the rest
   std::string config_file, mpirun_args, mpirun_hostfile;
   bool tag_output = false, dry_run = false, multi_gpu = false;
   std::optional<int> accumulation, threads;
+};
+
+void add_flags(cli::Parser& p, LaunchFlags& f) {
+  Config& flags = f.flags;
   // Accelerate's launch flags first, with their meaning; then brisk's own.
   p.add("config_file", "config to read instead of the default one (Accelerate's default_config.yaml reads too)",
-        &config_file);
+        &f.config_file);
   p.add("cpu", "run on the CPU even where GPUs are present (BRISK_CPU=1)", &flags.use_cpu);
-  p.add("multi_gpu", "one process per GPU (distributed_type MULTI_GPU)", &multi_gpu);
+  p.add("multi_gpu", "one process per GPU (distributed_type MULTI_GPU)", &f.multi_gpu);
   p.add("mixed_precision", "no, fp16 or bf16 (BRISK_MIXED_PRECISION)", &flags.mixed_precision);
   p.add("sharding", "none, zero1, zero2 or zero3: ZeRO stage of sharded data parallelism (BRISK_SHARDING)",
         &flags.sharding);
@@ -111,17 +110,82 @@ int launch(int argc, char** argv) {
   p.add("main_process_port", "accepted for Accelerate's sake: mpirun connects the processes, no port is needed",
         &flags.main_process_port);
   p.add("gpu_ids", "GPUs to use, e.g. 0,1 (sets CUDA_VISIBLE_DEVICES; default all)", &flags.gpu_ids);
-  p.add("gradient_accumulation_steps", "the Accelerator's default (BRISK_GRADIENT_ACCUMULATION_STEPS)", &accumulation);
+  p.add("gradient_accumulation_steps", "the Accelerator's default (BRISK_GRADIENT_ACCUMULATION_STEPS)",
+        &f.accumulation);
   p.add("num_cpu_threads_per_process", "OMP_NUM_THREADS of each process (default: cores / processes per host)",
-        &threads);
+        &f.threads);
   p.add("mpirun_hostfile", "OpenMPI hostfile: one 'HOST slots=N' line per machine (same as --hostfile)",
-        &mpirun_hostfile);
+        &f.mpirun_hostfile);
   p.add("debug", "ranks check they call the same collectives (BRISK_DEBUG=1)", &flags.debug);
   p.add("hostfile", "OpenMPI hostfile: one 'HOST slots=N' line per machine", &flags.hostfile);
   p.add("timeout", "seconds a collective may take before the job fails (BRISK_TIMEOUT_SECONDS)", &flags.timeout);
-  p.add("tag_output", "prefix each output line with [job,rank]", &tag_output);
-  p.add("mpirun_args", "extra arguments for mpirun, split at spaces (e.g. \"--mca plm_rsh_agent ssh\")", &mpirun_args);
-  p.add("dry_run", "print the command (and the variables it sets) instead of running it", &dry_run);
+  p.add("tag_output", "prefix each output line with [job,rank]", &f.tag_output);
+  p.add("mpirun_args", "extra arguments for mpirun, split at spaces (e.g. \"--mca plm_rsh_agent ssh\")",
+        &f.mpirun_args);
+  p.add("dry_run", "print the command (and the variables it sets) instead of running it", &f.dry_run);
+}
+
+// The launch's settings: the flags over the config file over the defaults, checked, and the host
+// facts they depend on (`host`).
+LaunchSettings resolve_settings(LaunchFlags& f, HostFacts& host) {
+  Config& flags = f.flags;
+  if (f.multi_gpu) {
+    BRISK_CHECK(!flags.use_cpu.value_or(false), "launch: --multi_gpu and --cpu contradict each other");
+    flags.distributed_type = "MULTI_GPU";
+  }
+  if (!f.mpirun_hostfile.empty()) {
+    BRISK_CHECK(!flags.hostfile || *flags.hostfile == f.mpirun_hostfile, "launch: --mpirun_hostfile '",
+                f.mpirun_hostfile, "' and --hostfile '", *flags.hostfile, "' differ; give one");
+    flags.hostfile = f.mpirun_hostfile;
+  }
+  BRISK_CHECK(f.accumulation.value_or(1) >= 1, "launch: --gradient_accumulation_steps must be at least 1, got ",
+              *f.accumulation);
+  BRISK_CHECK(f.threads.value_or(1) >= 1, "launch: --num_cpu_threads_per_process must be at least 1, got ", *f.threads);
+  validate(flags, "");
+  Config file;
+  std::string used = read_config(f.config_file, file);
+  Config merged = merge(flags, file);
+  // Counting GPUs starts the CUDA runtime: only do it when the process count depends on it
+  // (resolve_launch: -n or the config's num_processes, else one per listed or visible GPU, else 2).
+  host = {::geteuid() == 0, usable_cpu_cores(),
+          merged.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false) ||
+                  merged.distributed_type.value_or("MULTI_GPU") != "MULTI_GPU"
+              ? 0
+              : usable_gpu_count()};
+  LaunchSettings settings = resolve_launch(merged, host);
+  settings.config_file = used;
+  settings.gradient_accumulation_steps = f.accumulation;
+  settings.num_cpu_threads_per_process = f.threads;
+  if (settings.num_machines > 1 && merged.main_process_ip) check_main_host(settings.hostfile, *merged.main_process_ip);
+  return settings;
+}
+
+// Why `mpirun` cannot start the job ("" when it can): it must be OpenMPI's.
+std::string mpirun_problem(const std::string& mpirun) {
+  const char* override_path = std::getenv("BRISK_MPIRUN");
+  if (mpirun.empty() && override_path && *override_path)
+    return std::string("BRISK_MPIRUN is '") + override_path + "', which is not an executable program";
+  if (mpirun.empty())
+    return "mpirun not found: install OpenMPI (apt-get install openmpi-bin), or run a single process "
+           "with -n 1, which needs no MPI";
+  std::string version = mpi_version(mpirun);
+  if (version.find("Open MPI") == std::string::npos)
+    return "OpenMPI's mpirun is needed, but '" + mpirun + "' reports '" +
+           (version.empty() ? std::string("nothing for --version") : version) +
+           "'; install openmpi-bin or set BRISK_MPIRUN to OpenMPI's mpirun";
+  return "";
+}
+
+int launch(int argc, char** argv) {
+  const std::string me = argv[0];
+  cli::Parser p(me,
+                "Starts PROGRAM as N processes with OpenMPI's mpirun (a single process runs directly, no\n"
+                "OpenMPI needed), passes the settings on as BRISK_* environment variables, stops every\n"
+                "process when one fails and exits with the program's status. Flags override the config file\n"
+                "(`brisk config` writes it; default " +
+                    default_config_hint() + ").");
+  LaunchFlags f;
+  add_flags(p, f);
   p.allow_positionals("PROGRAM [ARGS...]", /*stop_at_first=*/true);
   if (!p.parse(argc, argv)) return p.exit_code();
   if (p.positionals().empty())
@@ -130,40 +194,12 @@ int launch(int argc, char** argv) {
   LaunchSettings settings;
   HostFacts host;
   try {
-    if (multi_gpu) {
-      BRISK_CHECK(!flags.use_cpu.value_or(false), "launch: --multi_gpu and --cpu contradict each other");
-      flags.distributed_type = "MULTI_GPU";
-    }
-    if (!mpirun_hostfile.empty()) {
-      BRISK_CHECK(!flags.hostfile || *flags.hostfile == mpirun_hostfile, "launch: --mpirun_hostfile '", mpirun_hostfile,
-                  "' and --hostfile '", *flags.hostfile, "' differ; give one");
-      flags.hostfile = mpirun_hostfile;
-    }
-    BRISK_CHECK(accumulation.value_or(1) >= 1, "launch: --gradient_accumulation_steps must be at least 1, got ",
-                *accumulation);
-    BRISK_CHECK(threads.value_or(1) >= 1, "launch: --num_cpu_threads_per_process must be at least 1, got ", *threads);
-    validate(flags, "");
-    Config file;
-    std::string used = read_config(config_file, file);
-    Config merged = merge(flags, file);
-    // Counting GPUs starts the CUDA runtime: only do it when the process count depends on it
-    // (resolve_launch: -n or the config's num_processes, else one per listed or visible GPU, else 2).
-    host = {::geteuid() == 0, usable_cpu_cores(),
-            merged.num_processes || merged.gpu_ids.value_or("all") != "all" || merged.use_cpu.value_or(false) ||
-                    merged.distributed_type.value_or("MULTI_GPU") != "MULTI_GPU"
-                ? 0
-                : usable_gpu_count()};
-    settings = resolve_launch(merged, host);
-    settings.config_file = used;
-    settings.gradient_accumulation_steps = accumulation;
-    settings.num_cpu_threads_per_process = threads;
-    if (settings.num_machines > 1 && merged.main_process_ip)
-      check_main_host(settings.hostfile, *merged.main_process_ip);
+    settings = resolve_settings(f, host);
   } catch (const brisk::Error& e) {
     return fail(me, e.message());
   }
-  settings.tag_output = tag_output;
-  std::istringstream extra(mpirun_args);
+  settings.tag_output = f.tag_output;
+  std::istringstream extra(f.mpirun_args);
   for (std::string word; extra >> word;) settings.mpirun_args.push_back(word);
   if (!settings.hostfile.empty() && ::access(settings.hostfile.c_str(), R_OK) != 0)
     return fail(me, "cannot read hostfile '" + settings.hostfile + "': " + std::strerror(errno));
@@ -181,32 +217,18 @@ int launch(int argc, char** argv) {
   std::string mpirun = find_mpirun();
   LaunchCommand cmd =
       build_launch_command(settings, host, program, current_environment(), mpirun.empty() ? "mpirun" : mpirun);
-  if (dry_run) {
+  if (f.dry_run) {
     for (const auto& [k, v] : cmd.env) std::printf("%s ", shell_join({std::string(k).append("=").append(v)}).c_str());
     std::printf("%s\n", shell_join(cmd.argv).c_str());
     return 0;
   }
-  if (cmd.uses_mpirun) {
-    const char* override_path = std::getenv("BRISK_MPIRUN");
-    if (mpirun.empty() && override_path && *override_path)
-      return fail(me, std::string("BRISK_MPIRUN is '") + override_path + "', which is not an executable program");
-    if (mpirun.empty())
-      return fail(me,
-                  "mpirun not found: install OpenMPI (apt-get install openmpi-bin), or run a single process "
-                  "with -n 1, which needs no MPI");
-    std::string version = mpi_version(mpirun);
-    if (version.find("Open MPI") == std::string::npos)
-      return fail(me, "OpenMPI's mpirun is needed, but '" + mpirun + "' reports '" +
-                          (version.empty() ? std::string("nothing for --version") : version) +
-                          "'; install openmpi-bin or set BRISK_MPIRUN to OpenMPI's mpirun");
-  }
+  if (cmd.uses_mpirun)
+    if (const std::string problem = mpirun_problem(mpirun); !problem.empty()) return fail(me, problem);
   for (const auto& [k, v] : cmd.env) ::setenv(k.c_str(), v.c_str(), 1);
-  std::fflush(nullptr);
-  std::vector<char*> args;
-  for (const std::string& a : cmd.argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  return fail(me, "cannot start '" + cmd.argv[0] + "': " + std::strerror(errno));
+  const std::string what = cmd.uses_mpirun
+                               ? "the job (" + std::to_string(settings.num_processes) + " processes under mpirun)"
+                               : "the program";
+  return run_job(cmd.argv, what);
 }
 
 }  // namespace brisk::cli_commands

@@ -41,6 +41,11 @@ struct Run {
       if (s.metric == metric) return &s;
     return nullptr;
   }
+  const Series* find(const std::string& metric) const {
+    for (const Series& s : series)
+      if (s.metric == metric) return &s;
+    return nullptr;
+  }
 };
 
 // Reads one metrics.jsonl: every numeric key of every record that has the x key becomes a point.
@@ -135,6 +140,84 @@ int run_gnuplot(const std::string& gnuplot, const std::string& script) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The metrics to draw: those --metrics names (each one some run has), else every key that looks
+// like a loss, an accuracy or a throughput, else every key; in order of first appearance.
+std::vector<std::string> choose_metrics(const std::vector<Run>& runs, const std::string& metrics,
+                                        const std::string& x_key) {
+  std::vector<std::string> available;
+  for (const Run& r : runs)
+    for (const Series& s : r.series)
+      if (std::find(available.begin(), available.end(), s.metric) == available.end()) available.push_back(s.metric);
+  std::string files;
+  for (const Run& r : runs) {
+    if (!files.empty()) files += ", ";
+    files += r.path;
+  }
+  BRISK_CHECK(!available.empty(), "plot: no numeric series with an '", x_key, "' in ", files);
+  std::vector<std::string> chosen;
+  if (!metrics.empty()) {
+    for (const std::string& m : cli::split_comma_list(metrics)) {
+      if (std::find(available.begin(), available.end(), m) == available.end()) {
+        std::string have;
+        for (const std::string& a : available) {
+          if (!have.empty()) have += ", ";
+          have += a;
+        }
+        BRISK_THROW("plot: unknown metric '", m, "': the files have ", have);
+      }
+      if (std::find(chosen.begin(), chosen.end(), m) == chosen.end()) chosen.push_back(m);
+    }
+  } else {
+    for (const std::string& m : available)
+      if (plotted_by_default(m)) chosen.push_back(m);
+    if (chosen.empty()) chosen = available;
+  }
+  return chosen;
+}
+
+// The panels of the plot (a gnuplot multiplot of `rows` x `cols`), each run's points of each metric
+// written to a data file in `tmp`.
+std::string plot_body(const std::vector<Run>& runs, const std::vector<std::string>& chosen, const std::string& x_key,
+                      const fs::path& tmp, size_t rows, size_t cols) {
+  std::ostringstream body;
+  body << "set multiplot layout " << rows << "," << cols << "\n";
+  for (size_t m = 0; m < chosen.size(); ++m) {
+    body << "set title " << gp_quote(chosen[m]) << "\nset xlabel " << gp_quote(x_key)
+         << "\nset grid\nset key below\nplot ";
+    bool first = true;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const Series* s = runs[r].find(chosen[m]);
+      if (!s) continue;
+      char name[64];
+      std::snprintf(name, sizeof name, "r%zu_m%zu.dat", r, m);
+      const fs::path data = tmp / name;
+      std::ofstream f(data);
+      f.precision(17);
+      for (const auto& [x, y] : s->points) f << x << ' ' << y << '\n';
+      BRISK_CHECK(f.good(), "plot: cannot write ", data.string());
+      body << (first ? "" : ", ") << gp_quote(data.string()) << " using 1:2 with "
+           << (s->points.size() > 30 ? "lines" : "linespoints pt 7 ps 0.6") << " lt " << r + 1 << " lw 1.5 title "
+           << gp_quote(runs[r].name);
+      first = false;
+    }
+    body << "\n";
+  }
+  body << "unset multiplot\nset output\n";
+  return body.str();
+}
+
+// The gnuplot script that draws `body` to base.png (pngcairo where gnuplot has it) and base.svg.
+void write_script(const fs::path& script, const std::string& body, const std::string& base, int width, int height) {
+  std::ofstream f(script);
+  f << "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n  set terminal pngcairo noenhanced size " << width << ","
+    << height << " font 'sans,10'\n} else {\n  set terminal png noenhanced size " << width << "," << height
+    << "\n}\nset output " << gp_quote(base + ".png") << "\n"
+    << body << "set terminal svg noenhanced size " << width << "," << height
+    << " font 'sans,10' background '#ffffff'\nset output " << gp_quote(base + ".svg") << "\n"
+    << body;
+  BRISK_CHECK(f.good(), "plot: cannot write ", script.string());
+}
+
 }  // namespace
 
 int plot(int argc, char** argv) {
@@ -155,41 +238,10 @@ int plot(int argc, char** argv) {
   try {
     BRISK_CHECK(!p.positionals().empty(), "plot: no metrics.jsonl given; usage: brisk plot METRICS.jsonl... [-o OUT]");
     BRISK_CHECK(x_key == "step" || x_key == "epoch", "plot: --x '", x_key, "' is not valid; expected step or epoch");
-
     std::vector<Run> runs;
     for (const std::string& path : p.positionals()) runs.push_back(read_run(path, x_key));
     name_runs(runs);
-
-    // Every metric any run has, in order of first appearance.
-    std::vector<std::string> available;
-    for (const Run& r : runs)
-      for (const Series& s : r.series)
-        if (std::find(available.begin(), available.end(), s.metric) == available.end()) available.push_back(s.metric);
-    std::string files;
-    for (const Run& r : runs) {
-      if (!files.empty()) files += ", ";
-      files += r.path;
-    }
-    BRISK_CHECK(!available.empty(), "plot: no numeric series with an '", x_key, "' in ", files);
-
-    std::vector<std::string> chosen;
-    if (!metrics.empty()) {
-      for (const std::string& m : cli::split_comma_list(metrics)) {
-        if (std::find(available.begin(), available.end(), m) == available.end()) {
-          std::string have;
-          for (const std::string& a : available) {
-            if (!have.empty()) have += ", ";
-            have += a;
-          }
-          BRISK_THROW("plot: unknown metric '", m, "': the files have ", have);
-        }
-        if (std::find(chosen.begin(), chosen.end(), m) == chosen.end()) chosen.push_back(m);
-      }
-    } else {
-      for (const std::string& m : available)
-        if (plotted_by_default(m)) chosen.push_back(m);
-      if (chosen.empty()) chosen = available;
-    }
+    const std::vector<std::string> chosen = choose_metrics(runs, metrics, x_key);
 
     // The data (one file per run and metric) and the script go to a temporary folder.
     std::string tmpl = (fs::temp_directory_path() / "brisk-plot-XXXXXX").string();
@@ -210,45 +262,11 @@ int plot(int argc, char** argv) {
     const fs::path out_dir = fs::path(base).parent_path();
     if (!out_dir.empty()) fs::create_directories(out_dir);
 
-    std::ostringstream body;
     const size_t n = chosen.size(), cols = n <= 3 ? n : (n == 4 ? 2 : 3), rows = (chosen.size() + cols - 1) / cols;
-    body << "set multiplot layout " << rows << "," << cols << "\n";
-    for (size_t m = 0; m < chosen.size(); ++m) {
-      body << "set title " << gp_quote(chosen[m]) << "\nset xlabel " << gp_quote(x_key)
-           << "\nset grid\nset key below\nplot ";
-      bool first = true;
-      for (size_t r = 0; r < runs.size(); ++r) {
-        const Series* s = runs[r].find(chosen[m]);
-        if (!s) continue;
-        char name[64];
-        std::snprintf(name, sizeof name, "r%zu_m%zu.dat", r, m);
-        const fs::path data = tmp / name;
-        std::ofstream f(data);
-        f.precision(17);
-        for (const auto& [x, y] : s->points) f << x << ' ' << y << '\n';
-        BRISK_CHECK(f.good(), "plot: cannot write ", data.string());
-        body << (first ? "" : ", ") << gp_quote(data.string()) << " using 1:2 with "
-             << (s->points.size() > 30 ? "lines" : "linespoints pt 7 ps 0.6") << " lt " << r + 1 << " lw 1.5 title "
-             << gp_quote(runs[r].name);
-        first = false;
-      }
-      body << "\n";
-    }
-    body << "unset multiplot\nset output\n";
-
+    const std::string body = plot_body(runs, chosen, x_key, tmp, rows, cols);
     const int width = static_cast<int>(560 * cols), height = static_cast<int>((360 + 20 * runs.size()) * rows);
-    const std::string png = base + ".png", svg = base + ".svg";
     const fs::path script = tmp / "plot.gp";
-    {
-      std::ofstream f(script);
-      f << "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n  set terminal pngcairo noenhanced size " << width << ","
-        << height << " font 'sans,10'\n} else {\n  set terminal png noenhanced size " << width << "," << height
-        << "\n}\nset output " << gp_quote(png) << "\n"
-        << body.str() << "set terminal svg noenhanced size " << width << "," << height
-        << " font 'sans,10' background '#ffffff'\nset output " << gp_quote(svg) << "\n"
-        << body.str();
-      BRISK_CHECK(f.good(), "plot: cannot write ", script.string());
-    }
+    write_script(script, body, base, width, height);
 
     const std::string gnuplot = find_on_path("gnuplot");
     BRISK_CHECK(!gnuplot.empty(),
@@ -256,6 +274,7 @@ int plot(int argc, char** argv) {
                 "macOS: brew install gnuplot) and run again");
     const int status = run_gnuplot(gnuplot, script.string());
     BRISK_CHECK(status == 0, "plot: ", gnuplot, " failed (exit status ", status, ")");
+    const std::string png = base + ".png", svg = base + ".svg";
     std::printf("wrote %s and %s (%zu run%s, %zu metric%s: ", png.c_str(), svg.c_str(), runs.size(),
                 runs.size() == 1 ? "" : "s", chosen.size(), chosen.size() == 1 ? "" : "s");
     for (size_t m = 0; m < chosen.size(); ++m) std::printf("%s%s", m ? ", " : "", chosen[m].c_str());

@@ -1,7 +1,8 @@
 // The Accelerator: construction, the process facts, the device and seeds. The rest of the class
 // lives by seam: options.cpp (settings from the program, environment and defaults), prepare.cpp,
 // step.cpp (backward, accumulation, the step gates, mixed precision, clipping), collectives.cpp
-// (gather, reduce, broadcast for metrics) and checkpoint.cpp (save_state, load_state, save_model).
+// (gather, reduce, broadcast for metrics) and checkpoint_*.cpp (save_state, load_state, save_model;
+// docs/checkpoints.md, "Where the code is").
 #include "brisk/accelerate/accelerator.h"
 
 #include <algorithm>

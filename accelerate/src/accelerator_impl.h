@@ -1,6 +1,7 @@
 // Internal: what the Accelerator keeps per prepared object (shared by its source files:
-// accelerator.cpp, prepare.cpp, step.cpp, collectives.cpp, checkpoint.cpp, tracking.cpp).
+// accelerator.cpp, prepare.cpp, step.cpp, collectives.cpp, checkpoint_*.cpp, tracking.cpp).
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "brisk/accelerate/accelerator.h"
@@ -9,6 +10,15 @@
 #include "zero.h"
 
 namespace brisk {
+
+namespace accelerate::detail {
+// Runs `body`, catching its error; then every rank learns whether any rank failed. The failing
+// ranks throw their own error, the others one that says another rank failed: no rank is left
+// waiting in a collective that the others never reach. `on_failure` runs first on every rank when
+// any failed (collectives.cpp).
+void on_every_rank(dist::ProcessGroup* pg, int world_size, const char* op, const std::function<void()>& body,
+                   const std::function<void()>& on_failure = {});
+}  // namespace accelerate::detail
 
 struct Accelerator::ModelState {
   nn::Module* model = nullptr;
@@ -45,6 +55,11 @@ struct Accelerator::LoaderState {
   bool at_end() const {
     if (iterable) return shard && shard->at_end();
     return plan_size >= 0 && loader->position() >= plan_size;
+  }
+  // Examples per step over all processes (what a checkpoint's loader position counts in).
+  int64_t global_batch(bool split_batches, int world_size) const {
+    const int64_t bs = loader->options().batch_size;
+    return !iterable && sharded && split_batches ? bs : bs * world_size;
   }
 };
 

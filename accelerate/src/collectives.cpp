@@ -1,5 +1,6 @@
 // The collectives users call for metrics and data: gather, gather_for_metrics, reduce, broadcast,
-// pad_across_processes, split_between_processes, skip_first_batches.
+// pad_across_processes, split_between_processes, skip_first_batches; and on_every_rank, which
+// lets every rank learn whether a step failed on any (save_state, load_state).
 #include "brisk/accelerate/accelerator.h"
 
 #include <algorithm>
@@ -35,6 +36,27 @@ Tensor contiguous_detached(const Tensor& t) {
 }
 
 }  // namespace
+
+void accelerate::detail::on_every_rank(dist::ProcessGroup* pg, int world_size, const char* op,
+                                       const std::function<void()>& body, const std::function<void()>& on_failure) {
+  std::string error;
+  try {
+    body();
+  } catch (const Error& e) {
+    error = e.message();
+  } catch (const std::exception& e) {
+    error = std::string(op) + ": " + e.what();
+  }
+  bool failed_elsewhere = false;
+  if (world_size > 1) {
+    Tensor flag = full({1}, error.empty() ? 0.0 : 1.0, {.dtype = DType::I64});
+    pg->all_reduce(flag, {.op = dist::ReduceOp::Max});
+    failed_elsewhere = error.empty() && flag.item<int64_t>() != 0;
+  }
+  if ((!error.empty() || failed_elsewhere) && on_failure) on_failure();
+  if (!error.empty()) BRISK_THROW(error);
+  if (failed_elsewhere) BRISK_THROW(op, ": another rank failed (see its error)");
+}
 
 // --- collectives ---------------------------------------------------------------------------------
 

@@ -223,6 +223,13 @@ struct ZeroEngine::Impl {
   }
 
   void build_units(nn::Module& model, const std::vector<std::string>& wrap);
+  // The constructor's steps.
+  void add_group_params(const optim::Optimizer& opt, size_t g, bool zero3);
+  void shard_optimizer(optim::Optimizer& opt, double bucket_cap_mb);
+  int64_t bucket_group(size_t g, size_t first, double bucket_cap_mb);
+  void shard_model(optim::Optimizer& opt, nn::Module& model, const std::vector<std::string>& wrap);
+  void register_unit_hooks(const std::weak_ptr<Impl>& self);
+  void register_grad_hooks(const std::weak_ptr<Impl>& self);
 };
 
 namespace {
@@ -335,6 +342,147 @@ void ZeroEngine::Impl::build_units(nn::Module& model, const std::vector<std::str
   group_shard_len = shard_len;
 }
 
+// Appends optimizer group g's parameters to params (each with its group), checked: one dtype and
+// device per group (a group's shard is one tensor); under zero3 each contiguous (it becomes a view
+// of its bucket's buffer).
+void ZeroEngine::Impl::add_group_params(const optim::Optimizer& opt, size_t g, bool zero3) {
+  const std::vector<Tensor>& ps = opt.params(g);
+  for (const Tensor& p : ps) {
+    BRISK_CHECK(p.dtype() == ps.front().dtype() && p.device() == ps.front().device(),
+                "Accelerator (sharding): the parameters of optimizer group ", g,
+                " must share one dtype and device, got ", dtype_name(ps.front().dtype()), " and ",
+                dtype_name(p.dtype()));
+    if (zero3)
+      BRISK_CHECK(p.is_contiguous(), "Accelerator (sharding zero3): a parameter of shape ", p.sizes(),
+                  " is not contiguous");
+    params.push_back(p);
+    group_of.push_back(g);
+    bucket_of.push_back(0);
+  }
+}
+
+// zero1 / zero2: each group's parameters in buckets (reverse order, as the Reducer), and one shard
+// per group that replaces the group's parameters in the optimizer.
+void ZeroEngine::Impl::shard_optimizer(optim::Optimizer& opt, double bucket_cap_mb) {
+  std::vector<std::vector<Tensor>> replacement;
+  for (size_t g = 0; g < opt.num_groups(); ++g) {
+    const size_t first = params.size();
+    add_group_params(opt, g, false);
+    const int64_t shard_len = bucket_group(g, first, bucket_cap_mb);
+    const std::vector<Tensor>& ps = opt.params(g);
+    Tensor shard;
+    {
+      MemoryCategoryGuard cat(MemoryCategory::Parameters);
+      shard = zeros({std::max<int64_t>(shard_len, 1)}, {.dtype = ps.front().dtype(), .device = ps.front().device()});
+    }
+    shard.requires_grad_(true);
+    shards.push_back(shard);
+    replacement.push_back({shard});
+  }
+  opt.replace_params(std::move(replacement));
+  pass_grads.assign(shards.size(), Tensor());
+  ready.assign(params.size(), 0);
+}
+
+// Group g's parameters (params[first...]) in buckets, last parameter first: the last layers'
+// gradients are final first, as the Reducer's. The first bucket (the last layers' gradients) is at
+// most 1 MiB, as the Reducer's, so that zero2's first reduce-scatter starts early in backward.
+// Returns the length of the group's shard.
+int64_t ZeroEngine::Impl::bucket_group(size_t g, size_t first, double bucket_cap_mb) {
+  auto cap = [&] { return (buckets.empty() ? std::min(1.0, bucket_cap_mb) : bucket_cap_mb) * kMiB; };
+  int64_t shard_len = 0;
+  Bucket cur;
+  cur.group = g;
+  auto close = [&] {
+    if (cur.members.empty()) return;
+    cur.padded = (cur.numel + N - 1) / N * N;
+    cur.block = cur.padded / N;
+    cur.shard_offset = shard_len;
+    shard_len += cur.block;
+    for (const auto& m : cur.members) bucket_of[m.param] = buckets.size();
+    buckets.push_back(std::move(cur));
+    cur = Bucket();
+    cur.group = g;
+  };
+  for (size_t i = params.size(); i-- > first;) {
+    const Tensor& p = params[i];
+    if (!cur.members.empty() && static_cast<double>((cur.numel + p.numel()) * p.element_size()) > cap()) close();
+    cur.members.push_back({i, cur.numel, p.numel()});
+    cur.numel += p.numel();
+  }
+  close();
+  return shard_len;
+}
+
+// zero3: the units and their buckets (build_units); each bucket's parameters move into its flat
+// buffer (as views), this rank's block goes into the group's shard, and the buffer's bytes are
+// released; the shards replace the groups' parameters in the optimizer.
+void ZeroEngine::Impl::shard_model(optim::Optimizer& opt, nn::Module& model, const std::vector<std::string>& wrap) {
+  for (size_t g = 0; g < opt.num_groups(); ++g) {
+    add_group_params(opt, g, true);
+    shards.emplace_back();  // sized by build_units
+  }
+  build_units(model, wrap);
+  NoGradGuard no_grad;
+  for (size_t g = 0; g < shards.size(); ++g) {
+    const std::vector<Tensor>& ps = opt.params(g);
+    const DType dt = ps.empty() ? DType::F32 : ps.front().dtype();
+    const Device dev = ps.empty() ? Device(kCPU) : ps.front().device();
+    MemoryCategoryGuard cat(MemoryCategory::Parameters);
+    shards[g] = zeros({std::max<int64_t>(group_shard_len[g], 1)}, {.dtype = dt, .device = dev});
+  }
+  for (auto& b : buckets) {
+    {
+      MemoryCategoryGuard cat(MemoryCategory::Parameters);
+      b.full = zeros({b.padded}, {.dtype = shards[b.group].dtype(), .device = shards[b.group].device()});
+    }
+    for (const auto& m : b.members) {
+      const Tensor& p = params[m.param];
+      Tensor dst = b.full.narrow(0, m.offset, m.numel);
+      kernels::copy_(dst, p.detach().view({m.numel}));
+      p.set_data(dst.view(p.sizes()));
+    }
+    kernels::copy_(shards[b.group].narrow(0, b.shard_offset, b.block), b.full.narrow(0, r * b.block, b.block));
+    b.full.storage()->set_category(MemoryCategory::Parameters);
+    b.full.storage()->release();
+  }
+  std::vector<std::vector<Tensor>> replacement;
+  for (auto& s : shards) {
+    s.requires_grad_(true);
+    replacement.push_back({s});
+  }
+  opt.replace_params(std::move(replacement));
+  pass_grads.assign(shards.size(), Tensor());
+  ready.assign(params.size(), 0);
+  ready3.assign(params.size(), 0);
+}
+
+// zero3: each unit's module gathers its parameters before its forward and releases them after,
+// and gathers them again when its backward starts.
+void ZeroEngine::Impl::register_unit_hooks(const std::weak_ptr<Impl>& self) {
+  for (size_t u = 0; u < units.size(); ++u) {
+    nn::Module& m = *units[u].module;
+    m.register_forward_pre_hook([self, u](nn::Module&, const Tensor&) {
+      if (auto s = self.lock()) s->gather(s->units[u], true);
+    });
+    m.register_forward_hook([self, u](nn::Module&, const Tensor&, const Tensor&) {
+      if (auto s = self.lock()) s->release(s->units[u]);
+    });
+    m.register_backward_hook([self, u](nn::Module&, const Tensor&) {
+      if (auto s = self.lock()) s->gather(s->units[u], false);
+    });
+  }
+}
+
+// zero2 and zero3: each parameter's final gradient goes into its bucket (on_grad), during backward.
+void ZeroEngine::Impl::register_grad_hooks(const std::weak_ptr<Impl>& self) {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].requires_grad())
+      params[i].register_hook([self, i](const Tensor&) {
+        if (auto s = self.lock()) s->on_grad(i);
+      });
+}
+
 ZeroEngine::ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup& pg, double bucket_cap_mb,
                        nn::Module* model, const std::vector<std::string>& wrap)
     : impl_(std::make_shared<Impl>(stage, opt, pg)) {
@@ -345,135 +493,14 @@ ZeroEngine::ZeroEngine(Sharding stage, optim::Optimizer& opt, dist::ProcessGroup
   Impl& im = *impl_;
   im.N = pg.size();
   im.r = pg.rank();
-  const int64_t N = im.N;
-  std::vector<std::vector<Tensor>> replacement;
   if (stage == Sharding::Zero3) {
-    for (size_t g = 0; g < opt.num_groups(); ++g) {
-      const std::vector<Tensor>& ps = opt.params(g);
-      for (const Tensor& p : ps) {
-        BRISK_CHECK(p.dtype() == ps.front().dtype() && p.device() == ps.front().device(),
-                    "Accelerator (sharding): the parameters of optimizer group ", g,
-                    " must share one dtype and device, got ", dtype_name(ps.front().dtype()), " and ",
-                    dtype_name(p.dtype()));
-        BRISK_CHECK(p.is_contiguous(), "Accelerator (sharding zero3): a parameter of shape ", p.sizes(),
-                    " is not contiguous");
-        im.params.push_back(p);
-        im.group_of.push_back(g);
-        im.bucket_of.push_back(0);
-      }
-      im.shards.emplace_back();  // sized by build_units
-    }
-    im.build_units(*model, wrap);
-    NoGradGuard no_grad;
-    for (size_t g = 0; g < im.shards.size(); ++g) {
-      const std::vector<Tensor>& ps = opt.params(g);
-      const DType dt = ps.empty() ? DType::F32 : ps.front().dtype();
-      const Device dev = ps.empty() ? Device(kCPU) : ps.front().device();
-      MemoryCategoryGuard cat(MemoryCategory::Parameters);
-      im.shards[g] = zeros({std::max<int64_t>(im.group_shard_len[g], 1)}, {.dtype = dt, .device = dev});
-    }
-    // Each bucket's parameters move into its flat buffer (as views), this rank's block goes into
-    // the shard, and the buffer's bytes are released.
-    for (auto& b : im.buckets) {
-      {
-        MemoryCategoryGuard cat(MemoryCategory::Parameters);
-        b.full = zeros({b.padded}, {.dtype = im.shards[b.group].dtype(), .device = im.shards[b.group].device()});
-      }
-      for (const auto& m : b.members) {
-        const Tensor& p = im.params[m.param];
-        Tensor dst = b.full.narrow(0, m.offset, m.numel);
-        kernels::copy_(dst, p.detach().view({m.numel}));
-        p.set_data(dst.view(p.sizes()));
-      }
-      kernels::copy_(im.shards[b.group].narrow(0, b.shard_offset, b.block), b.full.narrow(0, im.r * b.block, b.block));
-      b.full.storage()->set_category(MemoryCategory::Parameters);
-      b.full.storage()->release();
-    }
-    for (auto& s : im.shards) {
-      s.requires_grad_(true);
-      replacement.push_back({s});
-    }
-    opt.replace_params(std::move(replacement));
-    im.pass_grads.assign(im.shards.size(), Tensor());
-    im.ready.assign(im.params.size(), 0);
-    im.ready3.assign(im.params.size(), 0);
-    std::weak_ptr<Impl> self = impl_;
-    for (size_t u = 0; u < im.units.size(); ++u) {
-      nn::Module& m = *im.units[u].module;
-      m.register_forward_pre_hook([self, u](nn::Module&, const Tensor&) {
-        if (auto s = self.lock()) s->gather(s->units[u], true);
-      });
-      m.register_forward_hook([self, u](nn::Module&, const Tensor&, const Tensor&) {
-        if (auto s = self.lock()) s->release(s->units[u]);
-      });
-      m.register_backward_hook([self, u](nn::Module&, const Tensor&) {
-        if (auto s = self.lock()) s->gather(s->units[u], false);
-      });
-    }
-    for (size_t i = 0; i < im.params.size(); ++i)
-      if (im.params[i].requires_grad())
-        im.params[i].register_hook([self, i](const Tensor&) {
-          if (auto s = self.lock()) s->on_grad(i);
-        });
+    im.shard_model(opt, *model, wrap);
+    im.register_unit_hooks(impl_);
+    im.register_grad_hooks(impl_);
     return;
   }
-  for (size_t g = 0; g < opt.num_groups(); ++g) {
-    const std::vector<Tensor>& ps = opt.params(g);
-    const size_t first = im.params.size();
-    for (const Tensor& p : ps) {
-      BRISK_CHECK(p.dtype() == ps.front().dtype() && p.device() == ps.front().device(),
-                  "Accelerator (sharding): the parameters of optimizer group ", g,
-                  " must share one dtype and device, got ", dtype_name(ps.front().dtype()), " and ",
-                  dtype_name(p.dtype()));
-      im.params.push_back(p);
-      im.group_of.push_back(g);
-      im.bucket_of.push_back(0);
-    }
-    // Buckets in reverse order (the last layers' gradients are final first), as the Reducer.
-    // The first bucket (the last layers' gradients) is at most 1 MiB, as the Reducer's, so that
-    // zero2's first reduce-scatter starts early in backward.
-    auto cap = [&] { return (im.buckets.empty() ? std::min(1.0, bucket_cap_mb) : bucket_cap_mb) * kMiB; };
-    int64_t shard_len = 0;
-    Impl::Bucket cur;
-    cur.group = g;
-    auto close = [&] {
-      if (cur.members.empty()) return;
-      cur.padded = (cur.numel + N - 1) / N * N;
-      cur.block = cur.padded / N;
-      cur.shard_offset = shard_len;
-      shard_len += cur.block;
-      for (const auto& m : cur.members) im.bucket_of[m.param] = im.buckets.size();
-      im.buckets.push_back(std::move(cur));
-      cur = Impl::Bucket();
-      cur.group = g;
-    };
-    for (size_t k = ps.size(); k-- > 0;) {
-      const size_t i = first + k;
-      const Tensor& p = im.params[i];
-      if (!cur.members.empty() && static_cast<double>((cur.numel + p.numel()) * p.element_size()) > cap()) close();
-      cur.members.push_back({i, cur.numel, p.numel()});
-      cur.numel += p.numel();
-    }
-    close();
-    Tensor shard;
-    {
-      MemoryCategoryGuard cat(MemoryCategory::Parameters);
-      shard = zeros({std::max<int64_t>(shard_len, 1)}, {.dtype = ps.front().dtype(), .device = ps.front().device()});
-    }
-    shard.requires_grad_(true);
-    im.shards.push_back(shard);
-    replacement.push_back({shard});
-  }
-  opt.replace_params(std::move(replacement));
-  im.pass_grads.assign(im.shards.size(), Tensor());
-  im.ready.assign(im.params.size(), 0);
-  std::weak_ptr<Impl> self = impl_;
-  if (stage == Sharding::Zero2)
-    for (size_t i = 0; i < im.params.size(); ++i)
-      if (im.params[i].requires_grad())
-        im.params[i].register_hook([self, i](const Tensor&) {
-          if (auto s = self.lock()) s->on_grad(i);
-        });
+  im.shard_optimizer(opt, bucket_cap_mb);
+  if (stage == Sharding::Zero2) im.register_grad_hooks(impl_);
 }
 
 ZeroEngine::~ZeroEngine() {

@@ -295,6 +295,12 @@ void DataLoader::set_start_batch(int64_t n) {
   start_batch_ = n;
 }
 
+DataLoader::NextBatch DataLoader::next_batch() const {
+  if (!run_.expired()) return {epoch_, position()};
+  if (epoch_pinned_ || !started_) return {epoch_, start_batch_};
+  return {epoch_ + 1, start_batch_};
+}
+
 DataLoader::Iterator DataLoader::begin() {
   if (epoch_pinned_)
     epoch_pinned_ = false;
@@ -305,6 +311,7 @@ DataLoader::Iterator DataLoader::begin() {
   start_batch_ = 0;
 
   auto run = std::make_shared<detail::EpochRun>();
+  run_ = run;
   run->position = position_;
   run->batch_size = options_.batch_size;
   run->drop_last = options_.drop_last;

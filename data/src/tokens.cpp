@@ -11,6 +11,7 @@
 
 #include "brisk/util/error.h"
 #include "brisk/util/fs.h"
+#include "read_file.h"
 
 namespace brisk::data {
 
@@ -27,6 +28,8 @@ void put_le32(std::string& out, int32_t value) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
+}  // namespace
+
 std::string read_whole_file(const std::string& path, const char* who) {
   std::ifstream in(path, std::ios::binary);
   BRISK_CHECK(in.good(), who, ": cannot open '", path, "': ", std::strerror(errno));
@@ -35,8 +38,6 @@ std::string read_whole_file(const std::string& path, const char* who) {
   BRISK_CHECK(!in.bad(), who, ": cannot read '", path, "'");
   return std::move(ss).str();
 }
-
-}  // namespace
 
 std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out(text.size());

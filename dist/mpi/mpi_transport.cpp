@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <list>
 
 #include "transport.h"
 
@@ -26,6 +27,8 @@ namespace {
 
 static_assert(sizeof(MPI_Request) <= sizeof(void*), "an MPI_Request must fit in Request::handle");
 constexpr int kTagExit = 7;
+constexpr int kTagStatusAsk = 8;
+constexpr int kTagStatusReply = 9;
 
 // The handle is copied as it is (OpenMPI's MPI_Request is a pointer, MPICH's an int).
 MPI_Request to_mpi(const Request& r) {
@@ -77,6 +80,7 @@ class MpiTransport final : public Transport {
     create_ops<DType::F16>(0);
     create_ops<DType::BF16>(4);
     BRISK_MPI_CHECK(MPI_Irecv(&exit_in_, 1, MPI_INT64_T, MPI_ANY_SOURCE, kTagExit, control_, &exit_req_));
+    post_status_receives();
   }
 
   std::string name() const override { return "mpi"; }
@@ -204,6 +208,33 @@ class MpiTransport final : public Transport {
     }
     return out;
   }
+  void ask_status(int64_t ask) override {
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_control(&ask, sizeof(ask), p, kTagStatusAsk);
+  }
+  std::vector<StatusAsk> poll_status_asks() override {
+    std::vector<StatusAsk> out;
+    MPI_Status st;
+    while (ask_req_ != MPI_REQUEST_NULL && arrived(ask_req_, st)) {
+      out.push_back(StatusAsk{st.MPI_SOURCE, ask_in_});
+      BRISK_MPI_CHECK(
+          MPI_Irecv(&ask_in_, sizeof(ask_in_), MPI_BYTE, MPI_ANY_SOURCE, kTagStatusAsk, control_, &ask_req_));
+    }
+    return out;
+  }
+  void send_status(int peer, const StatusReport& report) override {
+    send_control(&report, sizeof(report), peer, kTagStatusReply);
+  }
+  std::vector<StatusReport> poll_status_replies() override {
+    std::vector<StatusReport> out;
+    MPI_Status st;
+    while (reply_req_ != MPI_REQUEST_NULL && arrived(reply_req_, st)) {
+      out.push_back(reply_in_);
+      BRISK_MPI_CHECK(
+          MPI_Irecv(&reply_in_, sizeof(reply_in_), MPI_BYTE, MPI_ANY_SOURCE, kTagStatusReply, control_, &reply_req_));
+    }
+    return out;
+  }
   [[noreturn]] void abort(int code) override {
     std::fflush(stdout);
     std::fflush(stderr);
@@ -215,10 +246,14 @@ class MpiTransport final : public Transport {
     finalized_ = true;
     if (!exit_sends_.empty())
       MPI_Waitall(static_cast<int>(exit_sends_.size()), exit_sends_.data(), MPI_STATUSES_IGNORE);
-    if (exit_req_ != MPI_REQUEST_NULL) {
-      MPI_Cancel(&exit_req_);
-      MPI_Wait(&exit_req_, MPI_STATUS_IGNORE);
+    for (MPI_Request* r : {&exit_req_, &ask_req_, &reply_req_}) {
+      if (*r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(r);
+      MPI_Wait(r, MPI_STATUS_IGNORE);
     }
+    // Status messages are small (sent eagerly): they finish on their own; nobody waits for them.
+    for (auto& s : status_sends_) MPI_Request_free(&s.req);
+    status_sends_.clear();
     for (MPI_Op& op : ops_)
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
     for (MPI_Comm* c : {&coll_, &user_, &algo_, &control_}) MPI_Comm_free(c);
@@ -270,6 +305,26 @@ class MpiTransport final : public Transport {
     return MPI_SUM;
   }
   MPI_Comm comm(Channel ch) const { return ch == Channel::User ? user_ : algo_; }
+  void post_status_receives() {
+    BRISK_MPI_CHECK(MPI_Irecv(&ask_in_, sizeof(ask_in_), MPI_BYTE, MPI_ANY_SOURCE, kTagStatusAsk, control_, &ask_req_));
+    BRISK_MPI_CHECK(
+        MPI_Irecv(&reply_in_, sizeof(reply_in_), MPI_BYTE, MPI_ANY_SOURCE, kTagStatusReply, control_, &reply_req_));
+  }
+  static bool arrived(MPI_Request& r, MPI_Status& st) {
+    int flag = 0;
+    BRISK_MPI_CHECK(MPI_Test(&r, &flag, &st));
+    return flag != 0;
+  }
+  // A nonblocking send on the control channel whose bytes are kept until it is done.
+  void send_control(const void* bytes, size_t n, int peer, int tag) {
+    std::erase_if(status_sends_, [](StatusSend& s) {
+      MPI_Status st;
+      return arrived(s.req, st);
+    });
+    StatusSend& s = status_sends_.emplace_back();
+    s.bytes.assign(static_cast<const char*>(bytes), static_cast<const char*>(bytes) + n);
+    BRISK_MPI_CHECK(MPI_Isend(s.bytes.data(), static_cast<int>(n), MPI_BYTE, peer, tag, control_, &s.req));
+  }
   static void completed(const Request& r, int rc, const MPI_Status& st) {
     BRISK_CHECK(
         rc == MPI_SUCCESS, r.is_recv ? "recv" : "send", " with rank ", r.peer, " failed: ",
@@ -297,6 +352,15 @@ class MpiTransport final : public Transport {
   int64_t exit_in_ = 0, exit_out_ = 0;
   MPI_Request exit_req_ = MPI_REQUEST_NULL;
   std::vector<MPI_Request> exit_sends_;
+  // The status exchange: the question and answer being received, and the sends in flight.
+  int64_t ask_in_ = 0;
+  StatusReport reply_in_{};
+  MPI_Request ask_req_ = MPI_REQUEST_NULL, reply_req_ = MPI_REQUEST_NULL;
+  struct StatusSend {
+    MPI_Request req = MPI_REQUEST_NULL;
+    std::vector<char> bytes;
+  };
+  std::list<StatusSend> status_sends_;  // a list: elements stay where MPI was told they are
 };
 
 }  // namespace

@@ -274,6 +274,10 @@ void ProcessGroupImpl::comm_loop() {
       std::lock_guard lk(m_);
       current_.reset();
       running_seq_ = -1;
+      if (task.collective) {
+        last_sig_ = task.sig;
+        last_end_ = Clock::now();
+      }
     }
     if (!inflight_.empty()) poll_inflight();
   }
@@ -304,13 +308,21 @@ void ProcessGroupImpl::run_task(Task& task) {
   set_in_backend(true);
   Request req;
   std::string error;
+  bool backend_failed = false;  // (else the arrival gate or debug mode's check failed)
   try {
     if (gate_ && task.collective && size_ > 1) wait_for_peers(task.sig);
     if (debug_ && task.collective) check_signature(task.sig);
+    backend_failed = true;
     req = task.run();
   } catch (const std::exception& e) {
     error = message_of(e);
   }
+  // A collective the backend failed (MPI_ERR_TRUNCATE when ranks called collectives of different
+  // sizes, say) does not say what the other ranks were doing: ask them.
+  if (!error.empty() && backend_failed && task.collective)
+    error = task.sig.str() + " failed: " + error +
+            " (when the ranks called different collectives here, BRISK_DEBUG=1 names the first mismatch)" +
+            ranks_report();
   // Out of the backend before anyone hears about it, so shutdown() knows nothing is stuck.
   set_in_backend(false);
   if (!error.empty()) {
@@ -396,11 +408,13 @@ void ProcessGroupImpl::check_signature_in_order(const Signature& sig) {
 // --- failures -------------------------------------------------------------------------------
 void ProcessGroupImpl::fail(const std::string& message, const std::shared_ptr<WorkImpl>& work) {
   std::vector<std::shared_ptr<WorkImpl>> also;
+  bool first = false;  // the first failure is reported; later ones follow from it
   {
     std::lock_guard lk(m_);
     if (!poisoned_) {
       poisoned_ = true;
       poison_message_ = message;
+      first = true;
     }
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (it->control) {
@@ -414,6 +428,7 @@ void ProcessGroupImpl::fail(const std::string& message, const std::shared_ptr<Wo
     inflight_.clear();
   }
   fail_stream_work(message);
+  if (on_error_ == OnError::Abort && !first) transport_->abort(1);  // already reported, and under way
   if (on_error_ == OnError::Abort) {
     std::fprintf(stderr,
                  "[brisk rank %d] dist error: %s\n[brisk rank %d] aborting the whole job (dist::OnError::Abort) so "
@@ -446,7 +461,7 @@ void ProcessGroupImpl::fail_stream_work(const std::string& message) {
   for (auto& [device, t] : cuda_) t->abort_communicator();
 }
 
-std::string ProcessGroupImpl::check_stream_work() {
+std::string ProcessGroupImpl::check_stream_work(bool* timed_out) {
   std::vector<StreamInFlight> items;
   {
     std::lock_guard lk(m_);
@@ -475,6 +490,7 @@ std::string ProcessGroupImpl::check_stream_work() {
          << " s ago): another rank is not taking part (it is stuck, or in a different collective: run with "
             "BRISK_DEBUG=1 to check); the NCCL communicator is aborted and the process group is now unusable";
       message = os.str();
+      *timed_out = true;
     }
   }
   if (!done.empty()) {
@@ -509,23 +525,23 @@ void ProcessGroupImpl::collect_exits() {
 
 std::string ProcessGroupImpl::check_peer_exits_locked() {
   if (peer_exits_.empty() || poisoned_) return {};
-  // The oldest collective this rank still needs every peer for.
-  int64_t waiting = running_seq_;
-  Signature sig = current_sig_;
-  if (waiting < 0) {
-    for (auto& t : queue_)
-      if (t.collective) {
-        waiting = t.sig.seq;
-        sig = t.sig;
-        break;
-      }
-  }
-  if (waiting < 0) return {};
+  // Every collective this rank still needs its peers for: on the communication thread, queued
+  // for it, outside it (the Reducer's shared memory), or on a communication stream.
+  std::vector<const Signature*> pending;
+  if (running_seq_ >= 0) pending.push_back(&current_sig_);
+  for (auto& t : queue_)
+    if (t.collective) pending.push_back(&t.sig);
+  if (external_active_) pending.push_back(&external_sig_);
+  for (auto& f : stream_inflight_)
+    if (f.sig.seq >= 0) pending.push_back(&f.sig);
   for (auto& [peer, issued] : peer_exits_) {
-    if (issued <= waiting) {
+    const Signature* never = nullptr;  // the first collective the peer will never join
+    for (const Signature* sig : pending)
+      if (sig->seq >= issued && (!never || sig->seq < never->seq)) never = sig;
+    if (never) {
       std::ostringstream os;
       os << "rank " << peer << " left the job (its program exited after issuing " << issued
-         << " collectives) while this rank waits in " << sig.str() << ", which it will never join";
+         << " collectives) while this rank waits in " << never->str() << ", which it will never join";
       return os.str();
     }
   }
@@ -541,23 +557,25 @@ void ProcessGroupImpl::watchdog_loop() {
     if (poisoned_) continue;
     const auto now = Clock::now();
     std::string message;
+    bool timed_out = false;  // (else a peer left, or a communicator failed)
     std::shared_ptr<WorkImpl> victim;
-    auto timed_out = [&](const Signature& sig, Clock::time_point start) {
+    auto timeout_message = [&](const Signature& sig, Clock::time_point start) {
       std::ostringstream os;
       os << sig.str() << " did not finish within the timeout of " << timeout_s_
          << " s (dist::InitOptions::timeout_seconds / BRISK_TIMEOUT_SECONDS, started "
          << std::chrono::duration<double>(now - start).count()
          << " s ago): another rank is not taking part (it is stuck, or in a different collective: run with "
             "BRISK_DEBUG=1 to check); an MPI collective cannot be cancelled, so the process group is now unusable";
+      timed_out = true;
       return os.str();
     };
     if (current_ && now - current_start_ > timeout) {
-      message = timed_out(current_sig_, current_start_);
+      message = timeout_message(current_sig_, current_start_);
       victim = current_;
     }
     for (auto& f : inflight_) {
       if (message.empty() && now - f.start > timeout) {
-        message = timed_out(f.sig, f.start);
+        message = timeout_message(f.sig, f.start);
         victim = f.work;
       }
     }
@@ -569,12 +587,118 @@ void ProcessGroupImpl::watchdog_loop() {
       victim = current_;
     }
     lk.unlock();
+    if (poll) answer_status_asks();
     if (message.empty()) {
-      message = check_stream_work();
+      message = check_stream_work(&timed_out);
       victim.reset();
     }
+    // An MPI collective does not say whom it waits for: ask every rank what it is doing.
+    if (timed_out) message += ranks_report();
     if (!message.empty()) fail(message, victim);
   }
+}
+
+// --- collectives outside the communication thread -------------------------------------------
+void ProcessGroupImpl::begin_external(Signature& sig) {
+  {
+    std::lock_guard lk(m_);
+    BRISK_CHECK(!shut_down_, sig.op, ": the process group was shut down (dist::finalize)");
+    BRISK_CHECK(!poisoned_, sig.op, ": the process group is unusable after an earlier failure: ", poison_message_);
+    sig.seq = next_seq_++;
+    external_sig_ = sig;
+    external_start_ = Clock::now();
+    external_active_ = true;
+  }
+  if (!debug_) return;
+  try {
+    check_signature_in_order(sig);
+  } catch (...) {
+    end_external();
+    throw;
+  }
+}
+
+void ProcessGroupImpl::end_external() {
+  std::lock_guard lk(m_);
+  if (!external_active_) return;
+  external_active_ = false;
+  last_sig_ = external_sig_;
+  last_end_ = Clock::now();
+}
+
+// --- the status exchange ------------------------------------------------------------------------
+std::string ProcessGroupImpl::describe_self() {
+  std::lock_guard lk(m_);
+  const auto now = Clock::now();
+  auto secs = [&](Clock::time_point t) {
+    std::ostringstream os;
+    os.precision(1);
+    os << std::fixed << std::chrono::duration<double>(now - t).count() << " s";
+    return os.str();
+  };
+  if (shut_down_)
+    return "is leaving the job (its program finished; it issued " + std::to_string(next_seq_) + " collectives)";
+  if (current_ && running_seq_ >= 0) return "waits in " + current_sig_.str() + " for " + secs(current_start_);
+  if (external_active_) return "waits in " + external_sig_.str() + " for " + secs(external_start_);
+  for (auto& f : stream_inflight_)
+    if (f.sig.seq >= 0) return "has " + f.sig.str() + " in flight on its GPU for " + secs(f.start);
+  for (auto& t : queue_)
+    if (t.collective) return "has " + t.sig.str() + " queued";
+  if (last_sig_.seq < 0) return "has run no collective yet (it is computing, or stuck outside brisk's collectives)";
+  return "is in no collective: it finished " + last_sig_.str() + " " + secs(last_end_) +
+         " ago (it is computing, or stuck outside brisk's collectives)";
+}
+
+void ProcessGroupImpl::answer_status_asks() {
+  std::lock_guard lk(status_m_);
+  const std::vector<StatusAsk> asks = transport_->poll_status_asks();
+  if (asks.empty()) return;
+  StatusReport r;
+  r.rank = rank_;
+  const std::string text = describe_self();
+  std::snprintf(r.text, sizeof(r.text), "%s", text.c_str());
+  for (const StatusAsk& a : asks) {
+    r.ask = a.ask;
+    transport_->send_status(a.peer, r);
+  }
+}
+
+std::string ProcessGroupImpl::ranks_report() {
+  if (!threaded_ || size_ < 2 || !transport_->concurrent_polling()) return {};
+  int64_t ask = 0;
+  {
+    std::lock_guard lk(status_m_);
+    ask = asks_++;
+    transport_->ask_status(ask);
+  }
+  std::map<int, std::string> answers{{rank_, describe_self()}};
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  while (static_cast<int>(answers.size()) < size_ && Clock::now() < deadline) {
+    answer_status_asks();  // a peer may be asking this rank at the same time
+    {
+      // Answers to every question of this rank are kept by question (another thread of this
+      // rank may be asking too, and either may receive the other's answers).
+      std::lock_guard lk(status_m_);
+      for (const StatusReport& r : transport_->poll_status_replies())
+        if (r.rank >= 0 && r.rank < size_)
+          status_replies_[r.ask][r.rank] = std::string(r.text, strnlen(r.text, sizeof(r.text)));
+      for (auto& [q, text] : status_replies_[ask]) answers[q] = text;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  {
+    std::lock_guard lk(status_m_);
+    status_replies_.erase(ask);
+  }
+  std::ostringstream os;
+  os << "\n  what each rank is doing now:";
+  for (int q = 0; q < size_; ++q) {
+    auto it = answers.find(q);
+    os << "\n    rank " << q << (q == rank_ ? " (this rank) " : " ")
+       << (it != answers.end() ? it->second
+                               : "did not answer within 1 s (its process is gone, stopped, or stuck in the kernel)");
+  }
+  return os.str();
 }
 
 bool ProcessGroupImpl::is_shut_down() {

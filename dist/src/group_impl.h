@@ -26,7 +26,7 @@ namespace brisk::dist::detail {
 
 // What a collective looks like, exchanged across ranks in debug mode. Plain bytes.
 struct Signature {
-  char op[24] = {};
+  char op[32] = {};
   int64_t seq = -1;
   int32_t dtype = 0;
   int32_t ndim = 0;
@@ -124,6 +124,18 @@ class ProcessGroupImpl {
   // A failure found outside the communication thread (the Reducer's shared-memory barrier),
   // handled by the group's policy: aborts the job (OnError::Abort) or poisons the group.
   void report_failure(const std::string& message) { fail(message, nullptr); }
+  // A collective this rank runs outside the communication thread (the Reducer's shared-memory
+  // all-reduce). begin_external gives sig the next sequence number, so that peers' exit notices,
+  // the status exchange and debug mode count it like any other collective; in debug mode it first
+  // compares sig with the other ranks' signatures, in order with the collectives queued before it
+  // (a mismatch goes to the failure policy, then throws). Outside debug mode: one lock, no
+  // hand-off to another thread. end_external marks it finished.
+  void begin_external(Signature& sig);
+  void end_external();
+  // What every rank is doing, asked of them now over the control channel (each answers from its
+  // watchdog thread, whatever its program is doing; 1 s at most): lines to append to a timeout's
+  // message, or "" where the transport cannot ask (no concurrent polling, a world of one).
+  std::string ranks_report();
   // A rank that exits with a failure status stops the whole job at once (the other ranks may be
   // computing, not communicating, and would otherwise only notice at their next collective).
   [[noreturn]] void abort_job(int code);
@@ -164,15 +176,19 @@ class ProcessGroupImpl {
   void wait_for_peers(const Signature& sig);
   void waiters_add(int delta);  // threads waiting for a work (on_wait): poll at full speed while any
   // Peers that announced they are leaving; returns a failure message when one of them will
-  // never take part in a collective this rank has queued or is running.
+  // never take part in a collective this rank has queued, is running (on the communication
+  // thread or outside it), or has in flight on a communication stream.
   std::string check_peer_exits_locked();
+  // The status exchange: this rank's answer, and answering the questions that arrived.
+  std::string describe_self();
+  void answer_status_asks();
   void collect_exits();
   // Reports a failure by policy: abort the job, or poison the group and fail `work`.
   void fail(const std::string& message, const std::shared_ptr<WorkImpl>& work);
   void run_control(std::function<void()> fn);
   // Watchdog part for stream work: drops completed entries; returns a failure message (a
-  // timeout or a communicator's asynchronous error) or "".
-  std::string check_stream_work();
+  // timeout, which sets *timed_out, or a communicator's asynchronous error) or "".
+  std::string check_stream_work(bool* timed_out);
   // After a failure: fails every stream work in flight and aborts the communicators.
   void fail_stream_work(const std::string& message);
 
@@ -211,6 +227,14 @@ class ProcessGroupImpl {
   int64_t next_seq_ = 0;               // collectives issued
   int64_t running_seq_ = -1;           // collective the thread is inside (-1: none)
   std::map<int, int64_t> peer_exits_;  // rank -> collectives it issued before leaving
+  bool external_active_ = false;       // a collective runs outside the communication thread
+  Signature external_sig_;
+  std::chrono::steady_clock::time_point external_start_;
+  Signature last_sig_;  // the last collective this rank finished (seq -1: none yet), and when
+  std::chrono::steady_clock::time_point last_end_;
+  std::mutex status_m_;                                           // serialises the status exchange's transport calls
+  int64_t asks_ = 0;                                              // questions this rank has asked
+  std::map<int64_t, std::map<int, std::string>> status_replies_;  // question -> rank -> answer
   bool poisoned_ = false;
   std::string poison_message_;
   bool stop_comm_ = false, stop_watch_ = false, shut_down_ = false;

@@ -112,6 +112,18 @@ std::unique_ptr<ProcessGroup> fake_group(int size, int rank, const InitOptions& 
   return std::make_unique<ProcessGroup>(std::move(impl));
 }
 
+std::unique_ptr<ProcessGroup> fake_group(int size, int rank, const InitOptions& options, const FakePeerFaults& faults) {
+  BRISK_CHECK(size >= 1, "dist::fake_group: size must be >= 1, got ", size);
+  BRISK_CHECK(rank >= 0 && rank < size, "dist::fake_group: rank ", rank, " is not in [0, ", size, ")");
+  for (int r : {faults.leaves, faults.mismatches})
+    BRISK_CHECK(r < 0 || (r < size && r != rank), "dist::fake_group: the faulty rank ", r,
+                " must be another rank of the group (size ", size, ", this rank ", rank, ")");
+  auto impl = std::make_unique<detail::ProcessGroupImpl>(
+      options, [size, rank, faults] { return detail::make_fake_transport(size, rank, faults); },
+      /*threaded=*/true, /*fake=*/true);
+  return std::make_unique<ProcessGroup>(std::move(impl));
+}
+
 void finalize() {
   std::lock_guard lk(g_world_m);
   if (g_world) g_world->shutdown();

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <mutex>
@@ -309,12 +310,23 @@ struct Reducer::Impl {
       BRISK_THROW("Reducer: the shared-memory all-reduce failed earlier (", broken,
                   "); this Reducer cannot be used again");
     }
-    const char* op = "Reducer (shared-memory all-reduce)";
     const int W = shm->size(), me = shm->rank();
+    // A collective of the group like any other: it takes a sequence number (peers that leave
+    // before it, the status report and debug mode's signature check count it).
+    detail::Signature sig = shm_signature();
+    auto& group = pg.impl();
+    try {
+      group.begin_external(sig);
+    } catch (...) {
+      pass_active = false;
+      throw;
+    }
+    const std::string op = sig.str();
     double start = 0;
     try {
-      auto interrupted = [this] { return pg.impl().unusable_reason(); };
-      shm->barrier(op, pg.timeout_seconds(), interrupted);
+      auto interrupted = [&group] { return group.unusable_reason(); };
+      auto report = [&group] { return group.ranks_report(); };
+      shm->barrier(op.c_str(), pg.timeout_seconds(), interrupted, report);
       start = trace_now_us();
       std::vector<void*> data(static_cast<size_t>(W));
       for (Bucket& b : buckets) {
@@ -327,19 +339,35 @@ struct Reducer::Impl {
         for (int r = 0; r < W; ++r) data[static_cast<size_t>(r)] = static_cast<char*>(shm->region(r)) + b.shm_offset;
         detail::reduce_ranks_in_place(data.data(), W, lo, hi, dt, ReduceOp::Avg);
       }
-      shm->barrier(op, pg.timeout_seconds(), interrupted);
+      shm->barrier(op.c_str(), pg.timeout_seconds(), interrupted, report);
     } catch (const Error& e) {
+      group.end_external();
       broken = e.message();
       pass_active = false;
-      pg.impl().report_failure(broken);  // aborts the job (OnError::Abort) or poisons the group
+      group.report_failure(broken);  // aborts the job (OnError::Abort) or poisons the group
       throw;
     }
+    group.end_external();
     const double end = trace_now_us();
     std::lock_guard lk(m);
     for (size_t b = 0; b < buckets.size(); ++b) log.events.push_back(Event{b, start, end});
     log.completed = log.events.size();
     log.last_end = end;
     trace_complete("shared-memory all_reduce", "comm", start, end, kTraceComputeTid);
+  }
+
+  // The shared-memory all-reduce's signature: kind, the buckets' dtype (the first's, when they
+  // differ) and element count.
+  detail::Signature shm_signature() const {
+    detail::Signature sig;
+    std::snprintf(sig.op, sizeof(sig.op), "%s", "Reducer all_reduce (shm)");
+    int64_t numel = 0;
+    for (const Bucket& b : buckets) numel += b.numel;
+    sig.dtype = static_cast<int32_t>(buckets.empty() ? DType::F32 : buckets.front().flat.dtype());
+    sig.ndim = 1;
+    sig.dims[0] = numel;
+    sig.reduce_op = static_cast<int32_t>(ReduceOp::Avg);
+    return sig;
   }
 
   void finalize() {

@@ -198,7 +198,8 @@ Tensor SharedSegment::view(int rank, size_t byte_offset, int64_t numel, DType dt
   return whole.as_strided({numel}, {1}, static_cast<int64_t>(at / es));
 }
 
-void SharedSegment::barrier(const char* op, double timeout_s, const std::function<std::string()>& interrupted) {
+void SharedSegment::barrier(const char* op, double timeout_s, const std::function<std::string()>& interrupted,
+                            const std::function<std::string()>& report) {
   using Clock = std::chrono::steady_clock;
   auto* slots = reinterpret_cast<Slot*>(base_);
   const uint64_t e = ++epoch_;
@@ -241,8 +242,9 @@ void SharedSegment::barrier(const char* op, double timeout_s, const std::functio
       if (secs > timeout_s)
         BRISK_THROW(op, ": rank ", rank_, " waited ", secs, " s for rank ", q,
                     " in a shared-memory all-reduce, longer than the timeout (dist::InitOptions::timeout_seconds / "
-                    "BRISK_TIMEOUT_SECONDS); every rank must run the same synced backward passes (a rank that "
-                    "skips backward(), or hangs, stops the others here)");
+                    "BRISK_TIMEOUT_SECONDS); every rank must run the same synced backward passes and the same "
+                    "collectives (a rank that skips backward() or a collective, or hangs, stops the others here)",
+                    report ? report() : std::string());
     }
   }
 }

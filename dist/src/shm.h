@@ -47,8 +47,10 @@ class SharedSegment {
   // brisk::Error naming `op` when a peer process has exited or after `timeout_s` seconds;
   // after that the segment is out of step and must not be used again. `interrupted`, asked
   // every 10 ms while waiting, returns why to stop early ("" to go on): e.g. the process group
-  // was poisoned because a peer left.
-  void barrier(const char* op, double timeout_s, const std::function<std::string()>& interrupted = {});
+  // was poisoned because a peer left. `report`, called once on a time-out, returns lines to add
+  // to its message (what every rank is doing).
+  void barrier(const char* op, double timeout_s, const std::function<std::string()>& interrupted = {},
+               const std::function<std::string()>& report = {});
 
  private:
   SharedSegment() = default;

@@ -35,6 +35,18 @@ struct PeerExit {
   int64_t issued = 0;
 };
 
+// One rank's answer to "what are you doing?", asked by a rank whose collective timed out (the
+// status exchange: ProcessGroupImpl::ranks_report). Plain bytes of a fixed size.
+struct StatusReport {
+  int32_t rank = -1;
+  int64_t ask = -1;     // the asking rank's question number, echoed
+  char text[240] = {};  // "waits in all_reduce #19 (f32, [1], sum) for 3.0 s"
+};
+struct StatusAsk {
+  int peer = -1;  // who asks
+  int64_t ask = -1;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -83,6 +95,16 @@ class Transport {
   virtual void announce_exit(int64_t issued) { (void)issued; }
   // Notices received since the last call; never blocks.
   virtual std::vector<PeerExit> poll_exits() { return {}; }
+  // The status exchange, on the control channel (nonblocking; another thread may call these while
+  // a collective runs when concurrent_polling()). Asks every other rank what it is doing:
+  virtual void ask_status(int64_t ask) { (void)ask; }
+  // Questions received since the last call, and answers to this rank's questions.
+  virtual std::vector<StatusAsk> poll_status_asks() { return {}; }
+  virtual void send_status(int peer, const StatusReport& report) {
+    (void)peer;
+    (void)report;
+  }
+  virtual std::vector<StatusReport> poll_status_replies() { return {}; }
   // Ends the whole job now (MPI_Abort); never returns.
   [[noreturn]] virtual void abort(int code);
   // Releases the backend (MPI_Finalize). The transport is unusable afterwards.
@@ -123,7 +145,7 @@ void host_free(void* p);
 // A world of one process: collectives are identities (self_transport.cpp).
 std::unique_ptr<Transport> make_self_transport();
 // A world of `size` ranks that all hold this rank's data (fake_transport.cpp; see fake_group()).
-std::unique_ptr<Transport> make_fake_transport(int size, int rank);
+std::unique_ptr<Transport> make_fake_transport(int size, int rank, const FakePeerFaults& faults = {});
 // NCCL on `device` (cuda_support.cpp, builds with NCCL): with `bootstrap`, a real communicator
 // over its ranks (rank 0 makes the id, bootstrap broadcasts it: a collective on bootstrap);
 // without (a fake group), or while a CUDA recording session is active, no communicator: every

@@ -183,6 +183,30 @@ constexpr size_t forward_smem_bytes() {
   return sizeof(uint16_t) * (2 * kTile * (D + kPad) + D * kTileLd);
 }
 
+// Zeroes a warp's accumulator of N fragments of 16 x 8 (4 floats a lane each).
+template <int N>
+__device__ inline void zero_fragments(float (&c)[N][4]) {
+  BRISK_ATTENTION_UNROLL
+  for (int n = 0; n < N; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+}
+
+// c (16 x D) += P B, P this warp's 16 x kTile accumulator (rounded to T, as the tensor cores take
+// it), B the tile's (kTile, D) given transposed in `bt` (D rows of kTile, row stride kTileLd).
+template <class T, int D>
+__device__ inline void mma_pb(float (&c)[D / 8][4], const float (&p)[kTile / 8][4], const uint16_t* bt, int lane) {
+  BRISK_ATTENTION_UNROLL
+  for (int kc = 0; kc < kTile / 16; ++kc) {
+    uint32_t pa[4];
+    c_to_a<T>(pa, p[2 * kc], p[2 * kc + 1]);
+    BRISK_ATTENTION_UNROLL
+    for (int d = 0; d < D / 8; ++d) {
+      uint32_t b[2];
+      load_b(b, bt, kTileLd, d * 8, kc * 16, lane);
+      mma<T>(c[d], pa, b);
+    }
+  }
+}
+
 // grid (B * H, query tiles), the largest tile index first (the causal tiles with the most keys
 // start first). Dynamic shared memory: forward_smem_bytes<D>().
 template <class T, int D, bool Causal>
@@ -204,13 +228,12 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Args 
 
   stage_rows<D>(qs, q, a.q.st, q0, a.tq);
   __syncthreads();
-  uint32_t qa[D / 16][4];
+  uint32_t qa[D / 16][4];  // this warp's 16 queries, kept in registers for every key tile
   BRISK_ATTENTION_UNROLL
   for (int kk = 0; kk < D / 16; ++kk) load_a(qa[kk], qs, kLd, warp * 16, kk * 16, lane);
 
   float o[D / 8][4];
-  BRISK_ATTENTION_UNROLL
-  for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  zero_fragments(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   int64_t key_tiles = ceil_tiles(a.tk);
@@ -224,9 +247,9 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Args 
     stage_rows_t<D>(vt, v, a.v.st, k0, a.tk);
     __syncthreads();
 
+    // S = Q K^T for this warp's 16 queries and the tile's keys.
     float s[kTile / 8][4];
-    BRISK_ATTENTION_UNROLL
-    for (int n = 0; n < kTile / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    zero_fragments(s);
     BRISK_ATTENTION_UNROLL
     for (int kk = 0; kk < D / 16; ++kk) {
       BRISK_ATTENTION_UNROLL
@@ -281,18 +304,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const Args 
         l[e >> 1] += p;
       }
     }
-    // O += P V (P rounded to T, as the tensor cores take it; the row sums keep the f32 values).
-    BRISK_ATTENTION_UNROLL
-    for (int kc = 0; kc < kTile / 16; ++kc) {
-      uint32_t pa[4];
-      c_to_a<T>(pa, s[2 * kc], s[2 * kc + 1]);
-      BRISK_ATTENTION_UNROLL
-      for (int d = 0; d < D / 8; ++d) {
-        uint32_t b[2];
-        load_b(b, vt, kTileLd, d * 8, kc * 16, lane);
-        mma<T>(o[d], pa, b);
-      }
-    }
+    mma_pb<T, D>(o, s, vt, lane);  // O += P V (the row sums keep P's f32 values)
   }
 
   uint16_t* out = head_ptr(a.out, bh, a.heads);
@@ -397,7 +409,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kv_kernel(const A
     }
     __syncthreads();
 
-    // S^T = K Q^T: this warp's 16 keys x the tile's 64 queries; then P^T from L.
+    // S^T = K Q^T: this warp's 16 keys x the tile's 64 queries; then P^T from L, 0 where masked.
     float s[kTile / 8][4];
     BRISK_ATTENTION_UNROLL
     for (int n = 0; n < kTile / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
@@ -424,18 +436,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kv_kernel(const A
         s[n][e] = p;
       }
     }
-    // dV += P^T dO (B[k = query][n = d] from dO^T).
-    BRISK_ATTENTION_UNROLL
-    for (int kc = 0; kc < kTile / 16; ++kc) {
-      uint32_t pa[4];
-      c_to_a<T>(pa, s[2 * kc], s[2 * kc + 1]);
-      BRISK_ATTENTION_UNROLL
-      for (int d = 0; d < D / 8; ++d) {
-        uint32_t b[2];
-        load_b(b, gt, kTileLd, d * 8, kc * 16, lane);
-        mma<T>(dv[d], pa, b);
-      }
-    }
+    mma_pb<T, D>(dv, s, gt, lane);  // dV += P^T dO (B[k = query][n = d] from dO^T)
     // dP^T = V dO^T (B[k = d][n = query] from dO row-major).
     float dp[kTile / 8][4];
     BRISK_ATTENTION_UNROLL
@@ -457,17 +458,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kv_kernel(const A
       BRISK_ATTENTION_UNROLL
       for (int e = 0; e < 4; ++e) dp[n][e] = s[n][e] * (dp[n][e] - delta_s[n * 8 + t2 + (e & 1)]);
     }
-    BRISK_ATTENTION_UNROLL
-    for (int kc = 0; kc < kTile / 16; ++kc) {
-      uint32_t da[4];
-      c_to_a<T>(da, dp[2 * kc], dp[2 * kc + 1]);
-      BRISK_ATTENTION_UNROLL
-      for (int d = 0; d < D / 8; ++d) {
-        uint32_t b[2];
-        load_b(b, qt, kTileLd, d * 8, kc * 16, lane);
-        mma<T>(dk[d], da, b);
-      }
-    }
+    mma_pb<T, D>(dk, dp, qt, lane);
   }
 
   uint16_t* dk_out = head_ptr(a.out, bh, a.heads);
@@ -523,8 +514,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_q_kernel(const Ar
     dl[r] = rows[r] < a.tq ? a.delta[bh * a.tq + rows[r]] : 0.f;
   }
   float dq[D / 8][4];
-  BRISK_ATTENTION_UNROLL
-  for (int d = 0; d < D / 8; ++d) dq[d][0] = dq[d][1] = dq[d][2] = dq[d][3] = 0.f;
+  zero_fragments(dq);
   int64_t key_tiles = ceil_tiles(a.tk);
   if (Causal) key_tiles = key_tiles < tile + 1 ? key_tiles : tile + 1;
 
@@ -569,18 +559,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_q_kernel(const Ar
         s[n][e] = p * (dp[n][e] - dl[e >> 1]);
       }
     }
-    // dQ += dS K (B[k = key][n = d] from K^T).
-    BRISK_ATTENTION_UNROLL
-    for (int kc = 0; kc < kTile / 16; ++kc) {
-      uint32_t da[4];
-      c_to_a<T>(da, s[2 * kc], s[2 * kc + 1]);
-      BRISK_ATTENTION_UNROLL
-      for (int d = 0; d < D / 8; ++d) {
-        uint32_t b[2];
-        load_b(b, kt, kTileLd, d * 8, kc * 16, lane);
-        mma<T>(dq[d], da, b);
-      }
-    }
+    mma_pb<T, D>(dq, s, kt, lane);  // dQ += dS K (B[k = key][n = d] from K^T)
   }
 
   uint16_t* dq_out = head_ptr(a.out, bh, a.heads);

@@ -28,6 +28,7 @@ namespace {
 struct RecordingState {
   std::mutex mu;
   std::atomic<bool> active{false};
+  std::atomic<bool> hold_events{false};  // Event::query() says "not yet" (Session::hold_events)
   int devices = 0;
   std::vector<recording::Entry> log;
   std::unordered_map<void*, uint64_t> stream_ids;  // fake stream handle -> id
@@ -95,6 +96,7 @@ Session::Session(int devices) {
   r.next_event = 1;
   thread_streams().clear();
   tl_device = 0;
+  r.hold_events = false;
   r.active = true;
 }
 
@@ -128,6 +130,10 @@ size_t Session::count(Kind k) const {
 void Session::clear() {
   std::lock_guard lk(rec().mu);
   rec().log.clear();
+}
+
+void Session::hold_events(bool hold) {
+  rec().hold_events = hold;
 }
 
 void record(Entry e) {
@@ -709,7 +715,8 @@ void Event::synchronize() const {
 }
 
 bool Event::query() const {
-  if (!handle_ || detail::recording()) return true;
+  if (!handle_) return true;
+  if (detail::recording()) return !rec().hold_events.load(std::memory_order_relaxed);
   cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
   if (err == cudaErrorNotReady) {
     (void)cudaGetLastError();

@@ -164,6 +164,7 @@ size_t Session::count(Kind) const {
   return 0;
 }
 void Session::clear() {}
+void Session::hold_events(bool) {}
 void record(Entry) {}  // NOLINT(performance-unnecessary-value-param): the signature of the CUDA build's
 uint64_t stream_id(void*) {
   return 0;

@@ -51,6 +51,10 @@ void GPT2Config::validate() const {
   BRISK_CHECK(block_size >= 1, "GPT2Config: block_size must be >= 1, got ", block_size);
   BRISK_CHECK(vocab_size >= 1, "GPT2Config: vocab_size must be >= 1, got ", vocab_size);
   BRISK_CHECK(dropout >= 0.0 && dropout < 1.0, "GPT2Config: dropout must be in [0, 1), got ", dropout);
+  BRISK_CHECK(layer_norm_epsilon > 0 && std::isfinite(layer_norm_epsilon),
+              "GPT2Config: layer_norm_epsilon must be positive, got ", layer_norm_epsilon);
+  BRISK_CHECK(initializer_range >= 0 && std::isfinite(initializer_range),
+              "GPT2Config: initializer_range must be >= 0, got ", initializer_range);
   BRISK_CHECK(bias, "GPT2Config: bias = false is not supported (nn::TransformerBlock's MLP and LayerNorms ",
               "always have biases)");
 }
@@ -75,29 +79,36 @@ GPT2::GPT2(GPT2Config c)
                                   c.n_embd, c.n_head, nn::AttentionOptions{.dropout = c.dropout, .bias = c.bias})));
   }
   register_module("ln_f", ln_f);
+  ln_f.eps = c.layer_norm_epsilon;
+  for (auto& b : h) b->ln_1.eps = b->ln_2.eps = c.layer_norm_epsilon;
   init_weights();
 }
 
 void GPT2::init_weights() {
-  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  const double std = config.initializer_range;
+  const double residual_std = std / std::sqrt(2.0 * static_cast<double>(config.n_layer));
   for (auto& [name, p] : named_parameters()) {
     if (name.find("ln_") != std::string::npos) continue;  // LayerNorms: weight 1, bias 0 already
     if (p.dim() >= 2) {
-      nn::init::normal_(p, 0.0, ends_with(name, "c_proj.weight") ? residual_std : 0.02);
+      nn::init::normal_(p, 0.0, ends_with(name, "c_proj.weight") ? residual_std : std);
     } else {
       nn::init::zeros_(p);
     }
   }
 }
 
-Tensor GPT2::forward(const Tensor& idx) {
+Tensor GPT2::embed(const Tensor& idx) {
   BRISK_CHECK(idx.dim() == 2, "GPT2: expected token indices (B, T), got shape ", idx.sizes());
   BRISK_CHECK(idx.dtype() == DType::I64 || idx.dtype() == DType::I32, "GPT2: token indices must be i32 or i64, got ",
               dtype_name(idx.dtype()));
   const int64_t T = idx.size(1);
   BRISK_CHECK(T >= 1 && T <= config.block_size, "GPT2: sequence length ", T,
               " must be in [1, block_size = ", config.block_size, "]");
-  Tensor x = drop(wte(idx) + wpe(arange(T, {.dtype = DType::I64, .device = idx.device()})));
+  return drop(wte(idx) + wpe(arange(T, {.dtype = DType::I64, .device = idx.device()})));
+}
+
+Tensor GPT2::forward(const Tensor& idx) {
+  Tensor x = embed(idx);
   if (fuse_across_blocks() && !(config.activation_checkpointing && is_grad_enabled() && is_training())) {
     // Each block's last residual add and the next block's ln_1 (ln_f after the last) are one op:
     // the same values and gradients as the loop below, one pass over the residual stream fewer.
@@ -116,6 +127,24 @@ Tensor GPT2::forward(const Tensor& idx) {
       x = (*b)(x);
   }
   return linear(ln_f(x), wte.weight);  // tied head: x W_te^T
+}
+
+Tensor GPT2::forward(const Tensor& idx, const Tensor& attention_mask) {
+  if (!attention_mask.defined()) return forward(idx);
+  BRISK_CHECK(attention_mask.sizes() == idx.sizes(), "GPT2: attention_mask must have the shape of the tokens ",
+              idx.sizes(), ", got ", attention_mask.sizes());
+  // 0 for tokens, -1e4 for padding, added to the scores: finite in f16, bf16 and f32, so a query
+  // whose keys are all padding gets finite (unspecified) values instead of NaNs that would reach
+  // every position through the next layer's zero attention weights (0 * NaN).
+  Tensor padding = (attention_mask.detach().to(DType::F32) - 1.0) * 1e4;
+  Tensor x = embed(idx);
+  for (auto& b : h) {
+    if (config.activation_checkpointing && is_grad_enabled() && is_training())
+      x = autograd::checkpoint([blk = b, padding](const Tensor& in) { return (*blk)(in, Tensor(), padding); }, x);
+    else
+      x = (*b)(x, Tensor(), padding);
+  }
+  return linear(ln_f(x), wte.weight);
 }
 
 bool GPT2::fuse_across_blocks() const {

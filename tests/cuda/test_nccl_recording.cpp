@@ -14,23 +14,13 @@
 #include <set>
 #include <string>
 
+#include "gpu_skip.h"
+
 using namespace brisk;
 using cuda::recording::Entry;
 using cuda::recording::Kind;
 
 namespace {
-
-bool can_record_nccl(std::string* why) {
-  if (!cuda::recording::supported()) {
-    *why = "this build of brisk has no CUDA support";
-    return false;
-  }
-  if (dist::nccl_version() == 0) {
-    *why = "this build of brisk has no NCCL";
-    return false;
-  }
-  return true;
-}
 
 bool is_library(const Entry& e, const char* name) {
   return e.kind == Kind::Library && e.name == name;
@@ -84,8 +74,7 @@ TEST(FakeGroup, TheReducerAveragesIdenticalGradientsToThemselves) {
 }
 
 TEST(NcclRecording, ACollectiveRunsOnTheCommStreamAfterTheCallersStreamAndWaitIsAStreamWait) {
-  std::string why;
-  if (!can_record_nccl(&why)) GTEST_SKIP() << why;
+  SKIP_WITHOUT_NCCL_RECORDING();
   cuda::recording::Session rec;
   auto pg = dist::fake_group(2);
   cuda::Stream compute = cuda::Stream::create(0);
@@ -141,8 +130,7 @@ TEST(NcclRecording, ACollectiveRunsOnTheCommStreamAfterTheCallersStreamAndWaitIs
 }
 
 TEST(NcclRecording, ReducerAllReducesEachBucketOnTheCommStreamDuringBackwardWithoutHostSyncs) {
-  std::string why;
-  if (!can_record_nccl(&why)) GTEST_SKIP() << why;
+  SKIP_WITHOUT_NCCL_RECORDING();
   cuda::recording::Session rec;
   auto pg = dist::fake_group(2);
   cuda::Stream compute = cuda::Stream::create(0);

@@ -348,3 +348,52 @@ TEST(GPT2Tokenizer, ErrorsNameTheFileLineOrId) {
   const std::vector<int32_t> negative{-3};
   expect_error([&] { tok.decode(negative); }, "token id -3");
 }
+
+TEST(GPT2Tokenizer, FromPretrainedReadsAHuggingFaceFolder) {
+  // GPT-2's own folder layout: vocab.json + merges.txt.
+  GPT2Tokenizer gpt2 = GPT2Tokenizer::from_pretrained(std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/gpt2");
+  EXPECT_EQ(gpt2.vocab_size(), 50257);
+  EXPECT_EQ(gpt2.encode("Hello world"), (std::vector<int32_t>{15496, 995}));
+  // A folder with only tokenizer.json, as Hugging Face tokenizers saved it (merges as [a, b] pairs;
+  // scripts/wordpiece_fixtures.cjs): the same tokenizer as its vocab.json + merges.txt.
+  brisk::testing::TempDir tmp;
+  const std::string hf_dir = std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/bpe_hf/";
+  const std::string json_only = tmp.file("json_only");
+  std::filesystem::create_directories(json_only);
+  std::filesystem::copy_file(
+      std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/bpe_hf_tokenizer_json/tokenizer.json",
+      json_only + "/tokenizer.json");
+  GPT2Tokenizer from_json = GPT2Tokenizer::from_pretrained(json_only);
+  GPT2Tokenizer from_files = GPT2Tokenizer::from_files(hf_dir + "vocab.json", hf_dir + "merges.txt");
+  EXPECT_EQ(from_json.vocab_size(), from_files.vocab_size());
+  EXPECT_EQ(from_json.num_merges(), from_files.num_merges());
+  EXPECT_EQ(from_json.eot_token(), from_files.eot_token());
+  size_t merged = 0;
+  EXPECT_GE(check_goldens(from_json, hf_dir + "goldens.json", &merged), 25u);
+  EXPECT_GT(merged, 50u);
+  // The same merges written as "a b" strings (older tokenizer.json files).
+  json::Value j = json::parse(brisk::testing::read_file(json_only + "/tokenizer.json"));
+  json::Value strings = json::Value::array();
+  for (const json::Value& m : j.at("model").at("merges").as_array())
+    strings.push_back(json::Value(m[0].as_string() + " " + m[1].as_string()));
+  j["model"].set("merges", strings);
+  brisk::testing::write_file(json_only + "/tokenizer.json", j.dump());
+  EXPECT_EQ(GPT2Tokenizer::from_pretrained(json_only).encode("Hello world, again!"),
+            from_files.encode("Hello world, again!"));
+}
+
+TEST(GPT2Tokenizer, FromPretrainedSaysWhatTheFolderLacks) {
+  brisk::testing::TempDir tmp;
+  expect_error([&] { GPT2Tokenizer::from_pretrained(tmp.file("nowhere")); }, "is not a folder");
+  std::filesystem::create_directories(tmp.file("half"));
+  brisk::testing::write_file(tmp.file("half") + "/vocab.json", "{}");
+  expect_error([&] { GPT2Tokenizer::from_pretrained(tmp.file("half")); }, "has vocab.json but no merges.txt");
+  std::filesystem::create_directories(tmp.file("bert"));
+  brisk::testing::write_file(tmp.file("bert") + "/vocab.txt", "[UNK]\n");
+  expect_error([&] { GPT2Tokenizer::from_pretrained(tmp.file("bert")); }, "BertTokenizer::from_pretrained reads it");
+  brisk::testing::write_file(tmp.file("bert") + "/tokenizer.json",
+                             R"({"model": {"type": "WordPiece", "vocab": {}}, "pre_tokenizer": null})");
+  expect_error([&] { GPT2Tokenizer::from_pretrained(tmp.file("bert")); }, "model.type WordPiece is not BPE");
+  brisk::testing::write_file(tmp.file("bert") + "/tokenizer.json", "{\"model\": [");
+  expect_error([&] { GPT2Tokenizer::from_pretrained(tmp.file("bert")); }, "is not valid JSON");
+}

@@ -243,6 +243,31 @@ TEST(DataLoader, PositionCountsBatchesHandedOut) {
   }
 }
 
+// What a checkpoint records: where the program goes on from here. A loop cut short leaves its
+// epoch behind (the next loop starts the next epoch); a loop still running goes on with its own.
+TEST(DataLoader, NextBatchIsTheRunningIterationsOrTheNextLoopsWhateverTheLoopDid) {
+  DataLoader loader(numbers(10), {.batch_size = 2, .shuffle = true, .seed = 1});
+  EXPECT_EQ(loader.next_batch().epoch, 0u);  // before any loop: the first epoch, from its start
+  EXPECT_EQ(loader.next_batch().batch, 0);
+  int64_t seen = 0;
+  for (auto& b : loader) {
+    (void)b;
+    ++seen;
+    EXPECT_EQ(loader.next_batch().epoch, 0u) << "mid-loop: this epoch";
+    EXPECT_EQ(loader.next_batch().batch, seen) << "mid-loop: the batch after the one handed out";
+    if (seen == 2) break;
+  }
+  EXPECT_EQ(loader.next_batch().epoch, 1u) << "after a break the next loop starts epoch 1";
+  EXPECT_EQ(loader.next_batch().batch, 0);
+  for (auto& b : loader) (void)b;  // epoch 1, whole
+  EXPECT_EQ(loader.next_batch().epoch, 2u);
+  EXPECT_EQ(loader.next_batch().batch, 0);
+  loader.set_epoch(7);
+  loader.set_start_batch(3);
+  EXPECT_EQ(loader.next_batch().epoch, 7u) << "a pinned epoch and start batch are what comes next";
+  EXPECT_EQ(loader.next_batch().batch, 3);
+}
+
 TEST(DataLoader, RejectsBadOptions) {
   EXPECT_THROW(DataLoader(numbers(4), {.batch_size = 0}), Error);
   EXPECT_THROW(DataLoader(numbers(4), {.num_workers = -1}), Error);

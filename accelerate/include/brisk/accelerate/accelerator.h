@@ -387,7 +387,8 @@ class Accelerator {
   LoaderState* active_loader();
   std::string checkpoint_root() const;
   struct LoadedCheckpoint;
-  void read_checkpoint(const std::string& dir, LoadedCheckpoint& out) const;
+  class CheckpointReader;  // load_state's reading and checking (accelerate/src/checkpoint_read.cpp)
+  class CheckpointWriter;  // save_state's steps (accelerate/src/checkpoint_write.cpp)
   void check_not_prepared(const void* object, const char* what);
   static void move_state_to_params(optim::Optimizer& optimizer);
 

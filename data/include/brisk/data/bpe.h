@@ -20,6 +20,7 @@
 // decode() concatenates the tokens' bytes, so decode(encode(s)) == s for any bytes s.
 //
 //   auto tok = data::GPT2Tokenizer::from_files("gpt2/vocab.json", "gpt2/merges.txt");
+//   auto same = data::GPT2Tokenizer::from_pretrained("gpt2");   // a downloaded Hugging Face folder
 //   std::vector<int32_t> ids = tok.encode("Hello world");   // {15496, 995} with GPT-2's files
 //   std::string text = tok.decode(ids);
 //
@@ -41,6 +42,10 @@ namespace brisk::data {
 class GPT2Tokenizer : public Tokenizer {
  public:
   static GPT2Tokenizer from_files(const std::string& vocab_json_path, const std::string& merges_txt_path);
+  // A Hugging Face GPT-2 folder: vocab.json + merges.txt where both exist, else tokenizer.json
+  // (a BPE model with the ByteLevel pre-tokenizer; its model.vocab and model.merges, the merges
+  // as "a b" strings or [a, b] pairs). Errors name the folder and what is missing or wrong.
+  static GPT2Tokenizer from_pretrained(const std::string& dir);
   // The same from the files' contents; the names are for error messages.
   static GPT2Tokenizer from_strings(std::string_view vocab_json, std::string_view merges_txt,
                                     const std::string& vocab_name = "vocab.json",

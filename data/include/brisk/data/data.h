@@ -7,6 +7,7 @@
 #include "brisk/data/dataset.h"
 #include "brisk/data/mnist.h"
 #include "brisk/data/safetensors.h"
+#include "brisk/data/safetensors_folder.h"
 #include "brisk/data/sampler.h"
 #include "brisk/data/tokens.h"
 #include "brisk/data/transforms.h"

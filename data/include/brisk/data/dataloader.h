@@ -104,6 +104,16 @@ class DataLoader {
   void set_start_batch(int64_t n);
   // Batches handed out so far in the current (or last) iteration, counting skipped ones.
   int64_t position() const { return position_->load(); }
+  // Where the program goes on from here, which is what a checkpoint records: while an iteration
+  // is under way (an iterator of it is alive) that iteration, at the batch after the one handed
+  // out last; once none is (the loop ran to the end, or broke out of it early), the epoch and
+  // batch the next begin() starts with. So a resumed run does what this run does next, whatever
+  // its loop did.
+  struct NextBatch {
+    uint64_t epoch = 0;
+    int64_t batch = 0;  // into that epoch's plan (may equal its length: the epoch is over)
+  };
+  NextBatch next_batch() const;
 
   // The plan of `epoch`: the batch source's if one is set, else the default plan.
   BatchPlan batch_indices(uint64_t epoch) const;
@@ -135,6 +145,7 @@ class DataLoader {
   bool epoch_pinned_ = false;
   bool started_ = false;
   int64_t start_batch_ = 0;
+  std::weak_ptr<detail::EpochRun> run_;  // the iteration under way, while an iterator holds it
   std::shared_ptr<std::atomic<int64_t>> position_ = std::make_shared<std::atomic<int64_t>>(0);
   // The side stream batches are copied to options_.device on (made at the first epoch that needs
   // it and kept, so the caching allocator reuses the batches' device blocks across epochs).

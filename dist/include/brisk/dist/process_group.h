@@ -194,6 +194,22 @@ void finalize();
 // a world of N can be checked on a machine without GPUs. Independent of init()/world().
 std::unique_ptr<ProcessGroup> fake_group(int size, int rank = 0, const InitOptions& options = {});
 
+// What the other ranks of a fake group do wrong, so that this rank's handling of a failure can be
+// checked in one process (the fault matrix's GPU column, in CUDA recording mode: tests/cuda/
+// test_nccl_faults.cpp). A fake group made with FakePeerFaults (even none) runs a communication
+// thread and a watchdog, as a group of a real job does: timeouts and peers' exits are noticed.
+struct FakePeerFaults {
+  // Rank `leaves` (when >= 0) announces that it left the job after issuing `leaves_after`
+  // collectives, as a rank that returns from main does.
+  int leaves = -1;
+  int64_t leaves_after = 0;
+  // Rank `mismatches` (when >= 0) calls a broadcast where this rank calls collective
+  // #`mismatch_at` (what debug mode's signature check sees).
+  int mismatches = -1;
+  int64_t mismatch_at = 0;
+};
+std::unique_ptr<ProcessGroup> fake_group(int size, int rank, const InitOptions& options, const FakePeerFaults& faults);
+
 // NCCL's version code as the library reports it (e.g. 22809 for 2.28.9: major * 10000 +
 // minor * 100 + patch), for `brisk env`; 0 when this build of brisk has no NCCL.
 int nccl_version();

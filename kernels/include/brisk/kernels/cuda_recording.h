@@ -57,6 +57,9 @@ class Session {
   std::vector<Entry> entries(Kind k) const;
   size_t count(Kind k) const;
   void clear();
+  // While held, Event::query() answers "not done yet": the work a recording never runs stays in
+  // flight, so what waits for it (a collective's timeout, a peer that left) can be checked.
+  void hold_events(bool hold);
 };
 
 // Appends an entry while a session is alive (no-op otherwise). Libraries outside kernels/
