@@ -96,6 +96,9 @@ TEST(YamlRoundTrip, BytesThatAreNotUtf8AreRefusedNamingTheLineAndTheText) {
             std::string::npos)
       << e;
   EXPECT_NE(e.find("save the file as UTF-8"), std::string::npos) << e;
+  // The reported input itself: the key is the two bytes, quoted, on the first line.
+  e = error("\"\xFE\xFF\": 1\n");
+  EXPECT_NE(e.find("cfg.yaml:1:2: bytes that are not UTF-8 (0xFE 0xFF)"), std::string::npos) << e;
   e = error("\xFE\xFFkey: 1\n");
   EXPECT_NE(e.find("cfg.yaml: the file is UTF-16"), std::string::npos) << e;
   EXPECT_NE(error("a: b\xC3\n").find("cfg.yaml:1:5: bytes that are not UTF-8 (0xC3)"), std::string::npos);
