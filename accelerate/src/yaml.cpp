@@ -147,7 +147,7 @@ struct Converter {
   // UTF-8 (check_text saw the file's; the other escapes give UTF-8) and neither byte can continue
   // a character, so a byte that is not UTF-8 is one of the two: it becomes the character it means.
   std::string text_of(const YAML::Node& n) {
-    const std::string raw = n.Scalar();
+    const std::string& raw = n.Scalar();
     std::string s;
     for (size_t i = 0; i < raw.size();) {
       const detail::Utf8Char ch = detail::decode_utf8(raw, i);
