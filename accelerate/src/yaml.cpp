@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 #endif
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -15,127 +16,13 @@
 
 #include "brisk/util/env.h"
 #include "brisk/util/error.h"
+#include "brisk/util/json.h"
+#include "yaml_scalar.h"
 
 namespace brisk::accelerate::yaml {
 
-namespace {
-
-bool all_digits(const std::string& s, size_t from) {
-  if (from >= s.size()) return false;
-  for (size_t i = from; i < s.size(); ++i)
-    if (s[i] < '0' || s[i] > '9') return false;
-  return true;
-}
-
-bool is_int_text(const std::string& s) {
-  return all_digits(s, (s[0] == '-' || s[0] == '+') ? 1 : 0);
-}
-
-bool is_float_text(const std::string& s) {
-  static const char* specials[] = {".inf", ".Inf", ".INF", "-.inf", "-.Inf", "-.INF", "+.inf", ".nan", ".NaN", ".NAN"};
-  for (const char* sp : specials)
-    if (s == sp) return true;
-  size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
-  size_t digits = 0;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i, ++digits;
-  bool dot = i < s.size() && s[i] == '.';
-  if (dot) {
-    ++i;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i, ++digits;
-  }
-  if (digits == 0) return false;
-  bool exponent = i < s.size() && (s[i] == 'e' || s[i] == 'E');
-  if (exponent) {
-    ++i;
-    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-    if (!all_digits(s.substr(i), 0)) return false;
-    i = s.size();
-  }
-  return i == s.size() && (dot || exponent);
-}
-
-// How YAML's core schema reads an unquoted scalar.
-Value::Kind classify(const std::string& s) {
-  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return Value::Kind::Null;
-  if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE")
-    return Value::Kind::Bool;
-  if (is_int_text(s)) return Value::Kind::Int;
-  if (is_float_text(s)) return Value::Kind::Float;
-  return Value::Kind::String;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string shortest_double(double v) {
-  if (std::isnan(v)) return ".nan";
-  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
-  char buf[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  std::string s = buf;
-  if (!is_float_text(s)) s += ".0";  // "2" would read back as an integer
-  return s;
-}
-
-// True when `s` written without quotes reads back as the same string.
-bool plain_safe(const std::string& s) {
-  if (s.empty() || classify(s) != Value::Kind::String) return false;
-  std::string l = lower(s);
-  if (l == "yes" || l == "no" || l == "on" || l == "off" || l == "y" || l == "n") return false;  // YAML 1.1 booleans
-  if (std::string("-?:,[]{}#&*!|>'\"%@` \t").find(s.front()) != std::string::npos) return false;
-  if (s.back() == ' ' || s.back() == '\t' || s.back() == ':') return false;
-  if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos || s.find("\t#") != std::string::npos)
-    return false;
-  for (char c : s)
-    if (static_cast<unsigned char>(c) < 0x20) return false;
-  return true;
-}
-
-std::string quote(const std::string& s) {
-  bool control = false;
-  for (char c : s) control |= static_cast<unsigned char>(c) < 0x20;
-  if (!control) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-    return out + "'";
-  }
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
+using detail::classify;
+using detail::shortest_double;
 
 Value Value::null() {
   return {};
@@ -213,7 +100,7 @@ int64_t Value::as_int(const std::string& what) const {
 double Value::as_double(const std::string& what) const {
   BRISK_CHECK(is_scalar(), what, ": expected a number, got a ", kind == Kind::List ? "list" : "mapping");
   BRISK_CHECK(kind == Kind::Int || kind == Kind::Float, what, ": expected a number, got '", text, "'");
-  std::string t = lower(text);
+  std::string t = detail::ascii_lower(text);
   if (t == ".nan") return std::numeric_limits<double>::quiet_NaN();
   if (t == ".inf" || t == "+.inf") return std::numeric_limits<double>::infinity();
   if (t == "-.inf") return -std::numeric_limits<double>::infinity();
@@ -255,6 +142,25 @@ struct Converter {
     BRISK_THROW(source, ":", m.line + 1, ":", m.column + 1, ": ", msg);
   }
 
+  // A scalar's text. yaml-cpp 0.7 reads the escapes \N and \_ as the single bytes 0x85 and 0xA0,
+  // not as the UTF-8 of U+0085 and U+00A0 (later versions fix it). Every other byte of a scalar is
+  // UTF-8 (check_text saw the file's; the other escapes give UTF-8) and neither byte can continue
+  // a character, so a byte that is not UTF-8 is one of the two: it becomes the character it means.
+  std::string text_of(const YAML::Node& n) {
+    const std::string& raw = n.Scalar();
+    std::string s;
+    for (size_t i = 0; i < raw.size();) {
+      const detail::Utf8Char ch = detail::decode_utf8(raw, i);
+      const auto byte = static_cast<unsigned char>(raw[i]);
+      if (ch.size == 0 && byte != 0x85 && byte != 0xA0)
+        fail(n.Mark(), "the text " + detail::shown(raw) + " is not UTF-8");
+      if (ch.size == 0) s += '\xC2';
+      s.append(raw, i, std::max<size_t>(ch.size, 1));
+      i += std::max<size_t>(ch.size, 1);
+    }
+    return s;
+  }
+
   Value convert(const YAML::Node& n, int depth) {
     if (++nodes > max_nodes) fail(n.Mark(), "aliases expand the document by more than 10,000 values");
     if (depth > kMaxDepth) fail(n.Mark(), "values nested more than 64 deep");
@@ -265,7 +171,7 @@ struct Converter {
       case YAML::NodeType::Null:
         return v;
       case YAML::NodeType::Scalar:
-        v.text = n.Scalar();
+        v.text = text_of(n);
         count_bytes(n, v.text.size());
         v.quoted = n.Tag() == "!";  // a quoted (non-plain) scalar is always a string
         v.kind = v.quoted ? Value::Kind::String : classify(v.text);
@@ -279,8 +185,12 @@ struct Converter {
         v.kind = Value::Kind::Map;
         std::unordered_map<std::string, int> seen;  // key -> line: linear in the number of keys
         for (const auto& kv : n) {
+          if (kv.first.IsNull())
+            fail(kv.first.Mark().is_null() ? kv.second.Mark() : kv.first.Mark(),
+                 "a key must not be empty or null (`: 1`, `~: 1`, `null: 1`); to use the word null as a key, quote "
+                 "it ('null': 1)");
           if (!kv.first.IsScalar()) fail(kv.first.Mark(), "a key must be a single value, not a list or mapping");
-          const std::string key = kv.first.Scalar();
+          const std::string key = text_of(kv.first);
           count_bytes(kv.first, key.size());
           const int line = kv.first.Mark().is_null() ? 0 : kv.first.Mark().line + 1;
           if (auto [it, fresh] = seen.emplace(key, line); !fresh)
@@ -302,28 +212,53 @@ bool available() {
 
 namespace {
 
-// What brisk checks before yaml-cpp reads the text, line by line: no C0 control character but tab
-// (and the line breaks), nor DEL, as YAML requires; and one document, so a '---' or '...' line
-// after the first content line is refused. yaml-cpp 0.7 loops forever on some such input (a NUL
-// after a comma; LoadAll on some malformed documents: found by fuzzing), so it never sees it.
+// The characters of one line (`column0`: the column of its first byte): UTF-8, and each one of
+// YAML's printable characters. Bytes that are not UTF-8 cannot be read back from anything brisk
+// writes (YAML holds Unicode text; yaml-cpp 0.7 would pass them through as they are), and a line's
+// control characters are the ones yaml-cpp 0.7 loops forever on (a NUL after a comma).
+void check_characters(std::string_view line, const std::string& source, int line_no, size_t column0) {
+  for (size_t i = 0; i < line.size();) {
+    const detail::Utf8Char ch = detail::decode_utf8(line, i);
+    if (ch.size == 0) {
+      std::string bytes;
+      for (size_t k = i; k < line.size() && k < i + 4 && (k == i || detail::decode_utf8(line, k).size == 0); ++k) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "%s0x%02X", k > i ? " " : "", static_cast<unsigned char>(line[k]));
+        bytes += hex;
+      }
+      BRISK_THROW(source, ":", line_no, ":", column0 + i + 1, ": bytes that are not UTF-8 (", bytes, ") in ",
+                  detail::shown(line), "; brisk reads YAML files as UTF-8 text: save the file as UTF-8");
+    }
+    if (!detail::yaml_printable(ch.code)) {
+      char name[16];
+      std::snprintf(name, sizeof name, ch.code < 0x80 ? "0x%02X" : "U+%04X", static_cast<unsigned>(ch.code));
+      BRISK_THROW(
+          source, ":", line_no, ":", column0 + i + 1, ": ", ch.code < 0xA0 ? "control character " : "character ", name,
+          " is not allowed in YAML (in double quotes, write it as ", detail::shown(line.substr(i, ch.size)), ")");
+    }
+    i += ch.size;
+  }
+}
+
+// What brisk checks before yaml-cpp reads the text, line by line: its characters (above), and one
+// document, so a '---' or '...' line after the first content line is refused. yaml-cpp 0.7 loops
+// forever on some such input (LoadAll on some malformed documents: found by fuzzing), so it never
+// sees it. A UTF-8 byte-order mark may open the file (yaml-cpp skips it there).
 void check_text(const std::string& text, const std::string& source) {
+  if (text.starts_with("\xFE\xFF") || text.starts_with("\xFF\xFE"))
+    BRISK_THROW(source, ": the file is UTF-16 (it starts with a UTF-16 byte-order mark); brisk reads YAML files ",
+                "as UTF-8 text: save it as UTF-8");
+  const size_t bom = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
   bool content = false;
   int line_no = 0;
-  for (size_t pos = 0; pos <= text.size();) {
+  for (size_t pos = bom; pos <= text.size();) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
     std::string_view line(text.data() + pos, end - pos);
-    pos = end + 1;
     ++line_no;
+    check_characters(line, source, line_no, line_no == 1 ? bom : 0);
+    pos = end + 1;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    for (size_t i = 0; i < line.size(); ++i) {
-      const auto c = static_cast<unsigned char>(line[i]);
-      if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7F) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "0x%02X", c);
-        BRISK_THROW(source, ":", line_no, ":", i + 1, ": control character ", hex, " is not allowed in YAML");
-      }
-    }
     const auto starts = [&](std::string_view m) {
       return line.starts_with(m) && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
     };
@@ -378,15 +313,22 @@ std::string scalar_text(const Value& v, bool flow) {
     case Value::Kind::Null:
       return "null";
     case Value::Kind::String:
-      // In flow context ([a, b], {k: v}) commas and brackets end a plain scalar: always quote.
-      return !flow && plain_safe(v.text) ? v.text : quote(v.text);
+      return detail::string_text(v.text, flow);
     default:
       return v.text;
   }
 }
 
-std::string key_text(const std::string& k) {
-  return plain_safe(k) ? k : quote(k);
+// yaml-cpp (and YAML itself) take `key:` for a key only when the key's text, quotes and escapes
+// included, is at most 1024 bytes long (PyYAML: characters); a longer key (which a file can hold
+// as an explicit key) is written as one too: "? key", then ": value" on the next line.
+constexpr size_t kMaxImplicitKey = 1024;
+
+// A key and the colon after it: at the start of an entry of a block mapping at `indent`, or in {..}.
+std::string key_colon(const std::string& key, const std::string& indent, bool flow) {
+  const std::string k = detail::string_text(key, flow);
+  if (k.size() <= kMaxImplicitKey) return k + ":";
+  return flow ? "? " + k + " :" : "? " + k + "\n" + indent + ":";
 }
 
 // Lists and mappings inside a list are written in flow style ([..], {..}).
@@ -402,8 +344,8 @@ void flow(const Value& v, std::string& out) {
     out += '{';
     for (size_t i = 0; i < v.entries.size(); ++i) {
       if (i) out += ", ";
-      out += quote(v.entries[i].first);
-      out += ": ";
+      out += key_colon(v.entries[i].first, "", true);
+      out += ' ';
       flow(v.entries[i].second, out);
     }
     out += '}';
@@ -424,8 +366,7 @@ void inline_value(const Value& v, std::string& out) {
 void write_entries(const std::vector<Value::Entry>& entries, const std::string& indent, std::string& out) {
   for (const auto& [key, v] : entries) {
     out += indent;
-    out += key_text(key);
-    out += ':';
+    out += key_colon(key, indent, false);
     if (v.kind == Value::Kind::Map && !v.entries.empty()) {
       out += '\n';
       write_entries(v.entries, indent + "  ", out);
@@ -443,9 +384,37 @@ void write_entries(const std::vector<Value::Entry>& entries, const std::string& 
   }
 }
 
+// Every key and string must be UTF-8 (no YAML file holds other bytes, and an escape stands for a
+// character, not a byte). Checked before writing so that the error names where the text is:
+// "yaml::write: mpirun_config.mpirun_hostfile: ...", "yaml::write: a key in list[2]: ...". `where`
+// grows and shrinks in place as the walk descends.
+void require_utf8(const Value& v, std::string& where) {
+  if (v.kind == Value::Kind::String && !json::valid_utf8(v.text)) detail::require_utf8(v.text, "yaml::write: " + where);
+  const size_t size = where.size();
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    where += '[';
+    where += std::to_string(i);
+    where += ']';
+    require_utf8(v.items[i], where);
+    where.resize(size);
+  }
+  for (const auto& [key, item] : v.entries) {
+    if (!json::valid_utf8(key)) detail::require_utf8(key, "yaml::write: a key in " + where);
+    where += '.';
+    where += key;
+    require_utf8(item, where);
+    where.resize(size);
+  }
+}
+
 }  // namespace
 
 std::string write(const Document& doc, const std::string& comment) {
+  for (const auto& [key, v] : doc) {
+    detail::require_utf8(key, "yaml::write: a key");
+    std::string where = key;
+    require_utf8(v, where);
+  }
   std::string out;
   size_t pos = 0;
   while (!comment.empty() && pos <= comment.size()) {

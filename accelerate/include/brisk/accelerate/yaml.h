@@ -60,14 +60,22 @@ using Document = std::vector<Value::Entry>;
 bool available();
 
 // Parses `text`, whose top level must be a mapping (an empty file is an empty one). Errors throw
-// brisk::Error as "<source>:<line>:<column>: <what is wrong>". Duplicate keys, several documents
-// in one file and non-scalar keys are refused; anchors and aliases are resolved (with a bound on
-// the expanded size, against alias bombs).
+// brisk::Error as "<source>:<line>:<column>: <what is wrong>". The text must be UTF-8 (a byte-order
+// mark may open it) of YAML's printable characters: other bytes, control characters (but tab and
+// line breaks) and U+FFFE/U+FFFF are refused, naming the line; double-quoted escapes ("\x01",
+// "\ufeff") may stand for any character. Duplicate keys, empty or null keys, several documents in
+// one file and non-scalar keys are refused; anchors and aliases are resolved (with a bound on the
+// expanded size, against alias bombs).
 Document parse(const std::string& text, const std::string& source);
 
 // Writes the mapping after `comment` (each of its lines prefixed by "# "): nested mappings
-// indented two spaces, lists as "- item" lines, empty ones as {} and []. Strings that would read
-// back as something else (no, true, 3, empty, ...) are single-quoted, as PyYAML does.
+// indented two spaces, lists as "- item" lines, empty ones as {} and []. What is written reads back
+// (with parse(), and with PyYAML, which Accelerate uses) as the same document: strings that would
+// read back as something else (no, true, 3, 0x1f, 1:30, empty, '- x', '... x', ...) are
+// single-quoted, as PyYAML does; strings holding a character not shown as it is (controls, tab,
+// line breaks, a byte-order mark and the other invisible or format characters) are double-quoted
+// with escapes ("\ufeff"); a key longer than 1024 bytes as written is an explicit key ("? key").
+// Throws brisk::Error for a key or string that is not UTF-8, which no YAML file can hold.
 std::string write(const Document& doc, const std::string& comment = "");
 
 // The value for `key`, or nullptr.
