@@ -41,7 +41,7 @@ Tensor gpt2_logits(models::GPT2& model, const data::SafetensorsFile& g, Device d
   NoGradGuard no_grad;
   amp::Autocast ac(DType::BF16, bf16);
   Tensor logits = model(g.at("input_ids").to(device), g.at("attention_mask").to(device));
-  return tokens_only(logits, g.at("attention_mask")).to(Device::cpu());
+  return tokens_only(logits, g.at("attention_mask")).to(kCPU);
 }
 
 }  // namespace
@@ -53,7 +53,7 @@ TEST(PretrainedOnTheGpu, GPT2LogitsEqualTransformersInF32AndBf16) {
   model->eval();
   const auto g = goldens("gpt2");
   const Tensor want = tokens_only(g.at("logits"), g.at("attention_mask"));
-  const double cpu_bf16 = relative_error(gpt2_logits(*model, g, Device::cpu(), true), want);
+  const double cpu_bf16 = relative_error(gpt2_logits(*model, g, kCPU, true), want);
   model->to(gpu);
   EXPECT_LE(relative_error(gpt2_logits(*model, g, gpu, false), want), kF32Tolerance);
   const double gpu_bf16 = relative_error(gpt2_logits(*model, g, gpu, true), want);
@@ -70,15 +70,15 @@ TEST(PretrainedOnTheGpu, BertClassifierLossAndGradientsEqualTransformersInF32) {
   const auto g = goldens("bert_cls_sharded");
   Tensor logits = (*model)(g.at("input_ids").to(gpu), g.at("attention_mask").to(gpu), g.at("token_type_ids").to(gpu));
   Tensor loss = model->loss(logits, g.at("labels").to(gpu));
-  EXPECT_LE(relative_error(logits.detach().to(Device::cpu()), g.at("logits")), kF32Tolerance);
-  EXPECT_LE(relative_error(loss.detach().to(Device::cpu()), g.at("loss")), kF32Tolerance);
+  EXPECT_LE(relative_error(logits.detach().to(kCPU), g.at("logits")), kF32Tolerance);
+  EXPECT_LE(relative_error(loss.detach().to(kCPU), g.at("loss")), kF32Tolerance);
   loss.backward();
   size_t compared = 0;
   for (const auto& [name, p] : model->named_parameters()) {
     if (name.find("key.bias") != std::string::npos) continue;  // zero in exact arithmetic: noise on both sides
     const Tensor* want = g.find("grad." + name);
     ASSERT_NE(want, nullptr) << name;
-    EXPECT_LE(relative_error(p.grad().to(Device::cpu()), *want), kF32Tolerance) << name;
+    EXPECT_LE(relative_error(p.grad().to(kCPU), *want), kF32Tolerance) << name;
     ++compared;
   }
   EXPECT_GT(compared, 10u);
@@ -95,9 +95,9 @@ TEST(PretrainedOnTheGpu, BertHiddenStatesUnderBf16AutocastStayWithinTwiceTheCpus
     amp::Autocast ac(DType::BF16);
     auto [hidden, pooled] =
         (*model)(g.at("input_ids").to(device), g.at("attention_mask").to(device), g.at("token_type_ids").to(device));
-    return hidden.to(DType::F32).to(Device::cpu());
+    return hidden.to(DType::F32).to(kCPU);
   };
-  const double cpu_bf16 = relative_error(hidden_on(Device::cpu()), g.at("last_hidden_state"));
+  const double cpu_bf16 = relative_error(hidden_on(kCPU), g.at("last_hidden_state"));
   model->to(gpu);
   const double gpu_bf16 = relative_error(hidden_on(gpu), g.at("last_hidden_state"));
   EXPECT_LE(gpu_bf16, std::max(2 * cpu_bf16, 1e-3)) << "CPU bf16 deviation " << cpu_bf16;
