@@ -1,6 +1,6 @@
 // Fused attention on the GPU (kernels/cuda/attention.cu) through scaled_dot_product_attention:
 // the output and all three gradients against the CPU (f32, from the same inputs) and against the
-// blocked GPU path (BRISK_CUDA_FUSED_ATTENTION=0), f32, f16 and bf16, causal or not, T from 1 to 1024
+// blocked GPU path (BRISK_CUDA_ATTENTION=math), f32, f16 and bf16, causal or not, T from 1 to 1024
 // (one row, a tile less one, a tile, a tile plus one, a ragged 200, GPT-2's 1024), head dims 64,
 // 128 and 80, B * H > 1; gradients written into NaN-filled memory (an element never written
 // stays NaN and fails); shapes and dtypes the fused kernels do not take fall back and agree. In
@@ -33,10 +33,12 @@ using brisk::testing::relative_error;
 
 namespace {
 
-// Sets BRISK_CUDA_FUSED_ATTENTION for a scope (the op reads it at each call).
+// Picks brisk's fused kernels (on) or the blocked path (off) for a scope through
+// BRISK_CUDA_ATTENTION (the op reads it at each call); cuDNN's attention has its own tests
+// (test_cudnn_attention.cpp).
 class FusedAttentionSwitch : public brisk::testing::ScopedEnv {
  public:
-  explicit FusedAttentionSwitch(bool on) : ScopedEnv("BRISK_CUDA_FUSED_ATTENTION", on ? "1" : "0") {}
+  explicit FusedAttentionSwitch(bool on) : ScopedEnv("BRISK_CUDA_ATTENTION", on ? "brisk" : "math") {}
 };
 
 struct Outputs {
@@ -353,7 +355,7 @@ TEST(CudaAttentionRecording, TheSwitchAndUnsupportedInputsTakeTheBlockedPath) {
   {
     FusedAttentionSwitch off(false);
     run_recorded(DType::BF16, 2, 3, 130, 64, true);
-    EXPECT_TRUE(launches_named(rec, "attention_").empty()) << "BRISK_CUDA_FUSED_ATTENTION=0";
+    EXPECT_TRUE(launches_named(rec, "attention_").empty()) << "BRISK_CUDA_ATTENTION=math";
     EXPECT_FALSE(launches_named(rec, "softmax").empty()) << "the blocked path's softmax";
   }
   FusedAttentionSwitch on(true);
