@@ -21,13 +21,18 @@
 
 #include "common/compare.h"
 #include "common/gradcheck.h"
-#include "cuda/exact_input.h"
+#include "cuda/attention_check.h"
 #include "cuda/gpu_skip.h"
 
 using namespace brisk;
-using brisk::testing::exact_input;
+using brisk::testing::expect_outputs_close;
+using brisk::testing::fused_bound;
+using brisk::testing::Inputs;
 using brisk::testing::leaf;
+using brisk::testing::make_inputs;
+using brisk::testing::Outputs;
 using brisk::testing::relative_error;
+using brisk::testing::run;
 using kernels::AttentionBackend;
 using Kind = cuda::recording::Kind;
 
@@ -282,31 +287,6 @@ TEST(CudnnAttentionRecording, FallsBackToBriskKernelsSayingWhy) {
 
 // ---- on a GPU ----
 
-namespace {
-
-struct Grads {
-  Tensor y, dq, dk, dv;  // on the CPU
-};
-
-Grads run_sdpa(const std::vector<Tensor>& in, DType dt, Device dev, bool causal) {
-  Tensor q = leaf(in[0].to(dt).to(dev)), k = leaf(in[1].to(dt).to(dev)), v = leaf(in[2].to(dt).to(dev));
-  Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = causal});
-  y.backward(in[3].to(dt).to(dev));
-  return {y.detach().to(kCPU), q.grad().to(kCPU), k.grad().to(kCPU), v.grad().to(kCPU)};
-}
-
-void expect_close(const Grads& got, const Grads& want, double bound, const std::string& what) {
-  const char* names[] = {"output", "dq", "dk", "dv"};
-  const Tensor* g[] = {&got.y, &got.dq, &got.dk, &got.dv};
-  const Tensor* w[] = {&want.y, &want.dq, &want.dk, &want.dv};
-  for (int i = 0; i < 4; ++i) {
-    const double e = relative_error(*g[i], *w[i]);
-    EXPECT_LE(e, bound) << what << ": " << names[i] << " relative error " << e << " > " << bound;
-  }
-}
-
-}  // namespace
-
 TEST(CudnnAttention, MatchesBriskKernelsAndTheCpu) {
   SKIP_WITHOUT_GPU();
   std::string why;
@@ -319,21 +299,19 @@ TEST(CudnnAttention, MatchesBriskKernelsAndTheCpu) {
   uint64_t seed = 500;
   for (const Case& c : {Case{2, 3, 64, 64, true}, Case{2, 3, 200, 64, true}, Case{1, 2, 200, 128, true},
                         Case{2, 2, 1024, 64, true}, Case{2, 3, 130, 64, false}}) {
-    const Shape s{c.B, c.H, c.T, c.D};
-    const std::vector<Tensor> in{exact_input(s, seed), exact_input(s, seed + 1), exact_input(s, seed + 2),
-                                 exact_input(s, seed + 3)};
+    const Inputs in = make_inputs(c.B, c.H, c.T, c.D, seed);
     seed += 10;
-    const Grads want = run_sdpa(in, DType::F32, kCPU, c.causal);
+    const Outputs want = run(in, DType::F32, kCPU, c.causal);
     for (DType dt : {DType::BF16, DType::F16}) {
       for (bool det : {true, false}) {
         kernels::DeterministicGuard d(det);
         const std::string what = std::string(dtype_name(dt)) + (c.causal ? " causal" : " full") +
                                  " T=" + std::to_string(c.T) + " D=" + std::to_string(c.D) +
                                  (det ? " deterministic" : " non-deterministic");
-        Grads cudnn, brisk_kernels;
+        Outputs cudnn, brisk_kernels;
         {
           BackendGuard b(AttentionBackend::Cudnn);
-          cudnn = run_sdpa(in, dt, cuda_device(), c.causal);
+          cudnn = run(in, dt, cuda_device(), c.causal);
           // Empty unless this GPU has no deterministic cuDNN backward (then it says so).
           if (!det) {
             EXPECT_EQ(kernels::attention_fallback_reason(), "") << what;
@@ -341,12 +319,11 @@ TEST(CudnnAttention, MatchesBriskKernelsAndTheCpu) {
         }
         {
           BackendGuard b(AttentionBackend::Brisk);
-          brisk_kernels = run_sdpa(in, dt, cuda_device(), c.causal);
+          brisk_kernels = run(in, dt, cuda_device(), c.causal);
         }
-        const double bound = dt == DType::BF16 ? 2e-2 : 4e-3;  // test_attention.cpp's fused bounds
-        expect_close(cudnn, want, bound, what + " cudnn vs cpu");
-        expect_close(brisk_kernels, want, bound, what + " brisk vs cpu");
-        expect_close(cudnn, brisk_kernels, 2 * bound, what + " cudnn vs brisk");
+        expect_outputs_close(cudnn, want, fused_bound(dt), what + " cudnn vs cpu");
+        expect_outputs_close(brisk_kernels, want, fused_bound(dt), what + " brisk vs cpu");
+        expect_outputs_close(cudnn, brisk_kernels, 2 * fused_bound(dt), what + " cudnn vs brisk");
       }
     }
   }
@@ -354,13 +331,12 @@ TEST(CudnnAttention, MatchesBriskKernelsAndTheCpu) {
 
 TEST(CudnnAttention, DeterministicBackwardGivesTheSameBitsTwice) {
   SKIP_WITHOUT_GPU();
-  const Shape s{2, 3, 256, 64};
-  const std::vector<Tensor> in{exact_input(s, 1), exact_input(s, 2), exact_input(s, 3), exact_input(s, 4)};
+  const Inputs in = make_inputs(2, 3, 256, 64, 1);
   kernels::DeterministicGuard det(true);
   BackendGuard b(AttentionBackend::Cudnn);
-  const Grads a = run_sdpa(in, DType::BF16, cuda_device(), true);
+  const Outputs a = run(in, DType::BF16, cuda_device(), true);
   const std::string reason = kernels::attention_fallback_reason();
-  const Grads again = run_sdpa(in, DType::BF16, cuda_device(), true);
+  const Outputs again = run(in, DType::BF16, cuda_device(), true);
   EXPECT_EQ(relative_error(a.dq, again.dq), 0.0) << "backend: " << (reason.empty() ? "cudnn" : reason);
   EXPECT_EQ(relative_error(a.dk, again.dk), 0.0);
   EXPECT_EQ(relative_error(a.dv, again.dv), 0.0);
