@@ -196,7 +196,6 @@ class Graph {
     for (const Desc& d : ops_) out.push_back(d.get());
     return out;
   }
-  size_t op_count() const { return ops_.size(); }
 
  private:
   std::deque<Desc> tensors_, descs_, ops_;  // deques: references stay valid as they grow
@@ -322,7 +321,12 @@ void backward_graph(Graph& g, const SdpaPlanKey& key, bool dq_direct) {
 }
 
 // An execution plan and the scratch its graph names: [cuDNN's workspace | softmax_sum | dQ acc].
+// The plan keeps every descriptor it was made from (the nodes, the operation graph, the
+// heuristics' engine configurations), which cuDNN's documentation does not promise may go first.
 struct CudnnPlan {
+  Graph graph;
+  Desc op_graph, heuristics;
+  std::vector<Desc> configs;
   Desc plan;  // null in recording mode
   int64_t workspace = 0;
   int64_t softmax_sum_offset = 0, dq_accum_offset = 0;  // 0: the graph has no such tensor
@@ -366,20 +370,20 @@ bool engine_deterministic(const Desc& cfg) {
   return true;
 }
 
-// The first engine of cuDNN's heuristics (mode A) whose execution plan finalizes; deterministic
-// ones only when the key asks. Errors of the library are answers here ("no plan, because ..."),
-// not exceptions: the op then runs brisk's kernels.
-// Returns "" and fills out.plan and out.workspace, or says why there is no plan.
-std::string finalize_plan(cudnnHandle_t handle, const Graph& g, const SdpaPlanKey& key, CudnnPlan& out) {
+// The first engine of cuDNN's heuristics (mode A) whose execution plan finalizes (deterministic
+// ones only when the key asks) for out.graph: returns "" having filled out's descriptors and
+// workspace size, or why there is no plan. Errors of the library are answers here, not
+// exceptions: the op then runs brisk's kernels.
+std::string finalize_plan(cudnnHandle_t handle, const SdpaPlanKey& key, CudnnPlan& out) {
   const char* pass = key.pass == SdpaPass::Forward ? "forward" : "backward";
   auto no = [&](const auto&... parts) { return brisk::detail::str_cat("cuDNN attention ", pass, ": ", parts...); };
-  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  Desc& graph = out.op_graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
-  const std::vector<cudnnBackendDescriptor_t> ops = g.ops();
+  const std::vector<cudnnBackendDescriptor_t> ops = out.graph.ops();
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), static_cast<int64_t>(ops.size()));
   if (const cudnnStatus_t st = cudnnBackendFinalize(graph.get()); st != CUDNN_STATUS_SUCCESS)
     return no("the operation graph (", ops.size(), " nodes) did not finalize: ", cudnnGetErrorString(st));
-  Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  Desc& heur = out.heuristics = Desc(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
   const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
@@ -389,7 +393,7 @@ std::string finalize_plan(cudnnHandle_t handle, const Graph& g, const SdpaPlanKe
   cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
                            nullptr);
   if (count <= 0) return no("cuDNN's heuristics offer no engine for this graph");
-  std::vector<Desc> cfgs;
+  std::vector<Desc>& cfgs = out.configs;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int64_t i = 0; i < count; ++i) raw.push_back(cfgs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
   int64_t got = 0;
@@ -428,16 +432,14 @@ std::string finalize_plan(cudnnHandle_t handle, const Graph& g, const SdpaPlanKe
 SdpaPlanResult<CudnnPlan> build_plan(const SdpaPlanKey& key) {
   const bool dq_direct = key.deterministic;
   try {
-    Graph g;
-    if (key.pass == SdpaPass::Forward)
-      forward_graph(g, key);
-    else
-      backward_graph(g, key, dq_direct);
     auto plan = std::make_shared<CudnnPlan>();
+    if (key.pass == SdpaPass::Forward)
+      forward_graph(plan->graph, key);
+    else
+      backward_graph(plan->graph, key, dq_direct);
     if (!key.recording) {
       brisk::cuda::DeviceGuard guard(key.device);
-      std::string why =
-          finalize_plan(bd::cudnn_handle(key.device, bd::current_native_stream(key.device)), g, key, *plan);
+      std::string why = finalize_plan(bd::cudnn_handle(key.device, bd::current_native_stream(key.device)), key, *plan);
       if (!why.empty()) return {nullptr, std::move(why)};
     }
     plan->scale = static_cast<float>(key.scale);
