@@ -228,6 +228,38 @@ TEST(CudnnAttentionRecording, Gpt2StepIsTwoCudnnExecutesAndReusesItsPlans) {
   }
 }
 
+// cuDNN finalizes every node of both graphs on the host: each dtype, mask, head dim, backward
+// form, and keys other than queries (not causal). A node it rejects would show here as a reason.
+TEST(CudnnAttentionRecording, EveryGraphVariantIsAcceptedNodeByNode) {
+  SKIP_WITHOUT_RECORDING();
+  cuda::recording::Session rec;
+  BackendGuard cudnn(AttentionBackend::Cudnn);
+  kernels::clear_attention_plans();
+  int64_t variants = 0;
+  for (DType dt : {DType::BF16, DType::F16}) {
+    for (bool causal : {true, false}) {
+      for (int64_t D : {32, 64, 128}) {
+        for (bool det : {true, false}) {
+          kernels::DeterministicGuard d(det);
+          const int64_t tk = causal ? 200 : 70;
+          const Tensor q = empty({2, 3, 200, D}, dt, cuda_device()), k = empty({2, 3, tk, D}, dt, cuda_device());
+          const std::string what = std::string(dtype_name(dt)) + (causal ? " causal" : " full") +
+                                   " D=" + std::to_string(D) + (det ? " deterministic" : "");
+          const kernels::AttentionForwardResult f = kernels::attention_forward(q, k, k, causal, 0.3);
+          EXPECT_EQ(kernels::attention_fallback_reason(), "") << what << " forward";
+          kernels::attention_backward(f.out, q, k, k, f.out, f.lse, causal, 0.3);
+          EXPECT_EQ(kernels::attention_fallback_reason(), "") << what << " backward";
+          ++variants;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(rec.count(Kind::Library), static_cast<size_t>(2 * variants));
+  EXPECT_EQ(launches_starting(rec, "attention_"), 0u);
+  // Forward plans do not depend on the determinism setting: 12 of them; backward plans do: 24.
+  EXPECT_EQ(kernels::attention_plan_stats().built, 36);
+}
+
 TEST(CudnnAttentionRecording, TheOtherBackendsCallNoCudnn) {
   SKIP_WITHOUT_RECORDING();
   cuda::recording::Session rec;
