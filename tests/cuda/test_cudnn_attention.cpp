@@ -52,7 +52,7 @@ kernels::SdpaPlanKey gpt2_key() {
   key.dims = {16, 12, 1024, 1024, 64};
   key.scale = 0.125;
   key.causal = true;
-  for (int i = 0; i < 4; ++i) key.strides[i] = {1024 * 2304, 64, 2304, 1};
+  for (int i = 0; i < 4; ++i) key.strides[i] = {int64_t{1024} * 2304, 64, 2304, 1};
   return key;
 }
 
@@ -91,7 +91,7 @@ TEST(AttentionPlanCache, BuildsOncePerProblemAndReusesThePlan) {
   others[4].deterministic = true;
   others[5].scale = 0.3;
   others[6].dims[2] = 512;
-  others[7].strides[3] = {1024 * 768, 64, 768, 1};  // the output contiguous instead of strided
+  others[7].strides[3] = {int64_t{1024} * 768, 64, 768, 1};  // the output contiguous instead of strided
   others[8].recording = true;
   for (size_t i = 0; i < others.size(); ++i) {
     const auto r = cache.get(others[i]);
@@ -308,7 +308,7 @@ TEST(CudnnAttentionRecording, FallsBackToBriskKernelsSayingWhy) {
   const kernels::AttentionForwardResult f = kernels::attention_forward(q, q, q, true, 0.125);
   EXPECT_EQ(kernels::attention_fallback_reason(), "");
   const Tensor wide = empty({2, 130, 3, 66}, DType::BF16, cuda_device());
-  const Tensor odd = wide.as_strided({2, 3, 130, 64}, {130 * 3 * 66, 66, 3 * 66, 1}, wide.offset());
+  const Tensor odd = wide.as_strided({2, 3, 130, 64}, {int64_t{130} * 3 * 66, 66, int64_t{3} * 66, 1}, wide.offset());
   const kernels::AttentionGrads into{odd, odd, odd};
   kernels::attention_backward(q, q, q, q, f.out, f.lse, true, 0.125, &into);
   EXPECT_NE(kernels::attention_fallback_reason().find("gradient output with strides"), std::string::npos)
