@@ -364,6 +364,9 @@ Metrics Trainer::train() {
         save_checkpoint();
       }
       if (state_.global_step >= total || stop_) break;
+      // SIGTERM/SIGUSR1 (a batch system's preemption): every rank saves (unless it just did) and
+      // the program exits with status 75; started again, it continues from here.
+      acc_->stop_if_preempted();
     }
   }
   bar.close();

@@ -7,7 +7,9 @@
 // saves its state into <out>/final and its weights into <out>/model.safetensors, which the test
 // compares with those of the run that never failed. The launcher's flags choose the gradient path,
 // sharding, mixed precision and accumulation; BRISK_FAULT_KILL_AT_STEP kills a rank on the first
-// attempt.
+// attempt. Preempted (SIGTERM or SIGUSR1, BRISK_FAULT_SIGNAL_AT_STEP in the tests) it saves after the
+// step and exits with status 75; started again it continues (with --save-every above 0: the epoch's
+// steps are then counted from the loader's position, which a mid-epoch checkpoint records).
 //
 // usage: restart_worker --out DIR [--epochs E] [--steps-per-epoch S] [--save-every K]
 #include <brisk/brisk.h>
@@ -58,6 +60,7 @@ void run_epoch(Accelerator& acc, Mlp& net, optim::AdamW& opt, data::DataLoader& 
     ++done;
     ++step;
     if (a.save_every > 0 && step % a.save_every == 0) acc.save_state();
+    acc.stop_if_preempted();  // SIGTERM/SIGUSR1: every rank saves and the program exits with status 75
   }
 }
 
