@@ -24,7 +24,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -110,7 +109,7 @@ int job_status(int status, const std::string& what, double secs) {
 // gets JobOptions::preempt_grace instead: it finishes its step and saves a checkpoint first.
 constexpr double kStopGrace = 5;
 
-// Every process below `root` on this host (its children, theirs, ...), read from /proc.
+// Every living process below `root` on this host (its children, theirs, ...), read from /proc.
 std::vector<pid_t> descendants(pid_t root) {
   std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid)
   for (const auto& entry :
@@ -126,7 +125,9 @@ std::vector<pid_t> descendants(pid_t root) {
     std::istringstream rest(line.substr(close + 1));
     std::string state;
     pid_t ppid = 0;
-    if (rest >> state >> ppid) parent_of.emplace_back(static_cast<pid_t>(std::stol(name)), ppid);
+    // A zombie (a rank that ended, not yet reaped by a busy mpirun) has nothing left to stop.
+    if (rest >> state >> ppid && state != "Z" && state != "X")
+      parent_of.emplace_back(static_cast<pid_t>(std::stol(name)), ppid);
   }
   std::vector<pid_t> found{root};
   for (size_t i = 0; i < found.size(); ++i)
@@ -161,38 +162,56 @@ double announce(int sig, double after, double preempt_grace, const std::string& 
   return stops_job(sig) ? kStopGrace : 0;
 }
 
+// When the launcher kills a job that a signal should have stopped: the earliest deadline set.
+struct KillDeadline {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point at = Clock::time_point::max();  // max: none
+  double grace = 0;                                 // the seconds that deadline gave
+  bool armed() const { return at != Clock::time_point::max(); }
+  bool due() const { return armed() && Clock::now() >= at; }
+  void arm(double seconds) {
+    const auto t = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    if (t < at) at = t, grace = seconds;
+  }
+};
+
 // Waits for the child (retrying after the signals that interrupt waitpid), announcing the first
 // signal received as soon as it arrives; a job that a signal should stop gets kStopGrace to do so,
-// one that it preempts preempt_grace (cut to kStopGrace by a Ctrl-C meanwhile).
+// one that it preempts preempt_grace (cut to kStopGrace by a Ctrl-C meanwhile, or under mpirun once
+// no rank is left on this host: nothing is saving then, and mpirun under heavy load has been seen
+// to linger a minute without its ranks).
 int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::time_point start, double preempt_grace,
              int* raw) {
   using Clock = std::chrono::steady_clock;
-  bool announced = false, hurried = false;
-  std::optional<Clock::time_point> kill_at;
-  double grace = 0;
+  bool announced = false, hurried = false, ranks_gone = false;
+  KillDeadline deadline;
+  Clock::time_point next_look = Clock::now();
   int status = 0;
   for (;;) {
-    const pid_t r = ::waitpid(child, &status, kill_at ? WNOHANG : 0);
+    const pid_t r = ::waitpid(child, &status, deadline.armed() ? WNOHANG : 0);
     if (r == child) break;
     if (r < 0 && errno != EINTR) {
       std::fprintf(stderr, "brisk launch: waiting for %s failed: %s\n", what.c_str(), std::strerror(errno));
       return 1;
     }
     if (const int sig = g_signal.load(); sig != 0 && !announced) {
-      grace = announce(sig, std::chrono::duration<double>(Clock::now() - start).count(), preempt_grace, what);
+      const double grace = announce(sig, std::chrono::duration<double>(Clock::now() - start).count(), preempt_grace, what);
       announced = true;
-      if (grace > 0) kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
+      if (grace > 0) deadline.arm(grace);
     }
     if (const int sig = g_hurry.load(); sig != 0 && announced && !hurried) {
       std::fprintf(stderr, "brisk launch: received %s while the job saves: stopping %s now\n", signal_name(sig).c_str(),
                    what.c_str());
       hurried = true;
-      const auto soon = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kStopGrace));
-      if (!kill_at || soon < *kill_at) kill_at = soon, grace = kStopGrace;
+      deadline.arm(kStopGrace);
     }
-    if (kill_at && Clock::now() >= *kill_at) {
-      kill_job(child, g_signal.load(), grace, what);
-      kill_at.reset();
+    if (deadline.armed() && g_under_mpirun.load() && !ranks_gone && Clock::now() >= next_look) {
+      next_look = Clock::now() + std::chrono::milliseconds(500);
+      if (descendants(child).empty()) ranks_gone = true, deadline.arm(kStopGrace);
+    }
+    if (deadline.due()) {
+      kill_job(child, g_signal.load(), deadline.grace, what);
+      deadline = {};
     } else if (r == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
