@@ -49,10 +49,19 @@ slurm_requeue() {
   [[ -d $tmp/preempted/checkpoints/checkpoint_0 ]] || { cat "$tmp/preempted.out"; say "FAILED: no first checkpoint"; return 1; }
   scancel --batch --signal=USR1 "$id" || { say "FAILED: scancel"; return 1; }
   # slurmctld holds a requeued job about two and a half minutes before it may start again (seen
-  # with 22.05): the test does not wait for that.
+  # with 22.05): the test does not wait for that, only until the first run's step has cleaned up
+  # (its PMIx socket gone: the next run's step of the same number binds it again).
   for _ in $(seq $((job_timeout * 4))); do
     state=$(job_field "$id" JobState)
-    [[ $state == PENDING && $(job_field "$id" Restarts) -ge 1 ]] && { scontrol update JobId="$id" StartTime=now; break; }
+    if [[ $state == PENDING && $(job_field "$id" Restarts) -ge 1 ]]; then
+      for _ in $(seq 120); do
+        [[ -e $tmp/spool/stepd.slurm.pmix.$id.0 ]] || break
+        sleep 0.5
+      done
+      sleep 1
+      scontrol update JobId="$id" StartTime=now
+      break
+    fi
     [[ $state == COMPLETED || $state == FAILED || $state == CANCELLED ]] && break
     sleep 0.25
   done

@@ -161,3 +161,19 @@ if(BRISK_HAVE_MPI)
   set_tests_properties(accelerate.restart.exact.two_hosts.np2 PROPERTIES LABELS "faults;multiprocess"
     RESOURCE_LOCK cpu_cores TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "OMP_NUM_THREADS=1;BRISK_REDUCER_MODE=overlap")
 endif()
+
+# Under Slurm (opt-in like dist.slurm.two_tasks: -DBRISK_SLURM_TESTS=ON, `ctest -L slurm`; root; it
+# installs slurm-wlm and munge when missing and starts its own daemons; docs/slurm.md):
+# examples/slurm/brisk-requeue.sbatch warned by SIGUSR1 saves, requeues itself and continues, and
+# `brisk launch --max-restarts` inside an sbatch job restarts a killed rank; both to the bits of the
+# job left alone.
+if(BRISK_SLURM_TESTS)
+  add_test(NAME accelerate.slurm.requeue_after_preemption
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm-test.sh --requeue $<TARGET_FILE:restart_worker> ${_cut}
+      --sleep-ms 300)
+  add_test(NAME accelerate.slurm.restart_in_allocation
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm-test.sh --restart $<TARGET_FILE:brisk_cli>
+      $<TARGET_FILE:restart_worker> ${_cut})
+  set_tests_properties(accelerate.slurm.requeue_after_preemption accelerate.slurm.restart_in_allocation PROPERTIES
+    LABELS "slurm" TIMEOUT 400 SKIP_RETURN_CODE 77 RESOURCE_LOCK cpu_cores)
+endif()
