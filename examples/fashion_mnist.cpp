@@ -268,7 +268,9 @@ void train(Accelerator& acc, Model& m, Data& d, const Args& a) {
         v.set("loss_sum", progress.loss_sum);
         return v;
       },
-      [&](const json::Value& v) { progress = {v.at("steps").as_int(), v.at("loss_sum").as_double()}; });
+      [&](const json::Value& v) {
+        progress = {v.at("steps").as_int(), v.at("loss_sum").as_double()};
+      });
   // --resume, or a restart by `brisk launch --max-restarts` (docs/fault-tolerance.md).
   if (const std::string from = acc.resume_on_restart(a.resume); !from.empty())
     acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1,

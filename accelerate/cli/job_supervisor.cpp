@@ -195,7 +195,8 @@ int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::ti
       return 1;
     }
     if (const int sig = g_signal.load(); sig != 0 && !announced) {
-      const double grace = announce(sig, std::chrono::duration<double>(Clock::now() - start).count(), preempt_grace, what);
+      const double grace =
+          announce(sig, std::chrono::duration<double>(Clock::now() - start).count(), preempt_grace, what);
       announced = true;
       if (grace > 0) deadline.arm(grace);
     }

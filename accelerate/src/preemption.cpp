@@ -187,8 +187,8 @@ void Accelerator::inject_preemption() {
   const int sig = name == "USR1" ? SIGUSR1 : SIGTERM;
   const pid_t to = target == "self" ? ::getpid() : launcher_pid();
   BRISK_CHECK(to > 0, what, ": this process runs under no `brisk launch`");
-  std::fprintf(stderr, "[brisk rank %d] BRISK_FAULT_SIGNAL_AT_STEP: sending %s to %s (process %d) at step %lld\n", rank_,
-               signal_text(sig).c_str(), target == "self" ? "this rank" : "brisk launch", static_cast<int>(to),
+  std::fprintf(stderr, "[brisk rank %d] BRISK_FAULT_SIGNAL_AT_STEP: sending %s to %s (process %d) at step %lld\n",
+               rank_, signal_text(sig).c_str(), target == "self" ? "this rank" : "brisk launch", static_cast<int>(to),
                static_cast<long long>(step));
   std::fflush(stderr);
   ::kill(to, sig);

@@ -67,8 +67,8 @@ std::string Accelerator::resume_on_restart(bool resume) {
   load_state(from);
   continues_preempted_ = preempted;
   if (preempted)
-    print("Accelerator: the last run was preempted (", (fs::path(checkpoint_root()) / accelerate::kPreemptedMarker).string(),
-          "): continuing from ", from);
+    print("Accelerator: the last run was preempted (",
+          (fs::path(checkpoint_root()) / accelerate::kPreemptedMarker).string(), "): continuing from ", from);
   if (restart > 0) print("Accelerator: restart ", restart, " (BRISK_RESTART_COUNT) continues from ", from);
   return from;
 }

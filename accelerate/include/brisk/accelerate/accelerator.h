@@ -422,7 +422,7 @@ class Accelerator {
   void inject_fault();       // BRISK_FAULT_KILL_AT_STEP (restart.cpp)
   void inject_preemption();  // BRISK_FAULT_SIGNAL_AT_STEP (preemption.cpp)
   void note_automatic_save(const std::string& dir);
-  bool preempted_before();  // the PREEMPTED marker is there (the main process decides)
+  bool preempted_before();   // the PREEMPTED marker is there (the main process decides)
   void forget_preemption();  // at the end of a run that continued after a preemption
   struct LoadedCheckpoint;
   class CheckpointReader;  // load_state's reading and checking (accelerate/src/checkpoint_read.cpp)
@@ -459,12 +459,12 @@ class Accelerator {
   std::shared_ptr<Shared> sh_ = std::make_shared<Shared>();
   bool unscaled_ = false;
   int64_t step_ = 0;
-  int64_t backward_calls_ = 0;   // counted by nan_watch, for its messages
-  int64_t fault_backwards_ = 0;   // counted for BRISK_FAULT_KILL_AT_STEP
-  int64_t signal_backwards_ = 0;  // counted for BRISK_FAULT_SIGNAL_AT_STEP
-  int64_t optimizer_steps_ = 0;   // synced backwards in this process
-  int64_t saved_at_step_ = -1;    // optimizer_steps_ at the last automatic save_state()
-  std::string last_auto_save_;    // its folder
+  int64_t backward_calls_ = 0;                 // counted by nan_watch, for its messages
+  int64_t fault_backwards_ = 0;                // counted for BRISK_FAULT_KILL_AT_STEP
+  int64_t signal_backwards_ = 0;               // counted for BRISK_FAULT_SIGNAL_AT_STEP
+  int64_t optimizer_steps_ = 0;                // synced backwards in this process
+  int64_t saved_at_step_ = -1;                 // optimizer_steps_ at the last automatic save_state()
+  std::string last_auto_save_;                 // its folder
   int preempt_signal_ = 0, preempt_rank_ = 0;  // what should_stop() learned
   bool preempted_ = false;                     // stop_if_preempted is ending the program
   bool continues_preempted_ = false;           // resume_on_restart continued after a preemption
