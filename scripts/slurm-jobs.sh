@@ -1,6 +1,6 @@
 # The training-job checks of scripts/slurm-test.sh (--requeue, --restart; docs/slurm.md), sourced
 # once its cluster is up: they use its tmp, ntasks, program, brisk, job_timeout, overcommit and say.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154  # tmp, ntasks, program, brisk, ... come from slurm-test.sh
 # shellcheck source=tests/accelerate/same_bits.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../tests/accelerate/same_bits.sh"
 repo=$(realpath "$(dirname "${BASH_SOURCE[0]}")/..")
@@ -70,9 +70,11 @@ slurm_requeue() {
   cat "$tmp/preempted.out"
   [[ $state == COMPLETED ]] || { say "FAILED: the signalled job ended $state"; return 1; }
   ((restarts >= 1)) || { say "FAILED: the signalled job was not requeued (Restarts=$restarts)"; return 1; }
-  grep -q "brisk-requeue: preempted: requeueing job $id" "$tmp/preempted.out" &&
-    grep -q "Accelerator: the last run was preempted" "$tmp/preempted.out" ||
-    { say "FAILED: the job's lines do not show a requeue and a run that continued"; return 1; }
+  if ! grep -q "brisk-requeue: preempted: requeueing job $id" "$tmp/preempted.out" ||
+    ! grep -q "Accelerator: the last run was preempted" "$tmp/preempted.out"; then
+    say "FAILED: the job's lines do not show a requeue and a run that continued"
+    return 1
+  fi
   same_bits "$tmp/straight" "$tmp/preempted" || return 1
   say "passed: preempted by SIGUSR1, requeued (Restarts=$restarts), continued to the straight job's bits"
 }
@@ -95,9 +97,12 @@ slurm_restart() {
   state=$(wait_job "$id")
   grep -E "BRISK_FAULT|brisk launch: attempt|continues from" "$tmp/restarted.out"
   [[ $state == COMPLETED ]] || { cat "$tmp/restarted.out"; say "FAILED: the job ended $state"; return 1; }
-  grep -qE "brisk launch: attempt 1 of 3 failed after [0-9.]+ s: rank 1 was killed by SIGKILL" "$tmp/restarted.out" &&
-    grep -q "restart 1 (BRISK_RESTART_COUNT) continues from" "$tmp/restarted.out" ||
-    { cat "$tmp/restarted.out"; say "FAILED: no restart of rank 1's failure from a checkpoint"; return 1; }
+  if ! grep -qE "brisk launch: attempt 1 of 3 failed after [0-9.]+ s: rank 1 was killed by SIGKILL" "$tmp/restarted.out" ||
+    ! grep -q "restart 1 (BRISK_RESTART_COUNT) continues from" "$tmp/restarted.out"; then
+    cat "$tmp/restarted.out"
+    say "FAILED: no restart of rank 1's failure from a checkpoint"
+    return 1
+  fi
   same_bits "$tmp/straight" "$tmp/restarted" || return 1
   say "passed: rank 1 killed, the job restarted inside its allocation, the straight job's bits"
 }

@@ -2,10 +2,14 @@
 # the job restarted, or the job preempted and started again) ended with the files of the run that
 # never was: model.safetensors, every file of <out>/final when the program writes one, and every file
 # of each run's newest checkpoint (numbered apart when the interrupted run saved once more).
+# shellcheck shell=bash
 newest_checkpoint() {
-  local name
-  name=$(ls "$1/checkpoints" 2>/dev/null | grep -E '^checkpoint_[0-9]+$' | sort -t_ -k2 -n | tail -1)
-  [[ -n $name ]] && echo "$1/checkpoints/$name"
+  local dir n best=-1
+  for dir in "$1"/checkpoints/checkpoint_*; do
+    n=${dir##*_}
+    [[ -d $dir && $n =~ ^[0-9]+$ ]] && ((n > best)) && best=$n
+  done
+  ((best >= 0)) && echo "$1/checkpoints/checkpoint_$best"
 }
 
 # same_bits STRAIGHT OTHER: prints what it compared; exits non-zero (saying which file) when a file
