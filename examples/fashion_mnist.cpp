@@ -202,13 +202,21 @@ void print_header(Accelerator& acc, const Model& m, const Data& d, const Args& a
   acc.print(header);
 }
 
+// How far the current epoch got: a checkpoint taken inside it (a preemption) carries it.
+struct EpochProgress {
+  int64_t steps = 0;
+  double loss_sum = 0;
+};
+
 // One epoch of training with a progress bar, then the test set: printed, logged, checkpointed.
-void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch) {
+// `p` holds the steps already done (after a preemption, from the checkpoint) and is cleared at the end.
+void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch, EpochProgress& p) {
   const int64_t N = acc.num_processes();
   const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, d.train.size()) : d.train.size();
   auto bar = acc.progress_bar(planned, "epoch " + std::to_string(epoch) + "/" + std::to_string(a.epochs), "step");
-  double loss_sum = 0;
-  int64_t steps = 0, images = 0;
+  double& loss_sum = p.loss_sum;
+  int64_t& steps = p.steps;
+  int64_t images = 0;
   for (auto& [x, y] : d.train) {
     loss_sum += train_step(acc, m, x, y);
     ++steps;
@@ -218,6 +226,7 @@ void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch) {
                   static_cast<double>(images) / bar.elapsed_seconds());
     bar.update(1, post);
     if (steps == planned) break;
+    acc.stop_if_preempted();  // SIGTERM/SIGUSR1: save, exit 75; started again it continues here
   }
   bar.close();
   const double seconds = bar.elapsed_seconds(), ips = static_cast<double>(images) / seconds;
@@ -240,23 +249,38 @@ void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch) {
            {"images_per_s", ips},
            {"seconds", seconds}},
           epoch);
+  p = {};
 }
 
 // 5. The loop: the epochs not done yet (--resume: after the newest checkpoint's), a checkpoint
 // after each (it records the epoch done).
 void train(Accelerator& acc, Model& m, Data& d, const Args& a) {
   int first_epoch = 1;
+  EpochProgress progress;
   acc.register_for_checkpointing(
       "epoch", [&] { return json::Value(first_epoch - 1); },
       [&](const json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
+  acc.register_for_checkpointing(
+      "epoch_progress",
+      [&] {
+        json::Value v = json::Value::object();
+        v.set("steps", progress.steps);
+        v.set("loss_sum", progress.loss_sum);
+        return v;
+      },
+      [&](const json::Value& v) {
+        progress = {v.at("steps").as_int(), v.at("loss_sum").as_double()};
+      });
   // --resume, or a restart by `brisk launch --max-restarts` (docs/fault-tolerance.md).
   if (const std::string from = acc.resume_on_restart(a.resume); !from.empty())
-    acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1);
+    acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1,
+              progress.steps > 0 ? " and " + std::to_string(progress.steps) + " steps of the next" : "");
   print_header(acc, m, d, a);
   for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
-    run_epoch(acc, m, d, a, epoch);
+    run_epoch(acc, m, d, a, epoch, progress);
     first_epoch = epoch + 1;  // what the checkpoint records as done
     acc.save_state();
+    acc.stop_if_preempted();  // preempted during the evaluation: this checkpoint is the one
   }
 }
 

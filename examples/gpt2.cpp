@@ -668,6 +668,7 @@ class TrainLoop {
         bar_->update(1, post_);
         if ((a_.eval_every > 0 && step_ % a_.eval_every == 0) || last) evaluate_and_save(last);
         if (last) break;
+        acc_.stop_if_preempted();  // SIGTERM/SIGUSR1: save, exit 75; started again it continues here
       }
     }
   }
@@ -679,6 +680,19 @@ class TrainLoop {
     const models::GPT2Config& cfg = m_.net.config;
     acc_.register_for_checkpointing(
         "step", [this] { return json::Value(step_); }, [this](const json::Value& v) { step_ = v.as_int(); });
+    // The log window in progress (a preemption saves between logs).
+    acc_.register_for_checkpointing(
+        "log_window",
+        [this] {
+          json::Value v = json::Value::object();
+          v.set("loss_sum", loss_sum_);
+          v.set("micro_steps", micro_);
+          return v;
+        },
+        [this](const json::Value& v) {
+          loss_sum_ = v.at("loss_sum").as_double();
+          micro_ = v.at("micro_steps").as_int();
+        });
     acc_.register_for_checkpointing(
         "gpt2", [this, &cfg] { return config_json(cfg, d_.tokenizer, a_.tokenizer_dir); },
         [this, &cfg](const json::Value& v) {

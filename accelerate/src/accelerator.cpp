@@ -99,6 +99,7 @@ void Accelerator::move_state_to_params(optim::Optimizer& optimizer) {
 // they still hold let everything through from now on.
 Accelerator::~Accelerator() {
   sh_->alive = false;
+  forget_preemption();
 }
 
 void Accelerator::wait_for_everyone() {

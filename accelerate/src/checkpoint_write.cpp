@@ -382,7 +382,9 @@ class Accelerator::CheckpointWriter {
 
 std::string Accelerator::save_state(const std::string& dir) {
   auto span = trace_span("save_state", "checkpoint");
-  return CheckpointWriter(*this, dir).save();
+  std::string saved = CheckpointWriter(*this, dir).save();
+  if (dir.empty()) note_automatic_save(saved);  // what a preemption right after it saves (preemption.cpp)
+  return saved;
 }
 
 void Accelerator::save_model(const nn::Module& model, const std::string& dir, const std::string& max_shard_size) {
