@@ -60,13 +60,16 @@ F symbol(BlasLibrary which, const char* name) {
 }  // namespace
 }  // namespace brisk::cuda::detail
 
-// One forwarding definition: `ret name params` as declared in the cuBLAS headers.
+// One forwarding definition: `ret name params` as declared in the cuBLAS headers. The arguments
+// are pieces of a declaration, not expressions, so they cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define BRISK_BLAS_FORWARD(lib, ret, name, params, args)                                                           \
   extern "C" BRISK_BLAS_HIDDEN ret name params {                                                                   \
     static const auto fn = ::brisk::cuda::detail::symbol<decltype(&name)>(::brisk::cuda::detail::BlasLibrary::lib, \
                                                                           BRISK_BLAS_NAME(name));                  \
     return fn args;                                                                                                \
   }
+// NOLINTEND(bugprone-macro-parentheses)
 
 // cuBLAS (library.cpp, matmul.cpp).
 BRISK_BLAS_FORWARD(Cublas, cublasStatus_t, cublasCreate, (cublasHandle_t * handle), (handle))
