@@ -50,5 +50,11 @@ cuda_args=()
 # The GPU architectures to compile for (default: this machine's GPUs, or sm_90 when none is
 # visible; a portable build, -DBRISK_NATIVE=OFF, every supported one: CMakeLists.txt).
 if [[ -n ${BRISK_CUDA_ARCHITECTURES:-} ]]; then cuda_args+=("-DCMAKE_CUDA_ARCHITECTURES=$BRISK_CUDA_ARCHITECTURES"); fi
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_EXAMPLES=ON "${cuda_args[@]}" "$@"
+# Ninja when it is installed (a folder configured before keeps the generator it was made with):
+# it starts each target's compiles without waiting for the libraries it links to be linked.
+generator=()
+if [[ ! -f $build_dir/CMakeCache.txt && -z ${CMAKE_GENERATOR:-} ]] && command -v ninja > /dev/null; then
+  generator=(-G Ninja)
+fi
+cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_EXAMPLES=ON "${cuda_args[@]}" "$@"
 cmake --build "$build_dir" -j "$jobs"
