@@ -28,6 +28,7 @@ int restart_count() {
 }  // namespace accelerate
 
 std::string Accelerator::newest_checkpoint() {
+  finish_save();  // a save still being written in the background
   const fs::path root = checkpoint_root();
   Tensor n = full({1}, -1.0, {.dtype = DType::I64});
   if (is_main_process()) {
