@@ -36,7 +36,7 @@ void zero_parameters(nn::Module& net) {
 // Caps the size of any file this process writes (a full disk) while alive; writes past it fail
 // with EFBIG instead of killing the process.
 struct FileSizeLimit {
-  struct rlimit old{};
+  struct rlimit old {};
   void (*old_handler)(int) = nullptr;
   explicit FileSizeLimit(rlim_t bytes) {
     ::getrlimit(RLIMIT_FSIZE, &old);
