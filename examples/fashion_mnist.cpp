@@ -30,7 +30,7 @@ struct Args {
   bool resume = false;
   int64_t checkpoint_every = 0;  // also a checkpoint every this many optimizer steps (0: per epoch only)
   bool async_save = true;        // checkpoints written in the background (docs/checkpoints.md)
-  bool profile = false;  // the per-op table at exit (as BRISK_PROFILE=1)
+  bool profile = false;          // the per-op table at exit (as BRISK_PROFILE=1)
 };
 
 // Fashion-MNIST's mean and standard deviation over the training images.
@@ -108,7 +108,8 @@ bool parse_options(int argc, char** argv, Args& a, int& status) {
     return false;
   }
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0) || a.checkpoint_every < 0) {
-    std::fprintf(stderr, "fashion_mnist: --epochs, --batch-size and --lr must be positive, --checkpoint-every at least 0\n");
+    std::fprintf(stderr,
+                 "fashion_mnist: --epochs, --batch-size and --lr must be positive, --checkpoint-every at least 0\n");
     status = 2;
     return false;
   }
@@ -287,9 +288,9 @@ void train(Accelerator& acc, Model& m, Data& d, const Args& a) {
   // --resume, or a restart by `brisk launch --max-restarts` (docs/fault-tolerance.md).
   if (const std::string from = acc.resume_on_restart(a.resume); !from.empty()) {
     acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1,
-              progress.steps > 0 ? ", step " + std::to_string(progress.steps) + " of epoch " +
-                                       std::to_string(first_epoch)
-                                 : std::string());
+              progress.steps > 0
+                  ? ", step " + std::to_string(progress.steps) + " of epoch " + std::to_string(first_epoch)
+                  : std::string());
   }
   print_header(acc, m, d, a);
   for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {

@@ -693,7 +693,10 @@ class TrainLoop {
     // The train loss summed since the last log: a checkpoint between two logs (--checkpoint_every)
     // resumes the sum, so the next logged loss is the uninterrupted run's.
     acc_.register_for_checkpointing(
-        "log_window", [this] { return json::Value::object({{"loss_sum", loss_sum_}, {"micro_steps", micro_}}); },
+        "log_window",
+        [this] {
+          return json::Value::object({{"loss_sum", loss_sum_}, {"micro_steps", micro_}});
+        },
         [this](const json::Value& v) {
           loss_sum_ = v.at("loss_sum").as_double();
           micro_ = v.at("micro_steps").as_int();

@@ -48,6 +48,7 @@ Accelerator::Accelerator(const AcceleratorOptions& options) : s_(resolve_acceler
   rank_ = pg_->rank();
   world_size_ = pg_->size();
   local_rank_ = pg_->local_rank();
+  accelerate::detail::trace_this_attempt();
   // With GPUs present (and not `cpu`) each process on a host uses the GPU of its local rank, made
   // current here so that everything this thread launches (and NCCL) uses it.
   device_ =

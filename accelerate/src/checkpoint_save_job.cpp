@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "brisk/accelerate/accelerator.h"
+#include "brisk/data/safetensors.h"
 #include "brisk/util/error.h"
 #include "brisk/util/fs.h"
 #include "brisk/util/trace.h"
@@ -57,7 +58,9 @@ std::string read_small_file(const fs::path& p) {
 
 }  // namespace
 
-std::string SaveJob::done_file(int rank) { return ".rank" + std::to_string(rank) + ".done"; }
+std::string SaveJob::done_file(int rank) {
+  return ".rank" + std::to_string(rank) + ".done";
+}
 
 SaveJob::SaveJob(SavePlan plan, bool background) : plan_(std::move(plan)) {
   if (background) {
@@ -81,7 +84,9 @@ void SaveJob::wait_own_files() {
   if (own_error_) std::rethrow_exception(own_error_);
 }
 
-void SaveJob::cancel() { cancelled_ = true; }
+void SaveJob::cancel() {
+  cancelled_ = true;
+}
 
 void SaveJob::wait_all() {
   if (thread_.joinable()) {
@@ -140,6 +145,10 @@ void SaveJob::complete() {
 void SaveJob::write_own_files() {
   for (SaveFile& f : plan_.files) {
     auto span = trace_span("write " + f.name, "checkpoint", kTraceCheckpointTid);
+    if (f.is_safetensors) {
+      f.bytes = data::safetensors_bytes(f.tensors, f.metadata);
+      f.tensors.clear();  // back to the allocator's cache, for the next save's copies
+    }
     io::write_file_synced((plan_.tmp / f.name).string(), f.bytes, kOp);
     count_file_written();
     written_[f.name] = {static_cast<int64_t>(f.bytes.size()), accelerate::sha256_hex(f.bytes)};
@@ -216,8 +225,8 @@ void SaveJob::publish() {
       fs::remove_all(tmp);
     } else {
       // A file system without RENAME_EXCHANGE: move the old one aside first.
-      BRISK_CHECK(errno == EINVAL || errno == ENOSYS || errno == ENOTSUP, kOp, ": cannot replace '",
-                  final_dir.string(), "': ", std::strerror(errno));
+      BRISK_CHECK(errno == EINVAL || errno == ENOSYS || errno == ENOTSUP, kOp, ": cannot replace '", final_dir.string(),
+                  "': ", std::strerror(errno));
       std::string old_name = ".";  // (not "." + name: GCC 12 warns falsely about that at -O3)
       old_name += final_dir.filename().string();
       old_name += ".old";

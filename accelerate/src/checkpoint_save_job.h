@@ -14,8 +14,10 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "brisk/core/tensor.h"
 #include "checkpoint_format.h"
 
 namespace brisk::accelerate::detail {
@@ -24,10 +26,14 @@ namespace brisk::accelerate::detail {
 // Reducer's communication thread, 2, 3 ... the profiler's other threads).
 inline constexpr int kTraceCheckpointTid = 9;
 
-// One file of a checkpoint with its bytes (the copy of the state taken by save_state).
+// One file of a checkpoint (the copy of the state taken by save_state): its bytes, or a
+// safetensors file's tensors (host copies) that the job makes into its bytes.
 struct SaveFile {
   std::string name;
   std::string bytes;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+  bool is_safetensors = false;  // bytes = safetensors_bytes(tensors, metadata), made by the job
 };
 
 // Everything a rank's share of a save needs once the state is copied out.

@@ -7,14 +7,15 @@
 // save leaves nothing behind but the checkpoints that were there before. Also save_model (sharded
 // safetensors and Hugging Face's index) and save.
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
 #include "accelerator_impl.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/safetensors.h"
+#include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/util/fs.h"
 #include "brisk/util/trace.h"
@@ -138,7 +139,29 @@ class Accelerator::CheckpointWriter {
   }
 
   // A file of the checkpoint: its bytes now (the SaveJob writes them and takes their checksum).
-  void put(const std::string& name, std::string bytes) { files_.push_back({name, std::move(bytes)}); }
+  void put(const std::string& name, std::string bytes) {
+    files_.push_back({.name = name, .bytes = std::move(bytes), .tensors = {}, .metadata = {}, .is_safetensors = false});
+  }
+
+  // A safetensors file of the checkpoint. Synchronous: its bytes now. async_save: a copy of each
+  // tensor in host memory (the CPU allocator's cached blocks after the first save, so no page
+  // faults), made into the file's bytes on the background thread; the bytes are the same.
+  void put_tensors(const std::string& name, const nn::NamedTensors& tensors,
+                   const std::map<std::string, std::string>& metadata = {}) {
+    if (!a_.s_.async_save) {
+      put(name, data::safetensors_bytes(tensors, metadata));
+      return;
+    }
+    nn::NamedTensors copies;
+    copies.reserve(tensors.size());
+    for (const auto& [n, t] : tensors) {
+      Tensor c = empty(t.sizes(), {.dtype = t.dtype()});
+      kernels::copy_(c, t.detach());
+      copies.emplace_back(n, std::move(c));
+    }
+    files_.push_back(
+        {.name = name, .bytes = {}, .tensors = std::move(copies), .metadata = metadata, .is_safetensors = true});
+  }
 
   // Every rank: what differs between ranks, in files of its own. Its random state; its data
   // loaders' epoch and position; and, saved in the middle of a gradient accumulation, the
@@ -164,7 +187,7 @@ class Accelerator::CheckpointWriter {
         grad_files.push_back(json::Value());
         continue;
       }
-      put(gradients_file(i, rank), data::safetensors_bytes(grads));
+      put_tensors(gradients_file(i, rank), grads);
       grad_files.push_back(gradients_file(i, rank));
     }
     r.set("gradients", grad_files);
@@ -173,14 +196,15 @@ class Accelerator::CheckpointWriter {
       nn::NamedTensors blocks;
       for (size_t k = 0; k < sharded_[i].blocks.size(); ++k)
         blocks.emplace_back("bucket." + std::to_string(k), sharded_[i].blocks[k]);
-      put(param_shard_file(i, rank), data::safetensors_bytes(blocks, {{"format", kParamShardFormat},
-                                                                      {"rank", std::to_string(rank)},
-                                                                      {"num_processes", std::to_string(a_.world_size_)},
-                                                                      {"layout", sharded_[i].layout.dump()}}));
+      put_tensors(param_shard_file(i, rank), blocks,
+                  {{"format", kParamShardFormat},
+                   {"rank", std::to_string(rank)},
+                   {"num_processes", std::to_string(a_.world_size_)},
+                   {"layout", sharded_[i].layout.dump()}});
     }
     for (size_t i = 0; i < a_.optimizers_.size(); ++i)
       if (a_.optimizers_[i]->zero)
-        put(optimizer_shard_file(i, rank), data::safetensors_bytes(a_.optimizers_[i]->opt->state_dict().tensors));
+        put_tensors(optimizer_shard_file(i, rank), a_.optimizers_[i]->opt->state_dict().tensors);
     put(rank_file(rank), r.dump(2) + "\n");
   }
 
@@ -243,7 +267,7 @@ class Accelerator::CheckpointWriter {
       nn::NamedTensors sd;
       for (auto& [name, t] : nn::remove_tied_duplicates(a_.models_[i]->model->state_dict()))
         if (!sharded_[i].names.count(name)) sd.emplace_back(name, t);
-      put(model_file(i), data::safetensors_bytes(sd, {{"format", "pt"}}));
+      put_tensors(model_file(i), sd, {{"format", "pt"}});
       json::Value m = json::Value::object();
       m.set("file", model_file(i));
       if (has_shards_[i]) {
@@ -274,7 +298,7 @@ class Accelerator::CheckpointWriter {
         o.set("shards", shards);
         o.set("layout", layout_json(os.zero->layout()));
       } else {
-        put(optimizer_file(i), data::safetensors_bytes(sd.tensors));
+        put_tensors(optimizer_file(i), sd.tensors);
         o.set("file", optimizer_file(i));
       }
       o.set("name", os.opt->name());
@@ -322,7 +346,9 @@ void Accelerator::finish_save() {
   on_every_rank(pg_, world_size_, kOp, [&] { job->wait_all(); });
 }
 
-void Accelerator::wait_for_save() { finish_save(); }
+void Accelerator::wait_for_save() {
+  finish_save();
+}
 
 void Accelerator::save_model(const nn::Module& model, const std::string& dir, const std::string& max_shard_size) {
   const int64_t limit = accelerate::parse_size(max_shard_size);
