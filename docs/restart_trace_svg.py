@@ -154,12 +154,21 @@ def main():
         out.append(f'<rect x="{x0:.1f}" y="{top.y - 14}" width="{x1 - x0:.1f}" height="{block + 14}" '
                    f'fill="{"#fff3e0" if a == 0 else "#e8f4ea"}"/>')
         label = "attempt 1" if a == 0 else f"attempt {a + 1} (BRISK_RESTART_COUNT={a})"
-        out.append(f'<text x="{x0 + 3:.1f}" y="{top.y - 3}">{label}</text>')
+        lx = min(x0 + 3, width - 10 - 6.2 * len(label))
+        out.append(f'<text x="{lx:.1f}" y="{top.y - 3}">{label}</text>')
     draw(top, runs, ranks, lane)
+    loaded = [re.search(r"continues from \S*?(checkpoint_\d+)", c) for c in captions]
+    loaded = [m.group(1) for m in loaded if m]
     for a in attempts[1:]:
-        x0, x1 = top.x(last[a - 1]), top.x(first[a])
+        x0 = top.x(last[a - 1])
         out.append(f'<text x="{x0 + 3:.1f}" y="{top.y + block + 14}" fill="#555555">'
-                   f'restart: {(first[a] - last[a - 1]) / 1e6:.1f} s</text>')
+                   f'{(first[a] - last[a - 1]) / 1e6:.1f} s: every rank stopped, the job started again, '
+                   'the data read</text>')
+        loads = [e for e in runs.get((a, 0), []) if e["ph"] == "X" and e["name"] == "load_state"]
+        if loads and len(loaded) >= a:
+            x = top.x(loads[0]["ts"])
+            out.append(f'<text x="{x - 4:.1f}" y="{top.y + block + 14}" text-anchor="end" fill="#b07aa1">'
+                       f'load_state: {loaded[a - 1]}</text>')
     top.axis(top.y + block + 30, True)
     # Panel 2: one save of the last attempt (rank 0's save_state that has the longest background write).
     y2 = top.y + block + 80
