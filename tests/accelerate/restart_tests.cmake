@@ -107,6 +107,16 @@ if(BRISK_HAVE_MPI)
     --epochs 3 --steps-per-epoch 4 --save-every 2)
 endif()
 
+# BRISK_TRACE keeps a trace per attempt (the first written before the injected kill), and
+# docs/restart_trace_svg.py draws them.
+add_test(NAME accelerate.restart.trace_per_attempt
+  COMMAND ${BRISK_TEST_JOB} --timeout 100 --grep "TRACE-OK"
+    -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_restart_trace.sh $<TARGET_FILE:brisk_cli>
+    ${CMAKE_CURRENT_BINARY_DIR}/accelerate.restart.trace_per_attempt ${PROJECT_SOURCE_DIR}
+    $<TARGET_FILE:restart_worker> --epochs 2 --save-every 4)
+set_tests_properties(accelerate.restart.trace_per_attempt PROPERTIES LABELS "faults" RESOURCE_LOCK cpu_cores
+  TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+
 # The examples and the Trainer continue after a restart with no flag (one process each; killed
 # after their second checkpoint).
 if(BRISK_BUILD_EXAMPLES)
