@@ -211,7 +211,7 @@ void print_header(Accelerator& acc, const Model& m, const Data& d, const Args& a
 }
 
 // How far the epoch in progress got: saved with every checkpoint, so that one taken in the middle
-// of an epoch (--checkpoint-every) resumes it with the same counts and the same loss sum.
+// of an epoch (--checkpoint-every, a preemption) resumes it with the same counts and loss sum.
 struct EpochProgress {
   int64_t steps = 0, images = 0;
   double loss_sum = 0;
@@ -226,9 +226,10 @@ struct EpochProgress {
   }
   void from_json(const json::Value& v) {
     steps = v.at("steps").as_int();
-    images = v.at("images").as_int();
     loss_sum = v.at("loss_sum").as_double();
-    optimizer_steps = v.at("optimizer_steps").as_int();
+    // (checkpoints of the preemption's first version hold only the two above)
+    images = v.find("images") ? v.at("images").as_int() : 0;
+    optimizer_steps = v.find("optimizer_steps") ? v.at("optimizer_steps").as_int() : 0;
   }
 };
 
@@ -251,6 +252,7 @@ void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch, Ep
         pr.steps < planned)
       acc.save_state();  // (the epoch's last step is saved below, after the evaluation)
     if (pr.steps == planned) break;
+    acc.stop_if_preempted();  // SIGTERM/SIGUSR1: save, exit 75; started again it continues here
   }
   bar.close();
   const double seconds = bar.elapsed_seconds(), ips = static_cast<double>(pr.images) / seconds;
@@ -273,6 +275,7 @@ void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch, Ep
            {"images_per_s", ips},
            {"seconds", seconds}},
           epoch);
+  pr = {.optimizer_steps = pr.optimizer_steps};  // the next epoch from its start
 }
 
 // 5. The loop: the epochs not done yet (--resume: after the newest checkpoint's), a checkpoint
@@ -286,18 +289,15 @@ void train(Accelerator& acc, Model& m, Data& d, const Args& a) {
   acc.register_for_checkpointing(
       "epoch_progress", [&] { return progress.to_json(); }, [&](const json::Value& v) { progress.from_json(v); });
   // --resume, or a restart by `brisk launch --max-restarts` (docs/fault-tolerance.md).
-  if (const std::string from = acc.resume_on_restart(a.resume); !from.empty()) {
+  if (const std::string from = acc.resume_on_restart(a.resume); !from.empty())
     acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1,
-              progress.steps > 0
-                  ? ", step " + std::to_string(progress.steps) + " of epoch " + std::to_string(first_epoch)
-                  : std::string());
-  }
+              progress.steps > 0 ? " and " + std::to_string(progress.steps) + " steps of the next" : "");
   print_header(acc, m, d, a);
   for (int epoch = first_epoch; epoch <= a.epochs; ++epoch) {
     run_epoch(acc, m, d, a, epoch, progress);
     first_epoch = epoch + 1;  // what the checkpoint records as done
-    progress = {.optimizer_steps = progress.optimizer_steps};
     acc.save_state();
+    acc.stop_if_preempted();  // preempted during the evaluation: this checkpoint is the one
   }
   acc.wait_for_save();  // the last checkpoint on disk, or its error here
 }

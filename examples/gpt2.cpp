@@ -678,6 +678,7 @@ class TrainLoop {
         else if (a_.checkpoint_every > 0 && step_ % a_.checkpoint_every == 0)
           acc_.save_state();  // --checkpoint_every: between evaluations too
         if (last) break;
+        acc_.stop_if_preempted();  // SIGTERM/SIGUSR1: save, exit 75; started again it continues here
       }
     }
     acc_.wait_for_save();  // the last checkpoint on disk, or its error here
@@ -690,12 +691,15 @@ class TrainLoop {
     const models::GPT2Config& cfg = m_.net.config;
     acc_.register_for_checkpointing(
         "step", [this] { return json::Value(step_); }, [this](const json::Value& v) { step_ = v.as_int(); });
-    // The train loss summed since the last log: a checkpoint between two logs (--checkpoint_every)
-    // resumes the sum, so the next logged loss is the uninterrupted run's.
+    // The log window in progress (a preemption or --checkpoint_every saves between logs): the next
+    // logged loss is the uninterrupted run's.
     acc_.register_for_checkpointing(
         "log_window",
         [this] {
-          return json::Value::object({{"loss_sum", loss_sum_}, {"micro_steps", micro_}});
+          json::Value v = json::Value::object();
+          v.set("loss_sum", loss_sum_);
+          v.set("micro_steps", micro_);
+          return v;
         },
         [this](const json::Value& v) {
           loss_sum_ = v.at("loss_sum").as_double();

@@ -21,9 +21,10 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 
   -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_BENCH=ON -DBRISK_BUILD_EXAMPLES=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   > "$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
 grep -q "BRISK_CPU_DISPATCH:BOOL=ON" "$dir/CMakeCache.txt" || { echo "clang-portable: the configuration has no ISA dispatch"; exit 1; }
-python3 - "$dir/compile_commands.json" "$pattern" "${BRISK_JOBS:-2}" << 'PY'
-import collections, concurrent.futures, json, re, shlex, subprocess, sys, time
-all_entries = json.load(open(sys.argv[1]))
+PYTHONPATH=scripts python3 - "$dir/compile_commands.json" "$pattern" "${BRISK_JOBS:-2}" << 'PY'
+import collections, concurrent.futures, re, subprocess, sys, time
+import compile_commands
+all_entries = compile_commands.entries(sys.argv[1])
 # What marks a file's code as depending on the instruction set (see the header).
 ISA = re.compile(r"__AVX|__F16C__|__FMA__|__BMI|immintrin\.h|cpuid\.h|__builtin_cpu_supports|"
                  r"__attribute__\(\(target\(|BRISK_CPU_DISPATCH|BRISK_CPU_ISA\b")
@@ -36,18 +37,7 @@ if sys.argv[2]:
 else:
     entries = [e for e in all_entries if isa_dependent(e["file"])]
 def compile(e):
-    args = shlex.split(e["command"]) if "command" in e else e["arguments"]
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a == "-o":
-            skip = True
-            continue
-        out.append(a)
-    if out[0].endswith("ccache"):
-        out = out[1:]
+    out = compile_commands.command(e)
     # -O1 instead of the build's -O3 (4.3 instead of 6.9 CPU minutes for the 27 compilations):
     # clang's diagnostics come from its front end and code generation (a target-feature mismatch),
     # not from the optimisation level, and the optimiser's own (-Wpass-failed) is off for the

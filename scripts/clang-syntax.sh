@@ -17,23 +17,13 @@ mkdir -p "$dir"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CUDA_HOST_COMPILER=g++ \
   -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_BENCH=ON -DBRISK_BUILD_EXAMPLES=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   "${cuda_args[@]}" > "$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
-python3 - "$dir/compile_commands.json" "$pattern" << 'PY'
-import json, re, shlex, subprocess, sys
-entries = [e for e in json.load(open(sys.argv[1])) if re.search(sys.argv[2], e["file"])]
+PYTHONPATH=scripts python3 - "$dir/compile_commands.json" "$pattern" << 'PY'
+import subprocess, sys
+import compile_commands
+entries = compile_commands.entries(sys.argv[1], sys.argv[2])
 failed = []
 for e in entries:
-    args = shlex.split(e["command"]) if "command" in e else e["arguments"]
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a == "-o":
-            skip = True
-            continue
-        out.append(a)
-    if out[0].endswith("ccache"):
-        out = out[1:]
+    out = compile_commands.command(e)
     r = subprocess.run(out[:1] + ["-fsyntax-only"] + out[1:], cwd=e["directory"], capture_output=True, text=True)
     print(("ok     " if r.returncode == 0 else "FAILED ") + e["file"], flush=True)
     if r.returncode:

@@ -4,6 +4,12 @@
 # every log and figure into OUT:
 #   env       nvidia-smi, the driver, python3's torch, the tools found
 #   test      ctest -L cuda (junit XML and counts of run / passed / skipped)
+#   sdpa      cuDNN's fused attention (issue 31), for a short window: its tests and test_attention's
+#             against the CPU (OUT/sdpa_test.xml, OUT/sdpa_test.log), then bench_gpu's attention
+#             group at GPT-2 124M's shape, cuDNN against brisk's kernels forward and forward +
+#             backward, into OUT/sdpa_bench.jsonl (BRISK_BUILD_TARGETS="test_cuda bench_gpu"
+#             gpu-check.sh DEPS OUT env sdpa). Each half is left out when the test or bench stage
+#             runs too (they cover it).
 #   bench     bench/gpu/bench_gpu (copy bandwidth, elementwise, rows, matmul vs cuBLASLt, fused vs
 #             blocked attention, CNN), and the CNN's per-op host profile (BRISK_PROFILE) into
 #             OUT/cnn_profile.txt
@@ -42,7 +48,7 @@ deps=$1
 out=$2
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(env test bench torch memcheck train trainsh aln gpt2 zero profile)
+((${#stages[@]})) || stages=(env test sdpa bench torch memcheck train trainsh aln gpt2 zero profile)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -123,6 +129,14 @@ EOF
   fi
 fi
 
+if has sdpa; then
+  # Short on purpose: the tests first (they say whether cuDNN's plans build and agree), then the
+  # timing; each gets at most what is left after reserving time for the stages after it.
+  has test || stage sdpa_test 60 bash -c '"$1" --gtest_filter="AttentionPlanCache.*:AttentionBackendSetting.*:CudnnAttention*:CudaAttention*" \
+    --gtest_output="xml:$2/sdpa_test.xml" > "$2/sdpa_test.log" 2>&1; rc=$?; tail -30 "$2/sdpa_test.log"; exit $rc' \
+    _ "$build/tests/test_cuda" "$out"
+  has bench || stage sdpa_bench 60 "$build/bench/gpu/bench_gpu" --only attention --json "$out/sdpa_bench.jsonl"
+fi
 if has bench; then
   stage bench 60 "$build/bench/gpu/bench_gpu" --only "${BRISK_BENCH_ONLY:-copy,elementwise,rows,matmul,attention,cnn}" \
     --json "$out/bench_gpu.jsonl"

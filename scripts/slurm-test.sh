@@ -6,12 +6,27 @@
 # afterwards, on failure too. Nothing outside the temporary folder is configured or started.
 # Usage: scripts/slurm-test.sh PROGRAM [ARGS...]
 #   e.g. scripts/slurm-test.sh build/tests/dist/mp/dist_worker facts slurm
+# Or, for a training PROGRAM that takes --out DIR (docs/slurm.md, "Preemption and requeueing"):
+#   scripts/slurm-test.sh --requeue PROGRAM [ARGS...]   examples/slurm/brisk-requeue.sbatch, sent
+#       SIGUSR1 (scancel --batch) after the first checkpoint: it must save, requeue itself and end
+#       with the files of the same job never signalled
+#   scripts/slurm-test.sh --restart BRISK PROGRAM [ARGS...]   `brisk launch --max-restarts 2` inside
+#       an sbatch job, rank 1 SIGKILLed at its step 7: the same files as the job that never failed
 # Exits with the job's status (0: every task passed); 77 (skipped) when Slurm is missing and
 # cannot be installed (not root, no apt-get). Env: BRISK_SLURM_NTASKS (default 2),
 # BRISK_SLURM_TIMEOUT (seconds for the job, default 120), BRISK_SLURM_KEEP=1 (keep the folder).
 set -uo pipefail
+mode=facts
+if [[ ${1:-} == --requeue || ${1:-} == --restart ]]; then
+  mode=${1#--}
+  shift
+fi
+if [[ $mode == restart ]]; then
+  brisk=$(realpath "${1:-}")
+  shift
+fi
 if (($# < 1)); then
-  echo "usage: scripts/slurm-test.sh PROGRAM [ARGS...]" >&2
+  echo "usage: scripts/slurm-test.sh [--requeue | --restart BRISK] PROGRAM [ARGS...]" >&2
   exit 2
 fi
 program=$(realpath "$1")
@@ -144,6 +159,13 @@ say "$(slurmctld -V), $(munged -V 2>&1 | head -1), Open MPI $(ompi_info --parsab
   "host $host ($cpus CPUs), $(date -u '+%Y-%m-%d %H:%M UTC')"
 overcommit=()
 ((cpus < ntasks)) && overcommit=(--overcommit)
+export OMP_NUM_THREADS=1 OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+if [[ $mode != facts ]]; then
+  # shellcheck source=scripts/slurm-jobs.sh
+  source "$(dirname "$0")/slurm-jobs.sh"
+  "slurm_$mode" "$@"
+  exit $?
+fi
 say "srun -n $ntasks --mpi=pmix ${overcommit[*]} $program $*"
 # Each task gets one OpenMP thread, and only the loopback interface for OpenMPI (one host).
 OMP_NUM_THREADS=1 OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo \

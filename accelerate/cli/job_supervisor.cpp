@@ -4,9 +4,11 @@
 // job (once: a terminal's Ctrl-C already reaches the whole foreground process group), and the
 // launch exits with the job's status, or 128 + the signal's number when a signal stopped it, as a
 // shell reports a program killed by a signal. With --max-restarts a failed job is started again
-// (run_job_restarting), its stderr passing through the launcher to learn which rank failed. A job
-// still running 5 s after a signal that stops it (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is killed with
-// everything it started on this host.
+// (run_job_restarting), its stderr passing through the launcher to learn which rank failed. SIGTERM
+// and SIGUSR1 preempt the job: its ranks save and exit with status 75 (docs/fault-tolerance.md,
+// "Preemption"), and the launch exits with it. A job still running 5 s after a signal that stops it
+// (SIGINT, SIGHUP, SIGQUIT), or --preempt_grace seconds (90) after one that preempts it, is killed
+// with everything it started on this host.
 #include "job_supervisor.h"
 
 #include <poll.h>
@@ -22,7 +24,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -40,16 +41,29 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
 std::atomic<pid_t> g_child{-1};
 std::atomic<int> g_signal{0};  // the first signal received (reported after the job ended)
 std::atomic<int> g_sender{0};  // who sent it (0: the kernel, i.e. the terminal)
+std::atomic<int> g_hurry{0};   // a signal that stops the job now, after one that preempts it
+std::atomic<bool> g_under_mpirun{false};
+
+bool preempts_job(int sig) {
+  return sig == SIGTERM || sig == SIGUSR1;
+}
+
+bool stops_job(int sig) {
+  return sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
 
 void on_signal(int sig, siginfo_t* info, void*) {
   int expected = 0;
   g_signal.compare_exchange_strong(expected, sig);
   if (expected == 0) g_sender = info ? static_cast<int>(info->si_pid) : 0;
+  if (expected != 0 && preempts_job(expected) && stops_job(sig)) g_hurry = sig;  // Ctrl-C while it saves
   const pid_t child = g_child.load();
   // A signal the terminal generated (si_pid 0 or SI_KERNEL) reached the child's process group as
   // well; sending it again would count as a second Ctrl-C (mpirun's "abort now").
   const bool from_process = info && (info->si_code == SI_USER || info->si_code == SI_QUEUE) && info->si_pid != 0;
-  if (child > 0 && from_process) ::kill(child, sig);
+  // mpirun answers SIGTERM by killing the ranks a second later; SIGUSR1 it passes on to them.
+  const int forward = sig == SIGTERM && g_under_mpirun.load() ? SIGUSR1 : sig;
+  if (child > 0 && from_process) ::kill(child, forward);
 }
 
 void install_forwarding() {
@@ -67,6 +81,15 @@ void restore_defaults() {
 // The launch's exit status once the job ended: 128 + the signal that stopped it (received by
 // brisk launch, or the one that killed the job), else the job's own status.
 int job_status(int status, const std::string& what, double secs) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == accelerate::kPreemptedStatus) {
+    const int sig = g_signal.load();
+    std::fprintf(stderr,
+                 "brisk launch: %s was preempted%s after %.1f s: every rank saved a checkpoint and stopped (the "
+                 "line above says where); exiting with status %d: start the same command again to continue\n",
+                 what.c_str(), sig != 0 && preempts_job(sig) ? (" by " + signal_name(sig)).c_str() : "", secs,
+                 accelerate::kPreemptedStatus);
+    return accelerate::kPreemptedStatus;
+  }
   if (const int sig = g_signal.load(); sig != 0) {
     std::fprintf(stderr, "brisk launch: %s was stopped by %s after %.1f s\n", what.c_str(), signal_name(sig).c_str(),
                  secs);
@@ -80,16 +103,13 @@ int job_status(int status, const std::string& what, double secs) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-// How long the job may take to stop after a signal that stops it (SIGINT, SIGTERM, SIGHUP, SIGQUIT)
-// before brisk launch kills it: mpirun stops its ranks within a second or two, but under heavy load
-// it has been seen to wait a minute with its ranks gone; the job must end within seconds.
-constexpr auto kStopGrace = std::chrono::seconds(5);
+// How long the job may take to stop after a signal that stops it (SIGINT, SIGHUP, SIGQUIT) before
+// brisk launch kills it: mpirun stops its ranks within a second or two, but under heavy load it has
+// been seen to wait a minute with its ranks gone; the job must end within seconds. A preempted job
+// gets JobOptions::preempt_grace instead: it finishes its step and saves a checkpoint first.
+constexpr double kStopGrace = 5;
 
-bool stops_job(int sig) {
-  return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
-}
-
-// Every process below `root` on this host (its children, theirs, ...), read from /proc.
+// Every living process below `root` on this host (its children, theirs, ...), read from /proc.
 std::vector<pid_t> descendants(pid_t root) {
   std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid)
   for (const auto& entry :
@@ -105,7 +125,9 @@ std::vector<pid_t> descendants(pid_t root) {
     std::istringstream rest(line.substr(close + 1));
     std::string state;
     pid_t ppid = 0;
-    if (rest >> state >> ppid) parent_of.emplace_back(static_cast<pid_t>(std::stol(name)), ppid);
+    // A zombie (a rank that ended, not yet reaped by a busy mpirun) has nothing left to stop.
+    if (rest >> state >> ppid && state != "Z" && state != "X")
+      parent_of.emplace_back(static_cast<pid_t>(std::stol(name)), ppid);
   }
   std::vector<pid_t> found{root};
   for (size_t i = 0; i < found.size(); ++i)
@@ -116,39 +138,81 @@ std::vector<pid_t> descendants(pid_t root) {
 }
 
 // The job did not stop in time: SIGKILL for it and everything it started on this host.
-void kill_job(pid_t child, int sig, const std::string& what) {
+void kill_job(pid_t child, int sig, double grace, const std::string& what) {
   const std::vector<pid_t> below = descendants(child);
-  std::fprintf(stderr, "brisk launch: %s did not stop within %lld s of %s: killing it and its %zu process(es)\n",
-               what.c_str(), static_cast<long long>(kStopGrace.count()), signal_name(sig).c_str(), below.size());
+  std::fprintf(stderr, "brisk launch: %s did not stop within %g s of %s: killing it and its %zu process(es)\n",
+               what.c_str(), grace, signal_name(sig).c_str(), below.size());
   for (pid_t p : below) ::kill(p, SIGKILL);
   ::kill(child, SIGKILL);
 }
 
-// Waits for the child (retrying after the signals that interrupt waitpid), announcing the first
-// signal received as soon as it arrives; a job that a signal should stop gets kStopGrace to do so.
-int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::time_point start, int* raw) {
+// The line that says a signal arrived, and how long the job now has to stop (0: it is not stopped).
+double announce(int sig, double after, double preempt_grace, const std::string& what) {
+  const int sender = g_sender.load();
+  const std::string from = sender ? " from process " + std::to_string(sender) : " (from the terminal)";
+  if (preempts_job(sig)) {
+    std::fprintf(stderr,
+                 "brisk launch: received %s%s after %.1f s: preempting %s: each rank finishes its step, saves a "
+                 "checkpoint and stops (killed if still running in %g s)\n",
+                 signal_name(sig).c_str(), from.c_str(), after, what.c_str(), preempt_grace);
+    return preempt_grace;
+  }
+  std::fprintf(stderr, "brisk launch: received %s%s after %.1f s: stopping %s\n", signal_name(sig).c_str(),
+               from.c_str(), after, what.c_str());
+  return stops_job(sig) ? kStopGrace : 0;
+}
+
+// When the launcher kills a job that a signal should have stopped: the earliest deadline set.
+struct KillDeadline {
   using Clock = std::chrono::steady_clock;
-  bool announced = false;
-  std::optional<Clock::time_point> kill_at;
+  Clock::time_point at = Clock::time_point::max();  // max: none
+  double grace = 0;                                 // the seconds that deadline gave
+  bool armed() const { return at != Clock::time_point::max(); }
+  bool due() const { return armed() && Clock::now() >= at; }
+  void arm(double seconds) {
+    const auto t = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    if (t < at) at = t, grace = seconds;
+  }
+};
+
+// Waits for the child (retrying after the signals that interrupt waitpid), announcing the first
+// signal received as soon as it arrives; a job that a signal should stop gets kStopGrace to do so,
+// one that it preempts preempt_grace (cut to kStopGrace by a Ctrl-C meanwhile, or under mpirun once
+// no rank is left on this host: nothing is saving then, and mpirun under heavy load has been seen
+// to linger a minute without its ranks).
+int wait_for(pid_t child, const std::string& what, std::chrono::steady_clock::time_point start, double preempt_grace,
+             int* raw) {
+  using Clock = std::chrono::steady_clock;
+  bool announced = false, hurried = false, ranks_gone = false;
+  KillDeadline deadline;
+  Clock::time_point next_look = Clock::now();
   int status = 0;
   for (;;) {
-    const pid_t r = ::waitpid(child, &status, kill_at ? WNOHANG : 0);
+    const pid_t r = ::waitpid(child, &status, deadline.armed() ? WNOHANG : 0);
     if (r == child) break;
     if (r < 0 && errno != EINTR) {
       std::fprintf(stderr, "brisk launch: waiting for %s failed: %s\n", what.c_str(), std::strerror(errno));
       return 1;
     }
     if (const int sig = g_signal.load(); sig != 0 && !announced) {
-      const int sender = g_sender.load();
-      std::fprintf(stderr, "brisk launch: received %s%s after %.1f s: stopping %s\n", signal_name(sig).c_str(),
-                   sender ? (" from process " + std::to_string(sender)).c_str() : " (from the terminal)",
-                   std::chrono::duration<double>(Clock::now() - start).count(), what.c_str());
+      const double grace =
+          announce(sig, std::chrono::duration<double>(Clock::now() - start).count(), preempt_grace, what);
       announced = true;
-      if (stops_job(sig)) kill_at = Clock::now() + kStopGrace;
+      if (grace > 0) deadline.arm(grace);
     }
-    if (kill_at && Clock::now() >= *kill_at) {
-      kill_job(child, g_signal.load(), what);
-      kill_at.reset();
+    if (const int sig = g_hurry.load(); sig != 0 && announced && !hurried) {
+      std::fprintf(stderr, "brisk launch: received %s while the job saves: stopping %s now\n", signal_name(sig).c_str(),
+                   what.c_str());
+      hurried = true;
+      deadline.arm(kStopGrace);
+    }
+    if (deadline.armed() && g_under_mpirun.load() && !ranks_gone && Clock::now() >= next_look) {
+      next_look = Clock::now() + std::chrono::milliseconds(500);
+      if (descendants(child).empty()) ranks_gone = true, deadline.arm(kStopGrace);
+    }
+    if (deadline.due()) {
+      kill_job(child, g_signal.load(), deadline.grace, what);
+      deadline = {};
     } else if (r == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -243,12 +307,14 @@ struct Attempt {
   double seconds = 0;
 };
 
-Attempt run_once(const std::vector<std::string>& argv, const std::string& what, StderrWatch* watch) {
+Attempt run_once(const std::vector<std::string>& argv, const std::string& what, const JobOptions& options,
+                 StderrWatch* watch) {
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   // Forwarding is in place before the child exists, so no signal falls between the two.
+  g_under_mpirun = options.under_mpirun;
   install_forwarding();
   std::fflush(nullptr);
   const auto start = std::chrono::steady_clock::now();
@@ -267,9 +333,10 @@ Attempt run_once(const std::vector<std::string>& argv, const std::string& what, 
   g_child = child;
   if (watch) watch->start();
   // A signal that arrived between fork and here was not forwarded: pass it on now.
-  if (const int sig = g_signal.load(); sig != 0 && g_sender.load() != 0) ::kill(child, sig);
+  if (const int sig = g_signal.load(); sig != 0 && g_sender.load() != 0)
+    ::kill(child, sig == SIGTERM && options.under_mpirun ? SIGUSR1 : sig);
   Attempt a;
-  a.status = wait_for(child, what, start, &a.raw_status);
+  a.status = wait_for(child, what, start, options.preempt_grace, &a.raw_status);
   g_child = -1;
   a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return a;
@@ -288,21 +355,22 @@ std::string describe(const Attempt& a, const JobFailure& f, const std::string& w
 
 }  // namespace
 
-int run_job(const std::vector<std::string>& argv, const std::string& what) {
-  return run_once(argv, what, nullptr).status;
+int run_job(const std::vector<std::string>& argv, const std::string& what, const JobOptions& options) {
+  return run_once(argv, what, options, nullptr).status;
 }
 
-int run_job_restarting(const std::vector<std::string>& argv, const std::string& what, int max_restarts) {
-  if (max_restarts <= 0) return run_job(argv, what);
+int run_job_restarting(const std::vector<std::string>& argv, const std::string& what, const JobOptions& options) {
+  const int max_restarts = options.max_restarts;
+  if (max_restarts <= 0) return run_job(argv, what, options);
   const int attempts = max_restarts + 1;
   for (int k = 0;; ++k) {
     ::setenv(accelerate::env::kRestartCount, std::to_string(k).c_str(), 1);
     StderrWatch watch;
-    const Attempt a = run_once(argv, what, &watch);
+    const Attempt a = run_once(argv, what, options, &watch);
     const JobFailure& f = watch.finish();
-    // Success, or the launcher was told to stop (a user's Ctrl-C, the batch system's SIGTERM):
-    // no restart.
-    if (a.status == 0 || g_signal.load() != 0) return a.status;
+    // Success, the launcher was told to stop (a user's Ctrl-C, the batch system's SIGTERM), or a
+    // job preempted and saved (its ranks got the signal themselves): no restart.
+    if (a.status == 0 || g_signal.load() != 0 || a.status == accelerate::kPreemptedStatus) return a.status;
     const std::string how = describe(a, f, what);
     if (k == max_restarts) {
       std::fprintf(stderr,

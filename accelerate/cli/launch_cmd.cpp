@@ -128,6 +128,10 @@ void add_flags(cli::Parser& p, LaunchFlags& f) {
         "start a failed job again, up to this many times (the program sees BRISK_RESTART_COUNT; "
         "docs/fault-tolerance.md) (default: 0)",
         &flags.max_restarts);
+  p.add("preempt_grace",
+        "seconds a job preempted by SIGTERM or SIGUSR1 has to finish its step, save a checkpoint and stop "
+        "before it is killed (docs/fault-tolerance.md) (default: 90)",
+        &flags.preempt_grace);
   p.add("monitor_interval", "accepted for Accelerate's sake: brisk launch learns of a failure as it happens",
         &f.monitor_interval);
 }
@@ -240,7 +244,10 @@ int launch(int argc, char** argv) {
   const std::string what = cmd.uses_mpirun
                                ? "the job (" + std::to_string(settings.num_processes) + " processes under mpirun)"
                                : "the program";
-  return run_job_restarting(cmd.argv, what, settings.max_restarts);
+  return run_job_restarting(cmd.argv, what,
+                            {.max_restarts = settings.max_restarts,
+                             .preempt_grace = settings.preempt_grace,
+                             .under_mpirun = cmd.uses_mpirun});
 }
 
 }  // namespace brisk::cli_commands

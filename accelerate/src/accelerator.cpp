@@ -106,19 +106,19 @@ void Accelerator::move_state_to_params(optim::Optimizer& optimizer) {
 // other ranks may not come).
 Accelerator::~Accelerator() {
   sh_->alive = false;
-  if (!pending_save_) return;
-  if (std::uncaught_exceptions() > 0) {
+  if (pending_save_ && std::uncaught_exceptions() > 0) {
     pending_save_->cancel();
     pending_save_.reset();
-    return;
+  } else if (pending_save_) {
+    try {
+      finish_save();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "brisk: error: the last checkpoint was not saved: %s\n", e.what());
+      std::fflush(stderr);
+      std::exit(EXIT_FAILURE);
+    }
   }
-  try {
-    finish_save();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "brisk: error: the last checkpoint was not saved: %s\n", e.what());
-    std::fflush(stderr);
-    std::exit(EXIT_FAILURE);
-  }
+  forget_preemption();
 }
 
 void Accelerator::wait_for_everyone() {

@@ -323,6 +323,7 @@ std::string Accelerator::save_state(const std::string& dir) {
   std::string out = plan.final_dir.string();
   pending_save_ = std::make_unique<SaveJob>(std::move(plan), s_.async_save);
   if (!s_.async_save) finish_save();
+  if (dir.empty()) note_automatic_save(out);  // what a preemption right after it saves (preemption.cpp)
   return out;
 }
 

@@ -40,6 +40,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"sharding", "none, zero1, zero2 or zero3: ZeRO stage of sharded data parallelism (BRISK_SHARDING)",
        &Config::sharding},
       {"max_restarts", "times brisk launch starts a failed job again (0: never)", &Config::max_restarts},
+      {"preempt_grace", "seconds a job preempted by SIGTERM or SIGUSR1 has to save and stop (90)",
+       &Config::preempt_grace},
   };
   return keys;
 }
@@ -130,6 +132,9 @@ void validate(const Config& c, const std::string& source) {
                 ": expected a positive number of seconds, got ", *c.timeout);
   if (c.max_restarts)
     BRISK_CHECK(*c.max_restarts >= 0, where("max_restarts"), ": must not be negative, got ", *c.max_restarts);
+  if (c.preempt_grace)
+    BRISK_CHECK(std::isfinite(*c.preempt_grace) && *c.preempt_grace > 0, where("preempt_grace"),
+                ": expected a positive number of seconds, got ", *c.preempt_grace);
 }
 
 Config merge(const Config& high, const Config& low) {

@@ -38,6 +38,7 @@ LaunchSettings resolve_launch(const Config& c, const HostFacts& host) {
   s.main_process_ip = c.main_process_ip;
   s.main_process_port = c.main_process_port;
   s.max_restarts = c.max_restarts.value_or(0);
+  s.preempt_grace = c.preempt_grace.value_or(90);
 
   bool cpu = c.use_cpu.value_or(false);
   if (c.num_processes) {

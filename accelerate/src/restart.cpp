@@ -63,16 +63,26 @@ std::string Accelerator::newest_checkpoint() {
 
 std::string Accelerator::resume_on_restart(bool resume) {
   const int restart = accelerate::restart_count();
-  if (!resume && restart == 0) return "";
+  // After a preemption (stop_if_preempted left its marker) the same command continues by itself.
+  const bool preempted = restart == 0 && !resume && preempted_before();
+  if (!resume && restart == 0 && !preempted) return "";
   std::string from = newest_checkpoint();
   if (from.empty()) {
     BRISK_CHECK(!resume, "Accelerator::load_state: no complete checkpoint under '", checkpoint_root(),
                 "' to resume from");
-    print("Accelerator: restart ", restart, " (BRISK_RESTART_COUNT) found no complete checkpoint under ",
-          checkpoint_root(), ": starting from scratch");
+    if (preempted)
+      print("Accelerator: the last run was preempted, but there is no complete checkpoint under ", checkpoint_root(),
+            ": starting from scratch");
+    else
+      print("Accelerator: restart ", restart, " (BRISK_RESTART_COUNT) found no complete checkpoint under ",
+            checkpoint_root(), ": starting from scratch");
     return "";
   }
   load_state(from);
+  continues_preempted_ = preempted;
+  if (preempted)
+    print("Accelerator: the last run was preempted (",
+          (fs::path(checkpoint_root()) / accelerate::kPreemptedMarker).string(), "): continuing from ", from);
   if (restart > 0) print("Accelerator: restart ", restart, " (BRISK_RESTART_COUNT) continues from ", from);
   return from;
 }

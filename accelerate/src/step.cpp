@@ -86,6 +86,7 @@ Accelerator::Autocast::Autocast(MixedPrecision mixed_precision) {
 void Accelerator::backward(const Tensor& loss) {
   auto span = trace_span("backward", "compute");
   inject_fault();
+  inject_preemption();
   BRISK_CHECK(loss.defined(), "Accelerator::backward: the loss is undefined");
   Tensor l = loss;
   if (s_.gradient_accumulation_steps > 1) l = l / static_cast<double>(s_.gradient_accumulation_steps);
@@ -175,6 +176,7 @@ void Accelerator::check_finite(const Tensor& loss) {
 // fused pass that also finds inf/NaN, agreed across ranks) and the scale is updated; the next
 // optimizer step is skipped when inf/NaN was found.
 void Accelerator::on_synced_backward() {
+  ++optimizer_steps_;
   sh_->step_skipped = false;
   unscaled_ = false;
   if (scaler_ && !optimizers_.empty()) {

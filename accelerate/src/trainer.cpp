@@ -269,13 +269,10 @@ Tensor Trainer::compute_loss(const Tensor& outputs, const Tensor& targets) const
   return outputs.reshape({});
 }
 
-Metrics Trainer::train() {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  stop_ = false;
+// resume_from_checkpoint, a restart by `brisk launch --max-restarts` or the start after a
+// preemption: the newest complete checkpoint (none yet: from scratch, with fresh logs).
+void Trainer::resume_or_start_fresh() {
   bool resumed = false;
-  // resume_from_checkpoint, or a restart by `brisk launch --max-restarts`: the newest complete
-  // checkpoint (none yet: from scratch).
   std::string from;
   if (!args_.resume_from_checkpoint.empty() && args_.resume_from_checkpoint != "latest")
     from = acc_->load_state(args_.resume_from_checkpoint);
@@ -301,6 +298,13 @@ Metrics Trainer::train() {
       }
     }
   }
+}
+
+Metrics Trainer::train() {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  stop_ = false;
+  resume_or_start_fresh();
   const int64_t total = state_.max_steps;
   const int64_t spe = state_.steps_per_epoch;
   const int64_t start_step = state_.global_step;
@@ -364,6 +368,9 @@ Metrics Trainer::train() {
         save_checkpoint();
       }
       if (state_.global_step >= total || stop_) break;
+      // SIGTERM/SIGUSR1 (a batch system's preemption): every rank saves (unless it just did) and
+      // the program exits with status 75; started again, it continues from here.
+      acc_->stop_if_preempted();
     }
   }
   bar.close();

@@ -60,8 +60,9 @@ Tensor grad_as(const autograd::GradCtx& g, DType dtype) {
 }
 
 // The fused CUDA kernels (flash-attention style: neither the forward nor the backward keeps the
-// probabilities; the backward recomputes them from the output and each row's logsumexp), when
-// they take these inputs and BRISK_CUDA_FUSED_ATTENTION is not 0. Undefined otherwise.
+// probabilities; the backward recomputes them from the output and each row's logsumexp; cuDNN's
+// or brisk's, as kernels::attention_backend() says), when they take these inputs and the backend
+// is not math. Undefined otherwise.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
   if (!q.device().is_cuda() || !kernels::fused_attention_enabled()) return {};
   const Tensor q4 = as_bhtd(q.detach()), k4 = as_bhtd(k.detach()), v4 = as_bhtd(v.detach());

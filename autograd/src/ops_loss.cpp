@@ -181,14 +181,23 @@ Tensor weighted_class_loss(const char* op, const Tensor& logp, const Tensor& tar
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const CrossEntropyOptions& o) {
   profiler::Scope prof_scope("cross_entropy");
-  const Tensor logits = autograd::autocast(logits_in, AutocastCategory::Fp32);
+  // Autocast runs cross_entropy in f32. For 16-bit logits the kernels do that themselves: they
+  // read the 16-bit logits, accumulate in f32, return an f32 loss and write a 16-bit gradient, so
+  // no f32 copy of the (positions x classes) logits is made, nor an f32 gradient cast back (for a
+  // language model's classifier, gigabytes a step). The values are those of the cast: every
+  // 16-bit value is exact in f32.
+  const bool in_kernel_f32 = !o.weight.defined() && autocast_state().enabled &&
+                             (logits_in.dtype() == DType::F16 || logits_in.dtype() == DType::BF16);
+  const Tensor logits = in_kernel_f32 ? logits_in : autograd::autocast(logits_in, AutocastCategory::Fp32);
+  const std::optional<DType> loss_dtype = in_kernel_f32 ? std::optional(DType::F32) : std::nullopt;
   const Reduction red = o.reduction;
   if (o.weight.defined()) {
     BRISK_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
                 "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
     return weighted_class_loss("cross_entropy", log_softmax(logits, logits.dim() == 1 ? 0 : 1), targets, o);
   }
-  kernels::ClassLossResult r = kernels::cross_entropy(logits, targets, o.ignore_index, o.label_smoothing, red);
+  kernels::ClassLossResult r =
+      kernels::cross_entropy(logits, targets, o.ignore_index, o.label_smoothing, red, loss_dtype);
   if (!autograd::any_requires_grad({&logits})) return r.loss;
   // Keep the log-sum-exp and count, not the loss itself (the node's own output).
   kernels::ClassLossResult saved{Tensor(), r.lse, r.count};

@@ -6,9 +6,10 @@
 //   matmul      brisk's matmul against cuBLASLt called directly (bf16; fp32 with TF32), n^3 for
 //               n = 4096 and 8192: TFLOP/s and the ratio
 //   attention   scaled_dot_product_attention at GPT-2 124M's shape (B 16, H 12, T 1024, D 64, bf16,
-//               causal): the fused kernels against the blocked path (BRISK_CUDA_FUSED_ATTENTION=0),
-//               forward alone and forward + backward, TFLOP/s as flash-attention counts them
-//               (forward 4 B H T^2 D / 2 for causal, backward 2.5 times that)
+//               causal): brisk's fused kernels against the blocked path, and cuDNN's fused
+//               attention against brisk's kernels (backward deterministic and not), forward alone
+//               and forward + backward, TFLOP/s as flash-attention counts them (forward
+//               4 B H T^2 D / 2 for causal, backward 2.5 times that); cuDNN's host cost per call
 //   cnn         the example CNN's training step (batch 64, Adam, fp32 and bf16 autocast, data
 //               already on the GPU, no host synchronisation inside the timed loop): images/s;
 //               bench/gpu/torch_cnn.py runs the same network in PyTorch for the comparison
@@ -18,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <brisk/brisk.h>
+#include <brisk/kernels/attention.h>
 #include <brisk/kernels/cuda.h>
 #include <brisk/kernels/settings.h>
 #include <brisk/util/cli.h>
@@ -27,6 +29,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -258,13 +261,22 @@ void matmuls() {
   cuda::set_matmul_allow_tf32(false);
 }
 
-// Runs fn with scaled_dot_product_attention's fused CUDA kernels on or off.
-void with_fused_attention(bool on, const std::function<void()>& fn) {
-  setenv("BRISK_CUDA_FUSED_ATTENTION", on ? "1" : "0", 1);
+// Runs fn under one attention backend (kernels::AttentionBackend), then returns to the default.
+void with_attention_backend(kernels::AttentionBackend b, const std::function<void()>& fn) {
+  kernels::set_attention_backend(b);
   fn();
+  kernels::set_attention_backend(std::nullopt);
+}
+
+// "cudnn", or what it fell back to and why (so a figure is never labelled with a backend that did
+// not run it).
+std::string cudnn_label() {
+  const std::string why = kernels::attention_fallback_reason();
+  return why.empty() ? "cudnn" : "cudnn FELL BACK (" + why + ")";
 }
 
 void attention() {
+  using kernels::AttentionBackend;
   const int64_t B = 16, H = 12, T = 1024, D = 64;
   const DType dt = DType::BF16;
   Tensor q = randn({B, H, T, D}, {.dtype = dt, .device = cuda_device()});
@@ -273,43 +285,78 @@ void attention() {
   const Tensor gy = randn({B, H, T, D}, {.dtype = dt, .device = cuda_device()});
   for (Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
   const SdpaOptions causal{.is_causal = true};
-  // The two paths must agree before they are timed.
-  Tensor y_fused, y_blocked;
-  with_fused_attention(true,
-                       [&] { y_fused = scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), causal); });
-  with_fused_attention(false,
-                       [&] { y_blocked = scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), causal); });
-  const double diff = max(abs(y_fused.to(DType::F32) - y_blocked.to(DType::F32))).item<double>();
-  const double scale = max(abs(y_blocked.to(DType::F32))).item<double>();
-  if (!(diff <= 5e-2 * scale))
-    throw std::runtime_error("attention: the fused output differs from the blocked one by " + std::to_string(diff));
+  // Every backend must agree with the blocked path before it is timed.
+  Tensor y[3];
+  const AttentionBackend backends[3] = {AttentionBackend::Cudnn, AttentionBackend::Brisk, AttentionBackend::Math};
+  std::string label = "cudnn";
+  for (int i = 0; i < 3; ++i) {
+    with_attention_backend(backends[i], [&] {
+      y[i] = scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), causal);
+      if (i == 0) label = cudnn_label();
+    });
+  }
+  const double scale = max(abs(y[2].to(DType::F32))).item<double>();
+  for (int i = 0; i < 2; ++i) {
+    const double diff = max(abs(y[i].to(DType::F32) - y[2].to(DType::F32))).item<double>();
+    if (!(diff <= 5e-2 * scale))
+      throw std::runtime_error(std::string("attention: the ") + kernels::attention_backend_name(backends[i]) +
+                               " output differs from the blocked one by " + std::to_string(diff));
+  }
   const double fwd_flop =
       4.0 * static_cast<double>(B * H) * static_cast<double>(T) * static_cast<double>(T) * static_cast<double>(D) / 2.0;
-  auto forward = [&](bool fused) {
-    return [&, fused] {
-      with_fused_attention(fused, [&] {
+  auto forward = [&](AttentionBackend b) {
+    return [&, b] {
+      with_attention_backend(b, [&] {
         NoGradGuard ng;
         (void)scaled_dot_product_attention(q, k, v, causal);
       });
     };
   };
-  auto forward_backward = [&](bool fused) {
-    return [&, fused] {
-      with_fused_attention(fused, [&] {
+  auto forward_backward = [&](AttentionBackend b) {
+    return [&, b] {
+      with_attention_backend(b, [&] {
         for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
         scaled_dot_product_attention(q, k, v, causal).backward(gy);
       });
     };
   };
-  const auto [tf, tf_ref] = time_pair(forward(true), forward(false));
+  // brisk's kernels against the blocked path (the figures this group always had), then cuDNN
+  // against brisk's kernels: deterministic (brisk's default) and not (PyTorch's default).
+  const auto [tf, tf_ref] = time_pair(forward(AttentionBackend::Brisk), forward(AttentionBackend::Math));
   emit("attention", "gpt2 sdpa fwd bf16 fused", "TFLOP/s", fwd_flop / tf / 1e12, "blocked (score blocks)",
        fwd_flop / tf_ref / 1e12);
-  const auto [tb, tb_ref] = time_pair(forward_backward(true), forward_backward(false));
+  const auto [tb, tb_ref] =
+      time_pair(forward_backward(AttentionBackend::Brisk), forward_backward(AttentionBackend::Math));
   emit("attention", "gpt2 sdpa fwd+bwd bf16 fused", "TFLOP/s", 3.5 * fwd_flop / tb / 1e12, "blocked (score blocks)",
        3.5 * fwd_flop / tb_ref / 1e12);
-  std::printf("%-12s %-34s fused %.2f ms fwd, %.2f ms fwd+bwd; blocked %.2f ms, %.2f ms\n", "attention",
+  std::printf("%-12s %-34s brisk %.2f ms fwd, %.2f ms fwd+bwd; blocked %.2f ms, %.2f ms\n", "attention",
               "B16 H12 T1024 D64 causal", 1e3 * tf, 1e3 * tb, 1e3 * tf_ref, 1e3 * tb_ref);
-  unsetenv("BRISK_CUDA_FUSED_ATTENTION");
+  const double tc = time_pair(forward(AttentionBackend::Cudnn), forward(AttentionBackend::Brisk)).first;
+  emit("attention", "gpt2 sdpa fwd bf16 " + label, "TFLOP/s", fwd_flop / tc / 1e12, "brisk kernels",
+       fwd_flop / tf / 1e12);
+  for (bool det : {true, false}) {
+    kernels::DeterministicGuard guard(det);
+    const auto [tcb, tbb] =
+        time_pair(forward_backward(AttentionBackend::Cudnn), forward_backward(AttentionBackend::Brisk));
+    with_attention_backend(AttentionBackend::Cudnn, [&] {
+      for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
+      scaled_dot_product_attention(q, k, v, causal).backward(gy);
+      label = cudnn_label();
+    });
+    emit("attention", "gpt2 sdpa fwd+bwd bf16 " + label + (det ? " det" : " nondet"), "TFLOP/s",
+         3.5 * fwd_flop / tcb / 1e12, "brisk kernels", 3.5 * fwd_flop / tbb / 1e12);
+    std::printf("%-12s %-34s cudnn %.2f ms fwd, %.2f ms fwd+bwd; brisk %.2f ms fwd+bwd\n", "attention",
+                det ? "deterministic" : "non-deterministic", 1e3 * tc, 1e3 * tcb, 1e3 * tbb);
+  }
+  // The host's cost per call of cuDNN's forward (plan lookup, variant pack, execute: enqueueing only).
+  cuda::synchronize();
+  const auto h0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) forward(AttentionBackend::Cudnn)();
+  const double host_us = 1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count() / 50;
+  cuda::synchronize();
+  const kernels::AttentionPlanStats stats = kernels::attention_plan_stats();
+  std::printf("%-12s %-34s host %.1f us/call; cuDNN plans built %lld, reused %lld\n", "attention", "cudnn forward",
+              host_us, static_cast<long long>(stats.built), static_cast<long long>(stats.reused));
 }
 
 void cnn(int64_t steps, const std::string& modes) {

@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 
@@ -53,12 +54,23 @@ int checked_count(const char* op, int64_t n) {
   return static_cast<int>(n);
 }
 
+// OpenMPI's single-copy path between processes of one host (vader's CMA, process_vm_readv)
+// copies a whole message into a smaller receive buffer before it reports MPI_ERR_TRUNCATE, so
+// collectives that do not match (a rank skipped one) would overwrite memory before the job ends.
+// Without it, large messages travel in shared-memory fragments, which check the size first
+// (docs/data-parallel.md). Set before MPI_Init so that jobs started with plain mpirun are covered
+// too; a value already in the environment (mpirun's --mca, the user's OMPI_MCA_...) wins.
+void avoid_unchecked_single_copy() {
+  ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
+}
+
 class MpiTransport final : public Transport {
  public:
   MpiTransport() {
     int initialized = 0;
     BRISK_MPI_CHECK(MPI_Initialized(&initialized));
     if (!initialized) {
+      avoid_unchecked_single_copy();
       BRISK_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided_));
       owns_mpi_ = true;
     } else {

@@ -60,8 +60,8 @@ BRISK_CUDA_FN void dropout_backward(const Tensor& grad, const Tensor& mask, doub
     BRISK_CUDA_BODY;
 
 // logits: (N, C, S); targets: (N * S) i32/i64. Writes lse (N * S, stat dtype), count (0-d f64:
-// targets != ignore_index) and loss: (N * S) of logits' dtype for None, 0-d for Mean/Sum (reduced
-// on the device, in f64).
+// targets != ignore_index) and loss: (N * S) for None, 0-d for Mean/Sum (reduced on the device, in
+// f64), of the logits' dtype or f32 for 16-bit logits.
 BRISK_CUDA_FN void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t C, int64_t S,
                                  int64_t ignore_index, double label_smoothing, Reduction reduction, const Tensor& loss,
                                  const Tensor& lse, const Tensor& count) BRISK_CUDA_BODY;

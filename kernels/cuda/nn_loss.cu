@@ -166,6 +166,14 @@ __global__ void __launch_bounds__(kReduceThreads)
   *loss = dv::from_acc<T>(total);
 }
 
+// loss (P) `=` row_loss: the None reduction's per-position losses when the loss is f32 and the
+// logits 16-bit (cross_entropy's loss_dtype), rounded once from f64 as the CPU's cast rounds.
+__global__ void row_loss_to_f32_kernel(int64_t P, const double* __restrict__ row_loss, float* __restrict__ loss) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < P; i += step)
+    loss[i] = static_cast<float>(row_loss[i]);
+}
+
 // The gradient scale of a position: grad (one per position, or one for all) over count for Mean.
 __device__ __forceinline__ double loss_scale(const double* grad, bool per_position, int64_t pos, const double* count) {
   double s = grad[per_position ? pos : 0];
@@ -302,7 +310,10 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t C, int64
       const I* tp = static_cast<const I*>(targets.data_ptr());
       A* lp = static_cast<A*>(lse.data_ptr());
       double* rp = static_cast<double*>(row_loss.data_ptr());
-      T* none = reduction == Reduction::None ? static_cast<T*>(loss.data_ptr()) : nullptr;
+      // The loss in the logits' dtype, or f32 for 16-bit logits (loss_dtype): the kernels write
+      // the former as they go, the latter from the f64 per-position losses afterwards.
+      const bool own_dtype = loss.dtype() == logits.dtype();
+      T* none = reduction == Reduction::None && own_dtype ? static_cast<T*>(loss.data_ptr()) : nullptr;
       const A e = static_cast<A>(label_smoothing);
       if (P > 0 && S == 1) {
         const auto l = nn_common::row_launch(P, C, sizeof(T), {zp}, device);
@@ -319,7 +330,14 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t C, int64
                    dim3(nn_common::grid_for(P, device)), dim3(256), 0, stream, P, C, S, dv::IndexDiv(S, P), zp, tp,
                    ignore_index, e, lp, rp, none, rt::device_error_slot(), code);
       }
-      reduce_positions<T, I>(P, row_loss, targets, ignore_index, reduction, count, loss, stream);
+      if (own_dtype) {
+        reduce_positions<T, I>(P, row_loss, targets, ignore_index, reduction, count, loss, stream);
+        return;
+      }
+      reduce_positions<float, I>(P, row_loss, targets, ignore_index, reduction, count, loss, stream);
+      if (reduction == Reduction::None && P > 0)
+        rt::launch("cross_entropy_loss_f32", row_loss_to_f32_kernel, dim3(nn_common::grid_for(P, device)), dim3(256), 0,
+                   stream, P, static_cast<const double*>(row_loss.data_ptr()), static_cast<float*>(loss.data_ptr()));
     });
   });
 }

@@ -3,6 +3,7 @@
 // copied), output allocation. The kernels are in cuda/attention.cu.
 #include "brisk/kernels/attention.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -10,7 +11,9 @@
 
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
+#include "brisk/kernels/settings.h"
 #include "cuda/attention.h"
+#include "cuda/cudnn_attention.h"
 
 namespace brisk::kernels {
 
@@ -65,12 +68,98 @@ bool fused_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v
   return true;
 }
 
-bool fused_attention_enabled() {
-  const char* env = std::getenv("BRISK_CUDA_FUSED_ATTENTION");
-  if (!env) return true;
+namespace {
+
+// The process-wide setting: -1 when unset (the environment decides), else an AttentionBackend.
+std::atomic<int> g_backend{-1};
+
+// Why the calling thread's last fused attention call did not run on cuDNN ("" when it did).
+thread_local std::string t_fallback;
+
+bool env_says_off(const char* name) {
+  const char* env = std::getenv(name);
+  if (!env) return false;
   for (const char* off : {"0", "false", "off", "no", "FALSE", "OFF", "NO", "False", "Off", "No"})
-    if (std::strcmp(env, off) == 0) return false;
+    if (std::strcmp(env, off) == 0) return true;
+  return false;
+}
+
+// Output strides cuDNN writes through (what readable() guarantees for the inputs).
+bool cudnn_writable(const Tensor& t) {
+  constexpr int64_t kVec = 8;
+  return t.stride(3) == 1 && t.stride(0) % kVec == 0 && t.stride(1) % kVec == 0 && t.stride(2) % kVec == 0 &&
+         reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+}  // namespace
+
+const char* attention_backend_name(AttentionBackend b) {
+  switch (b) {
+    case AttentionBackend::Cudnn:
+      return "cudnn";
+    case AttentionBackend::Brisk:
+      return "brisk";
+    case AttentionBackend::Math:
+      return "math";
+  }
+  return "?";
+}
+
+AttentionBackend parse_attention_backend(const std::string& name, const char* what) {
+  for (AttentionBackend b : {AttentionBackend::Cudnn, AttentionBackend::Brisk, AttentionBackend::Math})
+    if (name == attention_backend_name(b)) return b;
+  BRISK_THROW(what, ": unknown attention backend '", name,
+              "'; valid values are cudnn (cuDNN's fused attention, the default), brisk (brisk's fused kernels) "
+              "and math (no fused kernel)");
+}
+
+AttentionBackend attention_backend() {
+  if (const int set = g_backend.load(std::memory_order_relaxed); set >= 0) return static_cast<AttentionBackend>(set);
+  if (const char* env = std::getenv("BRISK_CUDA_ATTENTION"); env && *env)
+    return parse_attention_backend(env, "BRISK_CUDA_ATTENTION");
+  return env_says_off("BRISK_CUDA_FUSED_ATTENTION") ? AttentionBackend::Math : AttentionBackend::Cudnn;
+}
+
+void set_attention_backend(std::optional<AttentionBackend> b) {
+  g_backend.store(b ? static_cast<int>(*b) : -1, std::memory_order_relaxed);
+}
+
+bool fused_attention_enabled() {
+  return attention_backend() != AttentionBackend::Math;
+}
+
+bool cudnn_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, std::string* why) {
+  auto no = [&](const auto&... parts) {
+    if (why) *why = ::brisk::detail::str_cat(parts...);
+    return false;
+  };
+  std::string base;
+  if (!fused_attention_supported(q, k, v, is_causal, &base)) return no(base);
+  if (q.dtype() != DType::F16 && q.dtype() != DType::BF16)
+    return no("dtype ", dtype_name(q.dtype()), " (cuDNN's fused attention takes f16 and bf16)");
+  if (q.size(3) % 8 != 0 || q.size(3) > 128)
+    return no("head dim ", q.size(3), " (cuDNN's fused attention takes multiples of 8 up to 128)");
+  if (std::string device_why = cuda::cudnn_attention_device_unsupported(q.device().index); !device_why.empty())
+    return no(device_why);
   return true;
+}
+
+std::string attention_fallback_reason() {
+  return t_fallback;
+}
+
+AttentionPlanStats attention_plan_stats() {
+#if defined(BRISK_WITH_CUDA)
+  return cuda::cudnn_attention_stats();
+#else
+  return {};
+#endif
+}
+
+void clear_attention_plans() {
+#if defined(BRISK_WITH_CUDA)
+  cuda::cudnn_attention_reset_cache();
+#endif
 }
 
 namespace {
@@ -92,9 +181,41 @@ AttentionForwardResult attention_forward(const Tensor& q_in, const Tensor& k_in,
   require_supported("attention_forward", q_in, k_in, v_in, is_causal);
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
   AttentionForwardResult r{empty_bthd(q), empty({q.size(0), q.size(1), q.size(2)}, DType::F32, q.device())};
+  t_fallback.clear();
+  if (attention_backend() == AttentionBackend::Cudnn && cudnn_attention_supported(q, k, v, is_causal, &t_fallback) &&
+      cuda::cudnn_attention_forward(q, k, v, is_causal, scale, r.out, r.lse, &t_fallback))
+    return r;
   cuda::attention_forward(q, k, v, is_causal, scale, r.out, r.lse);
   return r;
 }
+
+namespace {
+
+// The backward through cuDNN when the backend, the inputs, the outputs' layout and the
+// determinism setting allow; false (t_fallback saying why) when brisk's kernels must run it.
+bool cudnn_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                    const Tensor& lse, bool is_causal, double scale, const AttentionGrads& r) {
+  t_fallback.clear();
+  if (attention_backend() != AttentionBackend::Cudnn || !cudnn_attention_supported(q, k, v, is_causal, &t_fallback))
+    return false;
+  for (const Tensor* d : {&r.dq, &r.dk, &r.dv}) {
+    if (!cudnn_writable(*d)) {
+      t_fallback =
+          ::brisk::detail::str_cat("a gradient output with strides ", d->strides(),
+                                   " (cuDNN writes strides that are multiples of 8 to 16-byte aligned memory)");
+      return false;
+    }
+  }
+  if (deterministic() && !cuda::cudnn_attention_backward_deterministic(q.device().index)) {
+    t_fallback = ::brisk::detail::str_cat("cuDNN has no deterministic attention backward on ", q.device().str(),
+                                          " (compute capability 9.x has one); brisk's deterministic kernels run it "
+                                          "(kernels::set_deterministic(false) allows cuDNN's)");
+    return false;
+  }
+  return cuda::cudnn_attention_backward(grad, q, k, v, out, lse, is_causal, scale, r.dq, r.dk, r.dv, &t_fallback);
+}
+
+}  // namespace
 
 AttentionGrads attention_backward(const Tensor& grad_in, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                   const Tensor& out_in, const Tensor& lse, bool is_causal, double scale,
@@ -130,6 +251,7 @@ AttentionGrads attention_backward(const Tensor& grad_in, const Tensor& q_in, con
   } else {
     r = {empty_bthd(q), empty_bthd(k), empty_bthd(v)};
   }
+  if (cudnn_backward(grad, q, k, v, out, l, is_causal, scale, r)) return r;
   const Tensor delta = empty({q.size(0), q.size(1), q.size(2)}, DType::F32, q.device());
   cuda::attention_backward(grad, q, k, v, out, l, is_causal, scale, r.dq, r.dk, r.dv, delta);
   return r;

@@ -455,22 +455,27 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p) {
 // --- class losses ----------------------------------------------------------------------------
 
 ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
-                              Reduction reduction) {
+                              Reduction reduction, std::optional<DType> loss_dtype) {
   BRISK_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassLayout l = class_layout("cross_entropy", logits, targets, ignore_index);
   BRISK_CHECK(l.C > 0, "cross_entropy: input ", logits.sizes(), " has no classes");
+  const DType loss_dt = loss_dtype.value_or(logits.dtype());
+  BRISK_CHECK(loss_dt == logits.dtype() ||
+                  (loss_dt == DType::F32 && (logits.dtype() == DType::F16 || logits.dtype() == DType::BF16)),
+              "cross_entropy: loss_dtype ", dtype_name(loss_dt), " must be the logits' (", dtype_name(logits.dtype()),
+              "), or f32 for f16/bf16 logits");
   ClassLossResult r;
   r.lse = empty({l.targets.numel()}, stat_dtype(logits.dtype()), logits.device());
   if (logits.device().is_cuda()) {
-    r.loss = loss_output(targets, reduction, logits.dtype(), logits.device());
+    r.loss = loss_output(targets, reduction, loss_dt, logits.device());
     r.count = empty({}, DType::F64, logits.device());
     cuda::cross_entropy(l.input, l.targets, l.C, l.S, ignore_index, label_smoothing, reduction, r.loss, r.lse, r.count);
     return r;
   }
   std::vector<double> rows(static_cast<size_t>(l.targets.numel()));
   cpu::cross_entropy(l.input, l.targets, l.C, l.S, ignore_index, label_smoothing, rows.data(), r.lse);
-  reduce_loss(r, rows, l.targets, ignore_index, reduction, targets.sizes(), logits.dtype());
+  reduce_loss(r, rows, l.targets, ignore_index, reduction, targets.sizes(), loss_dt);
   return r;
 }
 

@@ -70,12 +70,17 @@ if(BRISK_HAVE_MPI)
   endforeach()
 endif()
 
-# A job that does not stop when the launcher passes a signal on (here a program that ignores
-# SIGTERM; mpirun under heavy load was seen to take a minute) is killed, with everything it
-# started, 5 s after the signal: the launcher still ends within seconds and says so.
+# A job that does not stop when the launcher passes a signal on (here a program that ignores it;
+# mpirun under heavy load was seen to take a minute) is killed, with everything it started, 5 s
+# after a signal that stops it (SIGHUP here, as SIGINT and SIGQUIT), --preempt_grace seconds after
+# one that preempts it (SIGTERM, SIGUSR1): the launcher still ends in time and says so.
 add_test(NAME accelerate.faults.launcher_kills_a_job_that_ignores_sigterm
   COMMAND ${BRISK_TEST_JOB} --expect fail --exit-code 143 --timeout 12
-    --grep "did not stop within 5 s of SIGTERM: killing it and its 1 process.*stopped by SIGTERM"
-    -- $<TARGET_FILE:brisk_cli> launch -n 1 bash -c "trap '' TERM; kill -TERM $PPID; sleep 60 & wait")
-set_tests_properties(accelerate.faults.launcher_kills_a_job_that_ignores_sigterm PROPERTIES LABELS "faults;multiprocess"
-  TIMEOUT 40)
+    --grep "preempting the program.*killed if still running in 3 s.*did not stop within 3 s of SIGTERM: killing it and its 1 process.*stopped by SIGTERM"
+    -- $<TARGET_FILE:brisk_cli> launch -n 1 --preempt_grace 3 bash -c "trap '' TERM; kill -TERM $PPID; sleep 60 & wait")
+add_test(NAME accelerate.faults.launcher_kills_a_job_that_ignores_sighup
+  COMMAND ${BRISK_TEST_JOB} --expect fail --exit-code 129 --timeout 14
+    --grep "did not stop within 5 s of SIGHUP: killing it and its 1 process.*stopped by SIGHUP"
+    -- $<TARGET_FILE:brisk_cli> launch -n 1 bash -c "trap '' HUP; kill -HUP $PPID; sleep 60 & wait")
+set_tests_properties(accelerate.faults.launcher_kills_a_job_that_ignores_sigterm
+  accelerate.faults.launcher_kills_a_job_that_ignores_sighup PROPERTIES LABELS "faults;multiprocess" TIMEOUT 40)

@@ -143,3 +143,72 @@ if(BRISK_BUILD_EXAMPLES)
     --warmup_steps 5 --learning_rate 3e-3 --log_every 5 --eval_every 10 --checkpoint-every 3 --eval_steps 2
     --threads 1 --batch_size 4)
 endif()
+
+# Preemption (docs/fault-tolerance.md, "Preemption"; run_preempt.sh): SIGTERM or SIGUSR1 makes every
+# rank finish its optimizer step, save and exit 75, and the launch (given --max-restarts 2) exits 75
+# without restarting; the same command started again continues from the PREEMPTED marker's
+# checkpoint and ends with the files of the run that was never preempted. SPEC is
+# BRISK_FAULT_SIGNAL_AT_STEP's STEP:RANK:SIGNAL:TARGET (TARGET self: only that rank gets the signal,
+# yet every rank stops after the same step; launcher: the batch system's way).
+function(brisk_preempt_case name np path spec launch_flags)
+  set(test accelerate.preempt.${name}.np${np})
+  add_test(NAME ${test}
+    COMMAND ${BRISK_TEST_JOB} --timeout 170 --grep "PREEMPT-OK"
+      -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_preempt.sh ${BRISK_TEST_JOB} $<TARGET_FILE:brisk_cli>
+      ${CMAKE_CURRENT_BINARY_DIR}/${test} ${np} ${spec} "${launch_flags}" ${ARGN})
+  set_tests_properties(${test} PROPERTIES LABELS "faults;multiprocess" RESOURCE_LOCK cpu_cores TIMEOUT 200
+    ENVIRONMENT "OMP_NUM_THREADS=1;BRISK_REDUCER_MODE=${path}")
+endfunction()
+
+set(_worker --out $<TARGET_FILE:restart_worker>)
+brisk_preempt_case(usr1_self 1 shm 6:0:USR1:self "" ${_worker} ${_cut})
+brisk_preempt_case(term_launcher_bf16_accum2 1 shm 7:0:TERM:launcher
+  "--mixed_precision bf16 --gradient_accumulation_steps 2" ${_worker} ${_cut})
+if(BRISK_HAVE_MPI)
+  brisk_preempt_case(usr1_launcher 2 shm 6:1:USR1:launcher "" ${_worker} ${_whole})
+  # mpirun would kill its ranks a second after a SIGTERM: the launcher passes it on as SIGUSR1.
+  brisk_preempt_case(term_launcher_mpi 2 overlap 6:0:TERM:launcher "" ${_worker} ${_cut})
+  # Only rank 1 gets the signal (srun's way is every task; a stray kill is one).
+  brisk_preempt_case(term_one_rank 2 shm 6:1:TERM:self "" ${_worker} ${_cut})
+  # Signalled in the middle of an accumulation window (micro-step 7 of windows of 2): the window's
+  # optimizer step finishes first.
+  brisk_preempt_case(zero2_accum2_one_rank 2 overlap 7:0:USR1:self "--sharding zero2 --gradient_accumulation_steps 2"
+    ${_worker} ${_cut})
+endif()
+if(BRISK_BUILD_EXAMPLES)
+  # The examples and the Trainer, preempted in the middle of an epoch (one process each).
+  brisk_preempt_case(example.fashion_mnist 1 shm 30:0:USR1:launcher "" --out $<TARGET_FILE:fashion_mnist> --epochs 3
+    --steps-per-epoch 20 --threads 1 --workers 0)
+  brisk_preempt_case(example.fashion_mnist_trainer 1 shm 14:0:TERM:launcher "" --output_dir
+    $<TARGET_FILE:fashion_mnist_trainer> --max_steps 30 --save_strategy steps --save_steps 10 --eval_strategy no
+    --disable_tqdm)
+  brisk_preempt_case(example.gpt2 1 shm 12:0:USR1:self "" --output_dir $<TARGET_FILE:gpt2> --preset tiny --max_steps 20
+    --warmup_steps 5 --learning_rate 3e-3 --log_every 5 --eval_every 10 --eval_steps 2 --threads 1 --batch_size 4)
+endif()
+
+# A restart with a hostfile: two "hosts" (network namespaces, tests/dist/mp/run_two_hosts.sh), rank
+# 1 on the second one killed at its step 7; skipped where namespaces cannot be made.
+if(BRISK_HAVE_MPI)
+  add_test(NAME accelerate.restart.exact.two_hosts.np2
+    COMMAND ${BRISK_TEST_JOB} --skip-code 77 --timeout 250 --grep "TWO-HOSTS-RESTART-OK"
+      -- bash ${CMAKE_CURRENT_SOURCE_DIR}/dist/mp/run_two_hosts.sh --restart $<TARGET_FILE:brisk_cli>
+      ${CMAKE_CURRENT_BINARY_DIR}/accelerate.restart.exact.two_hosts.np2 $<TARGET_FILE:restart_worker> ${_cut})
+  set_tests_properties(accelerate.restart.exact.two_hosts.np2 PROPERTIES LABELS "faults;multiprocess"
+    RESOURCE_LOCK cpu_cores TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "OMP_NUM_THREADS=1;BRISK_REDUCER_MODE=overlap")
+endif()
+
+# Under Slurm (opt-in like dist.slurm.two_tasks: -DBRISK_SLURM_TESTS=ON, `ctest -L slurm`; root; it
+# installs slurm-wlm and munge when missing and starts its own daemons; docs/slurm.md):
+# examples/slurm/brisk-requeue.sbatch warned by SIGUSR1 saves, requeues itself and continues, and
+# `brisk launch --max-restarts` inside an sbatch job restarts a killed rank; both to the bits of the
+# job left alone.
+if(BRISK_SLURM_TESTS)
+  add_test(NAME accelerate.slurm.requeue_after_preemption
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm-test.sh --requeue $<TARGET_FILE:restart_worker> ${_cut}
+      --sleep-ms 300)
+  add_test(NAME accelerate.slurm.restart_in_allocation
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm-test.sh --restart $<TARGET_FILE:brisk_cli>
+      $<TARGET_FILE:restart_worker> ${_cut})
+  set_tests_properties(accelerate.slurm.requeue_after_preemption accelerate.slurm.restart_in_allocation PROPERTIES
+    LABELS "slurm" TIMEOUT 400 SKIP_RETURN_CODE 77 RESOURCE_LOCK cpu_cores)
+endif()

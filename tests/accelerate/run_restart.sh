@@ -8,6 +8,8 @@
 #
 #   run_restart.sh TEST_JOB CLI WORK_DIR NP KILL_STEP:KILL_RANK "LAUNCH_FLAGS" OUT_FLAG PROGRAM [ARGS...]
 set -u
+# shellcheck source=tests/accelerate/same_bits.sh
+source "$(dirname "$0")/same_bits.sh"
 job=$1; cli=$2; work=$3; np=$4; kill=$5; launch_flags=$6; out_flag=$7; shift 7
 rm -rf "$work"; mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -21,16 +23,5 @@ fail() { echo "FAIL: $*"; exit 1; }
   -- "$cli" launch -n "$np" --max-restarts 2 $launch_flags "$1" "$out_flag" "$work/restarted" "${@:2}" \
   >"$work/restarted.log" 2>&1 || { cat "$work/restarted.log"; fail "the restarted run"; }
 grep -E "brisk launch: attempt|continues from|passing over|starting from scratch|BRISK_FAULT" "$work/restarted.log"
-newest=$(find "$work/straight/checkpoints" -maxdepth 1 -name 'checkpoint_*' 2>/dev/null | sort -t_ -k2 -n | tail -1)
-files=0
-for f in "$work/straight/model.safetensors" "$work"/straight/final/* ${newest:+"$newest"/*}; do
-  [[ -f $f ]] || continue
-  rel=${f#"$work/straight/"}
-  a=$(sha256sum <"$f" | cut -c1-64)
-  b=$(sha256sum <"$work/restarted/$rel" 2>/dev/null | cut -c1-64)
-  [[ $a == "$b" ]] || fail "$rel differs: $a (straight) against ${b:-missing} (restarted)"
-  files=$((files + 1))
-done
-(( files >= 3 )) || fail "only $files files compared"
-echo "$files files identical (SHA-256; model.safetensors $(sha256sum <"$work/straight/model.safetensors" | cut -c1-16)...)"
+same_bits "$work/straight" "$work/restarted" || exit 1
 echo "RESTART-OK"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 
 using namespace brisk::accelerate;
 
@@ -255,4 +256,22 @@ TEST(LaunchCommand, MaxRestartsGivesEveryRankTheRestartCountAndZeroChangesNothin
             nullptr);
   c.max_restarts = -1;
   EXPECT_THROW(validate(c, "flags"), brisk::Error);
+}
+
+TEST(LaunchCommand, PreemptGraceDefaultsTo90SecondsAndMustBePositive) {
+  Config c;
+  c.num_processes = 2;
+  EXPECT_EQ(resolve_launch(c, kUser).preempt_grace, 90) << "time for a step and a save before the kill";
+  c.preempt_grace = 2.5;
+  EXPECT_EQ(resolve_launch(c, kUser).preempt_grace, 2.5);
+  EXPECT_EQ(config_from_yaml(config_to_yaml(c), "round trip").preempt_grace, 2.5) << "a config-file key";
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity()}) {
+    c.preempt_grace = bad;
+    try {
+      validate(c, "flags");
+      ADD_FAILURE() << "preempt_grace " << bad << " was accepted";
+    } catch (const brisk::Error& e) {
+      EXPECT_NE(e.message().find("preempt_grace"), std::string::npos) << e.message();
+    }
+  }
 }

@@ -63,6 +63,54 @@ TEST(Autocast, GradientsMatchF32WithinBf16Tolerance) {
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(low[i], ref[i], 1.6e-2 * std::fabs(ref[i]) + 2e-3) << i;
 }
 
+// Under autocast, cross_entropy on 16-bit logits gives the f32 op's results without an f32 copy
+// of the logits: the loss is f32 and bit for bit the loss of the logits cast to f32, and the
+// gradient is 16-bit and bit for bit the f32 gradient rounded once (every 16-bit value is exact
+// in f32, and the kernel does the f32 op's arithmetic in the same order).
+TEST(Autocast, CrossEntropyOnSixteenBitLogitsIsTheF32OpBitForBit) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::string(enum_name(red)));
+      manual_seed(3);
+      const Tensor z = randn({6, 37}).to(dt).detach().requires_grad_(true);
+      const Tensor z32 = z.to(DType::F32).detach().requires_grad_(true);
+      const Tensor t = from_vector<int64_t>({3, -100, 36, 0, 5, 17}, {6});
+      const CrossEntropyOptions o{.ignore_index = -100, .label_smoothing = 0.1, .reduction = red};
+      const Tensor ref = cross_entropy(z32, t, o);
+      sum(ref).backward();
+      Tensor loss;
+      {
+        amp::Autocast ac(dt);
+        loss = cross_entropy(z, t, o);
+      }
+      ASSERT_EQ(loss.dtype(), DType::F32);
+      EXPECT_EQ(loss.to_vector<float>(), ref.to_vector<float>());
+      sum(loss).backward();
+      ASSERT_EQ(z.grad().dtype(), dt);
+      EXPECT_EQ(z.grad().to(DType::F32).to_vector<float>(), z32.grad().to(dt).to(DType::F32).to_vector<float>());
+    }
+  }
+}
+
+// ... and with no (positions x classes) f32 tensor on the way: forward and backward of a
+// classifier's loss over 64 x 4,099 bf16 logits stay below one f32 copy of them in extra memory
+// (the cast and the f32 gradient that autocast's f32 op would make are 2 of them).
+TEST(Autocast, CrossEntropyOnSixteenBitLogitsMakesNoF32CopyOfThem) {
+  manual_seed(4);
+  const int64_t rows = 64, classes = 4099;
+  const Tensor z = randn({rows, classes}).to(DType::BF16).detach().requires_grad_(true);
+  const Tensor t = randint(0, classes, {rows});
+  const int64_t before = memory_stats().total_current;
+  reset_peak_memory_stats();
+  {
+    amp::Autocast ac(DType::BF16);
+    cross_entropy(z, t).backward();
+  }
+  const int64_t extra = memory_stats().total_peak - before;
+  EXPECT_LT(extra, rows * classes * 4) << "peak extra bytes " << extra;
+  EXPECT_GE(extra, rows * classes * 2) << "the bf16 gradient itself";
+}
+
 TEST(Autocast, RejectsNonSixteenBitTypesAndBadNames) {
   EXPECT_THROW((amp::Autocast(DType::F32)), Error);
   bool enabled = true;

@@ -1,5 +1,5 @@
 // Test helpers shared by the GPU tests: an environment variable set for a scope (the switches the
-// ops read at each call, such as BRISK_CUDA_FUSED_ATTENTION), and the error of a result relative
+// ops read at each call, such as BRISK_CUDA_ATTENTION), and the error of a result relative
 // to its reference's scale.
 #pragma once
 #include <brisk/core/tensor.h>

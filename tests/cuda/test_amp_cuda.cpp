@@ -113,3 +113,36 @@ TEST(GradScalerCuda, OneFusedUnscaleAndOneHostSyncPerStep) {
   EXPECT_EQ(scaler.growth_tracker(), 3);
   EXPECT_EQ(opt.steps_taken(), 3);
 }
+
+// A classifier's loss under bf16 autocast on the GPU: the kernels read the bf16 logits and
+// write the bf16 gradient; no cast of the (rows x classes) logits to f32 and back is launched,
+// and no f32 tensor of their size is allocated (the logits of GPT-2's classifier: 16 x 1,024 x
+// 50,304, 3.3 GB each in f32).
+TEST(AutocastCuda, CrossEntropyReadsSixteenBitLogitsWithoutAnF32Copy) {
+  if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
+  cuda::recording::Session rec;
+  const Device gpu = cuda_device(0);
+  const int64_t rows = 64, classes = 4099;
+  Tensor z = zeros({rows, classes}, {.dtype = DType::BF16, .device = gpu});
+  z.requires_grad_();
+  const Tensor t = zeros({rows}, {.dtype = DType::I64, .device = gpu});
+  rec.clear();
+  const int64_t before = memory_stats(DeviceKind::CUDA).total_current;
+  reset_peak_memory_stats(DeviceKind::CUDA);
+  Tensor loss;
+  {
+    amp::Autocast ac(DType::BF16);
+    loss = cross_entropy(z, t);
+  }
+  EXPECT_EQ(loss.dtype(), DType::F32);
+  loss.backward();
+  EXPECT_EQ(z.grad().dtype(), DType::BF16);
+  // At most the one-element cast of the loss's gradient to f64; autocast's f32 op would add two
+  // casts of the whole logits (to f32, and the f32 gradient back to bf16).
+  EXPECT_LE(launches_of(rec, "copy"), 1u) << "no cast of the logits or of their gradient";
+  EXPECT_EQ(launches_of(rec, "cross_entropy_rows"), 1u);
+  EXPECT_EQ(launches_of(rec, "cross_entropy_backward_rows"), 1u);
+  const int64_t extra = memory_stats(DeviceKind::CUDA).total_peak - before;
+  EXPECT_LT(extra, rows * classes * 4) << "peak extra bytes " << extra;
+  EXPECT_EQ(rec.count(Kind::Sync), 0u) << "the loss and its gradient wait for nothing";
+}

@@ -1,6 +1,6 @@
 // Fused attention on the GPU (kernels/cuda/attention.cu) through scaled_dot_product_attention:
 // the output and all three gradients against the CPU (f32, from the same inputs) and against the
-// blocked GPU path (BRISK_CUDA_FUSED_ATTENTION=0), f32, f16 and bf16, causal or not, T from 1 to 1024
+// blocked GPU path (BRISK_CUDA_ATTENTION=math), f32, f16 and bf16, causal or not, T from 1 to 1024
 // (one row, a tile less one, a tile, a tile plus one, a ragged 200, GPT-2's 1024), head dims 64,
 // 128 and 80, B * H > 1; gradients written into NaN-filled memory (an element never written
 // stays NaN and fails); shapes and dtypes the fused kernels do not take fall back and agree. In
@@ -23,68 +23,32 @@
 
 #include "common/compare.h"
 #include "common/gradcheck.h"
+#include "cuda/attention_check.h"
 #include "cuda/exact_input.h"
 #include "cuda/gpu_skip.h"
 
 using namespace brisk;
+using brisk::testing::blocked_bound;
+using brisk::testing::describe;
 using brisk::testing::exact_input;
+using brisk::testing::expect_outputs_close;
+using brisk::testing::fused_bound;
+using brisk::testing::Inputs;
 using brisk::testing::leaf;
+using brisk::testing::make_inputs;
+using brisk::testing::Outputs;
 using brisk::testing::relative_error;
+using brisk::testing::run;
 
 namespace {
 
-// Sets BRISK_CUDA_FUSED_ATTENTION for a scope (the op reads it at each call).
+// Picks brisk's fused kernels (on) or the blocked path (off) for a scope through
+// BRISK_CUDA_ATTENTION (the op reads it at each call); cuDNN's attention has its own tests
+// (test_cudnn_attention.cpp).
 class FusedAttentionSwitch : public brisk::testing::ScopedEnv {
  public:
-  explicit FusedAttentionSwitch(bool on) : ScopedEnv("BRISK_CUDA_FUSED_ATTENTION", on ? "1" : "0") {}
+  explicit FusedAttentionSwitch(bool on) : ScopedEnv("BRISK_CUDA_ATTENTION", on ? "brisk" : "math") {}
 };
-
-struct Outputs {
-  Tensor y, dq, dk, dv;  // on the CPU
-};
-
-struct Inputs {
-  Tensor q, k, v, gy;  // f32 on the CPU
-};
-
-Inputs make_inputs(int64_t B, int64_t H, int64_t T, int64_t D, uint64_t seed) {
-  return {exact_input({B, H, T, D}, seed), exact_input({B, H, T, D}, seed + 1), exact_input({B, H, T, D}, seed + 2),
-          exact_input({B, H, T, D}, seed + 3)};
-}
-
-// The op's output and gradients (for the upstream gradient gy) on `dev` in `dt`.
-Outputs run(const Inputs& in, DType dt, Device dev, bool causal, std::optional<double> scale = std::nullopt) {
-  Tensor q = leaf(in.q.to(dt).to(dev)), k = leaf(in.k.to(dt).to(dev)), v = leaf(in.v.to(dt).to(dev));
-  Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = causal, .scale = scale});
-  y.backward(in.gy.to(dt).to(dev));
-  return {y.detach().to(kCPU), q.grad().to(kCPU), k.grad().to(kCPU), v.grad().to(kCPU)};
-}
-
-void expect_outputs_close(const Outputs& got, const Outputs& want, double bound, const std::string& what) {
-  const char* names[] = {"output", "dq", "dk", "dv"};
-  const Tensor* g[] = {&got.y, &got.dq, &got.dk, &got.dv};
-  const Tensor* w[] = {&want.y, &want.dq, &want.dk, &want.dv};
-  for (int i = 0; i < 4; ++i) {
-    const double e = relative_error(*g[i], *w[i]);
-    EXPECT_LE(e, bound) << what << ": " << names[i] << " relative error " << e << " > " << bound;
-  }
-}
-
-// Relative error bounds against the f32 CPU reference. The fused kernels round P (and dS) to the
-// input dtype before the tensor-core products and round their outputs; the blocked path also
-// rounds the scores and gradients of P to it, so it is compared with a wider bound. f32 (and
-// f64, blocked) differ from the CPU by summation order only.
-double fused_bound(DType dt) {
-  return dt == DType::BF16 ? 2e-2 : dt == DType::F16 ? 4e-3 : 1e-5;
-}
-double blocked_bound(DType dt) {
-  return dt == DType::BF16 ? 6e-2 : dt == DType::F16 ? 1e-2 : 1e-5;
-}
-
-std::string describe(DType dt, bool causal, int64_t T, int64_t D) {
-  return std::string(dtype_name(dt)) + (causal ? " causal" : " full") + " T=" + std::to_string(T) +
-         " D=" + std::to_string(D);
-}
 
 }  // namespace
 
@@ -353,7 +317,7 @@ TEST(CudaAttentionRecording, TheSwitchAndUnsupportedInputsTakeTheBlockedPath) {
   {
     FusedAttentionSwitch off(false);
     run_recorded(DType::BF16, 2, 3, 130, 64, true);
-    EXPECT_TRUE(launches_named(rec, "attention_").empty()) << "BRISK_CUDA_FUSED_ATTENTION=0";
+    EXPECT_TRUE(launches_named(rec, "attention_").empty()) << "BRISK_CUDA_ATTENTION=math";
     EXPECT_FALSE(launches_named(rec, "softmax").empty()) << "the blocked path's softmax";
   }
   FusedAttentionSwitch on(true);

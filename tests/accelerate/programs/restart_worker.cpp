@@ -7,13 +7,17 @@
 // saves its state into <out>/final and its weights into <out>/model.safetensors, which the test
 // compares with those of the run that never failed. The launcher's flags choose the gradient path,
 // sharding, mixed precision and accumulation; BRISK_FAULT_KILL_AT_STEP kills a rank on the first
-// attempt.
+// attempt. Preempted (SIGTERM or SIGUSR1, BRISK_FAULT_SIGNAL_AT_STEP in the tests) it saves after the
+// step and exits with status 75; started again it continues (with --save-every above 0: the epoch's
+// steps are then counted from the loader's position, which a mid-epoch checkpoint records).
 //
-// usage: restart_worker --out DIR [--epochs E] [--steps-per-epoch S] [--save-every K]
+// usage: restart_worker --out DIR [--epochs E] [--steps-per-epoch S] [--save-every K] [--sleep-ms MS]
 #include <brisk/brisk.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 using namespace brisk;
 
@@ -24,6 +28,7 @@ struct Args {
   int epochs = 3;
   int64_t steps_per_epoch = 0;
   int64_t save_every = 4;
+  int64_t sleep_ms = 0;  // after each step: slow enough for a test to signal it from outside
 };
 
 struct Mlp : nn::Module {
@@ -58,6 +63,8 @@ void run_epoch(Accelerator& acc, Mlp& net, optim::AdamW& opt, data::DataLoader& 
     ++done;
     ++step;
     if (a.save_every > 0 && step % a.save_every == 0) acc.save_state();
+    acc.stop_if_preempted();  // SIGTERM/SIGUSR1: every rank saves and the program exits with status 75
+    if (a.sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.sleep_ms));
   }
 }
 
@@ -104,6 +111,7 @@ int main(int argc, char** argv) {
   p.add("epochs", "epochs to train", &a.epochs);
   p.add("steps_per_epoch", "cut each epoch after this many steps (0: whole epochs)", &a.steps_per_epoch);
   p.add("save_every", "a checkpoint every this many steps (0: after each epoch)", &a.save_every);
+  p.add("sleep_ms", "sleep this long after each step (a test signalling the job from outside)", &a.sleep_ms);
   if (!p.parse(argc, argv)) return p.exit_code();
   try {
     return run(a);

@@ -407,6 +407,19 @@ void debug_mismatch(dist::ProcessGroup& pg) {
   CHECK(unusable, "after a mismatch the group refuses further collectives");
 }
 
+// Rank 0 all-reduces one float while the others all-reduce 65,536 (a rank skipped a collective,
+// so its next small one meets the others' large one). MPI must report the truncation before it
+// copies: OpenMPI's single-copy path would write the whole message past rank 0's 4-byte buffer
+// first (AddressSanitizer sees it; dist/mpi/mpi_transport.cpp turns that path off, also for
+// jobs started with plain mpirun, as these are). The default OnError::Abort ends the job.
+void mismatch_large(dist::ProcessGroup& pg) {
+  Tensor t = full({pg.rank() == 0 ? 1 : 65536}, 1.0);
+  pg.all_reduce(t, {.algorithm = dist::Algorithm::Backend});
+  std::printf("[rank %d] the mismatched all_reduce returned\n", pg.rank());
+  std::fflush(stdout);
+  std::exit(1);
+}
+
 // Rank 0 waits in an all_reduce that rank 1 joins too late.
 void timeout(dist::ProcessGroup& pg) {
   Tensor t = full({4}, 1.0);
@@ -518,6 +531,8 @@ int main(int argc, char** argv) {
         algorithms(pg);
       } else if (scenario == "mismatch") {
         debug_mismatch(pg);
+      } else if (scenario == "mismatch_large") {
+        mismatch_large(pg);
       } else if (scenario == "mismatch_abort") {
         Tensor t = full({4}, 1.0);
         if (pg.rank() == 0) {

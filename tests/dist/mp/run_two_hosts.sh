@@ -6,7 +6,16 @@
 # ordinary multi-host launch, over TCP on the veth pair only. Exits 77 (skipped) where
 # namespaces cannot be made (not root, no ip(8), no CAP_NET_ADMIN).
 #   run_two_hosts.sh WORKER...   (a command prefix: e.g. brisk_test_job --rank -- dist_worker)
+# With --restart, `brisk launch --hostfile` runs a training job on the two hosts instead, straight
+# and with rank 1 (on the second host) SIGKILLed at its step 7 on the first attempt and
+# --max-restarts 2, and both must end with the same files (tests/accelerate/same_bits.sh):
+#   run_two_hosts.sh --restart CLI WORK_DIR PROGRAM [ARGS...]   (PROGRAM takes --out DIR)
 set -u
+restart=0
+if [[ ${1:-} == --restart ]]; then
+  restart=1 cli=$2 work=$3
+  shift 3
+fi
 worker=("$@")
 skip() { echo "SKIPPED: $*"; exit 77; }
 [[ $(id -u) -eq 0 ]] || skip "making network namespaces needs root"
@@ -55,6 +64,33 @@ opts=(--hostfile "$tmp/hosts" -n 2 --allow-run-as-root --mca plm_rsh_agent "$tmp
       -x OMP_NUM_THREADS=1)
 [[ -n ${BRISK_TEST_JOB_DIR:-} ]] && opts+=(-x BRISK_TEST_JOB_DIR)
 [[ -n ${LD_LIBRARY_PATH:-} ]] && opts+=(-x LD_LIBRARY_PATH)
+# --restart: the same command straight and with a rank killed on host b, restarted by the launcher.
+if ((restart)); then
+  # shellcheck source=tests/accelerate/same_bits.sh
+  source "$(dirname "$0")/../../accelerate/same_bits.sh"
+  rm -rf "$work"; mkdir -p "$work"
+  mpirun_args="--mca plm_rsh_agent $tmp/agent --mca btl tcp,self --mca btl_tcp_if_include 10.231.0.0/24"
+  mpirun_args+=" --mca oob_tcp_if_include 10.231.0.0/24"
+  launch() {  # launch LOG OUT [LAUNCH FLAGS]: brisk launch over the hostfile, in host a's namespace
+    local log=$1 dir=$2
+    shift 2
+    OMP_NUM_THREADS=1 timeout -k 5 120 ip netns exec "$ns_a" unshare -u bash -c 'hostname brisk-host-a; exec "$@"' _ \
+      "$cli" launch -n 2 --num_machines 2 --hostfile "$tmp/hosts" --mpirun_args "$mpirun_args" "$@" \
+      "${worker[0]}" --out "$dir" "${worker[@]:1}" >"$log" 2>&1
+  }
+  launch "$work/straight.log" "$work/straight" || { cat "$work/straight.log"; echo "FAIL: the straight run"; exit 1; }
+  BRISK_FAULT_KILL_AT_STEP=7:1 launch "$work/restarted.log" "$work/restarted" --max-restarts 2 ||
+    { cat "$work/restarted.log"; echo "FAIL: the restarted run"; exit 1; }
+  grep -E "BRISK_FAULT|brisk launch: attempt|continues from" "$work/restarted.log"
+  grep -qE "brisk launch: attempt 1 of 3 failed after [0-9.]+ s: rank 1 was killed by SIGKILL" "$work/restarted.log" ||
+    { echo "FAIL: no restart line naming rank 1"; exit 1; }
+  grep -q "restart 1 (BRISK_RESTART_COUNT) continues from" "$work/restarted.log" ||
+    { echo "FAIL: the restarted job did not continue from a checkpoint"; exit 1; }
+  same_bits "$work/straight" "$work/restarted" || exit 1
+  echo "TWO-HOSTS-RESTART-OK"
+  exit 0
+fi
+
 start=$(date +%s%N)
 out=$(OMP_NUM_THREADS=1 timeout -k 5 90 ip netns exec "$ns_a" unshare -u bash -c \
   'hostname brisk-host-a; exec "$@"' _ "$mpirun" "${opts[@]}" "${worker[@]}" facts 2>&1)

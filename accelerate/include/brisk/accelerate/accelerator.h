@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "brisk/accelerate/env_vars.h"
 #include "brisk/amp/autocast.h"
 #include "brisk/amp/grad_scaler.h"
 #include "brisk/core/tensor.h"
@@ -73,8 +74,8 @@ struct AcceleratorOptions {
   // thread (docs/checkpoints.md, "Saving in the background"). (false: save_state returns once the
   // checkpoint is complete on disk)
   std::optional<bool> async_save = std::nullopt;
-  std::optional<double> bucket_cap_mb = std::nullopt;              // Reducer buckets after the first (25)
-  std::optional<bool> find_unused_parameters = std::nullopt;       // (false)
+  std::optional<double> bucket_cap_mb = std::nullopt;         // Reducer buckets after the first (25)
+  std::optional<bool> find_unused_parameters = std::nullopt;  // (false)
   // Every backward() checks the loss and the gradients for inf/NaN and throws, naming the first
   // parameter whose gradient is not finite (one host synchronisation per step on a GPU). (false)
   std::optional<bool> nan_watch = std::nullopt;
@@ -363,7 +364,24 @@ class Accelerator {
   // complete checkpoint and return its folder. "" without a restart and without `resume`, or on a
   // restart that came before the first checkpoint (the run starts from scratch, as printed);
   // `resume` with no checkpoint at all throws (docs/fault-tolerance.md).
+  // Also after a preemption: when the last run of this project stopped in stop_if_preempted (its
+  // marker <project_dir>/checkpoints/PREEMPTED is there), the newest complete checkpoint is loaded
+  // on a first attempt too; the marker goes when the run that continued ends normally.
   std::string resume_on_restart(bool resume = false);
+
+  // --- preemption (docs/fault-tolerance.md, "Preemption") --------------------------------------
+  // Call at a step boundary (after the optimizer step and the program's own counters): whether the
+  // job was told to stop, i.e. SIGTERM or SIGUSR1 reached any rank since the first call (which
+  // installs the handlers: before it, and in a program that never calls it, those signals end the
+  // process as usual). Collective: every rank calls it after the same step and gets the same
+  // answer (one all-reduce of two numbers; none on one process, nor on a micro-step that does not
+  // sync: an accumulation window finishes its optimizer step first).
+  bool should_stop();
+  // The one line a training loop needs: should_stop(), and when true every rank saves a checkpoint
+  // (save_state() with automatic naming, which it requires; no second one when this step's was
+  // just saved), the main process prints where and leaves the PREEMPTED marker, and the program
+  // exits with status kPreemptedStatus (75) after leaving the job cleanly.
+  void stop_if_preempted();
   // Extra state saved and restored with the checkpoint under `name` (a step counter, a best
   // score ...): `save` is called by save_state, `load` by load_state.
   void register_for_checkpointing(const std::string& name, std::function<json::Value()> save,
@@ -416,8 +434,12 @@ class Accelerator {
   void check_sharded_params();
   LoaderState* active_loader();
   std::string checkpoint_root() const;
-  void finish_save();  // wait_for_save (checkpoint_write.cpp)
-  void inject_fault();  // BRISK_FAULT_KILL_AT_STEP (restart.cpp)
+  void finish_save();        // wait_for_save (checkpoint_write.cpp)
+  void inject_fault();       // BRISK_FAULT_KILL_AT_STEP (restart.cpp)
+  void inject_preemption();  // BRISK_FAULT_SIGNAL_AT_STEP (preemption.cpp)
+  void note_automatic_save(const std::string& dir);
+  bool preempted_before();   // the PREEMPTED marker is there (the main process decides)
+  void forget_preemption();  // at the end of a run that continued after a preemption
   struct LoadedCheckpoint;
   class CheckpointReader;  // load_state's reading and checking (accelerate/src/checkpoint_read.cpp)
   class CheckpointWriter;  // save_state's steps (accelerate/src/checkpoint_write.cpp)
@@ -453,8 +475,15 @@ class Accelerator {
   std::shared_ptr<Shared> sh_ = std::make_shared<Shared>();
   bool unscaled_ = false;
   int64_t step_ = 0;
-  int64_t backward_calls_ = 0;   // counted by nan_watch, for its messages
-  int64_t fault_backwards_ = 0;  // counted for BRISK_FAULT_KILL_AT_STEP
+  int64_t backward_calls_ = 0;                 // counted by nan_watch, for its messages
+  int64_t fault_backwards_ = 0;                // counted for BRISK_FAULT_KILL_AT_STEP
+  int64_t signal_backwards_ = 0;               // counted for BRISK_FAULT_SIGNAL_AT_STEP
+  int64_t optimizer_steps_ = 0;                // synced backwards in this process
+  int64_t saved_at_step_ = -1;                 // optimizer_steps_ at the last automatic save_state()
+  std::string last_auto_save_;                 // its folder
+  int preempt_signal_ = 0, preempt_rank_ = 0;  // what should_stop() learned
+  bool preempted_ = false;                     // stop_if_preempted is ending the program
+  bool continues_preempted_ = false;           // resume_on_restart continued after a preemption
   LoaderState* active_ = nullptr;
   bool resumed_ = false;
   std::unique_ptr<accelerate::detail::SaveJob> pending_save_;  // the save in flight (async_save)

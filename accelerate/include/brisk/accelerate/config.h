@@ -31,6 +31,8 @@ struct Config {
   std::optional<std::string> sharding;
   // brisk launch: how many times a failed job is started again (>= 0; torchrun's max_restarts).
   std::optional<int> max_restarts;
+  // brisk launch: seconds a job preempted by SIGTERM or SIGUSR1 has to save and stop (> 0; 90).
+  std::optional<double> preempt_grace;
 
   bool operator==(const Config&) const = default;
 };
@@ -57,8 +59,8 @@ Config merge(const Config& high, const Config& low);
 // mpirun_config.mpirun_hostfile is brisk's hostfile, and the keys Accelerate writes that brisk has
 // no meaning for are accepted; those set to something other than "off" are appended to `ignored`
 // (for one warning). A key neither knows is an error that names it and lists the valid keys.
-// The file written uses Accelerate's names, so Accelerate reads it (except brisk's own `timeout`
-// and `max_restarts`).
+// The file written uses Accelerate's names, so Accelerate reads it (except brisk's own `timeout`,
+// `max_restarts` and `preempt_grace`).
 Config config_from_yaml(const std::string& text, const std::string& source,
                         std::vector<std::string>* ignored = nullptr);
 std::string config_to_yaml(const Config& c);  // only the keys that are set, in table order

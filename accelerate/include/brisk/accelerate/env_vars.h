@@ -1,6 +1,7 @@
 // The environment variables `brisk launch` sets in every process it starts (and forwards to
 // other hosts with mpirun's `-x`). A program's Accelerator reads them: what the program sets in
-// code wins, then these, then the defaults (docs/accelerator-options.md).
+// code wins, then these, then the defaults (docs/accelerator-options.md). Also the exit status by
+// which a preempted program tells the launcher that it saved and stopped.
 #pragma once
 
 namespace brisk::accelerate::env {
@@ -47,3 +48,15 @@ inline constexpr const char* kRestartCount = "BRISK_RESTART_COUNT";
 // unless it is already set, so N processes do not each start one OpenMP thread per core.
 
 }  // namespace brisk::accelerate::env
+
+namespace brisk::accelerate {
+
+// The exit status of a program that stopped because its job was preempted
+// (Accelerator::stop_if_preempted), and of the `brisk launch` that ran it, which never restarts
+// such a job: sysexits.h's EX_TEMPFAIL, "try again later" (docs/fault-tolerance.md).
+inline constexpr int kPreemptedStatus = 75;
+// The file a preempted run leaves in <project_dir>/checkpoints (the checkpoint's folder name and
+// the signal): the next start of the same program continues from the newest checkpoint by itself.
+inline constexpr const char* kPreemptedMarker = "PREEMPTED";
+
+}  // namespace brisk::accelerate

@@ -40,6 +40,9 @@ struct LaunchSettings {
   // Times a failed job is started again; above 0 every rank sees BRISK_RESTART_COUNT (0 on the
   // first attempt, k on the k-th restart; docs/fault-tolerance.md).
   int max_restarts = 0;
+  // Seconds a job that SIGTERM or SIGUSR1 preempted has to finish its step, save a checkpoint and
+  // stop before the launcher kills it (docs/fault-tolerance.md, "Preemption").
+  double preempt_grace = 90;
 };
 
 // `config` is the flags merged over the config file (merge()). With no num_processes there:

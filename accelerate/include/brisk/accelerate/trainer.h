@@ -179,6 +179,7 @@ class Trainer {
   void after_evaluation(const Metrics& metrics);
   void write_log_files(const Metrics& record);
   void restore_logs();
+  void resume_or_start_fresh();  // train()'s start: from a checkpoint, or with fresh logs
 
   nn::Module& model_;
   TrainingArguments args_;

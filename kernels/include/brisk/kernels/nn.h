@@ -7,6 +7,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "brisk/core/rng.h"
@@ -111,7 +112,7 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p);
 using brisk::Reduction;  // core/enums.h
 
 struct ClassLossResult {
-  Tensor loss;  // scalar for Mean/Sum, targets' shape for None; the input's dtype
+  Tensor loss;  // scalar for Mean/Sum, targets' shape for None; the input's dtype (or loss_dtype)
   Tensor lse;   // cross_entropy only: log-sum-exp per position (targets' numel), f64 or f32
   // The number of targets that are not ignore_index (the Mean denominator): a 0-d f64 tensor on
   // the input's device, so that neither the loss nor its backward waits for the GPU
@@ -122,8 +123,11 @@ struct ClassLossResult {
 // or ignore_index. Per position, with logp = log_softmax over C and e = label_smoothing:
 //   loss = (1 - e) * -logp[target] + e / C * sum_c -logp[c]   (0 where target == ignore_index)
 // Mean divides the sum by the number of non-ignored targets (NaN when there are none).
+// loss_dtype: the loss's dtype, the logits' by default; f32 for f16/bf16 logits gives autocast's
+// f32 loss straight from the 16-bit logits (read and accumulated in f32), with no f32 copy of the
+// (positions x classes) logits, and cross_entropy_backward then writes a 16-bit gradient.
 ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
-                              Reduction reduction);
+                              Reduction reduction, std::optional<DType> loss_dtype = std::nullopt);
 // d loss / d logits = scale * (softmax - (1 - e) * onehot(target) - e / C), 0 at ignored
 // positions; scale = grad (per position for None), divided by count for Mean. Uses fwd's lse
 // and count only (fwd.loss may be undefined).
