@@ -166,6 +166,9 @@ brisk_preempt_case(term_launcher_bf16_accum2 1 shm 7:0:TERM:launcher
   "--mixed_precision bf16 --gradient_accumulation_steps 2" ${_worker} ${_cut})
 if(BRISK_HAVE_MPI)
   brisk_preempt_case(usr1_launcher 2 shm 6:1:USR1:launcher "" ${_worker} ${_whole})
+  # With saves in the background: the preemption's save is complete before the job exits.
+  brisk_preempt_case(async_usr1_launcher 2 shm 6:1:USR1:launcher "" ${_worker} ${_whole})
+  set_property(TEST accelerate.preempt.async_usr1_launcher.np2 APPEND PROPERTY ENVIRONMENT "BRISK_ASYNC_SAVE=1")
   # mpirun would kill its ranks a second after a SIGTERM: the launcher passes it on as SIGUSR1.
   brisk_preempt_case(term_launcher_mpi 2 overlap 6:0:TERM:launcher "" ${_worker} ${_cut})
   # Only rank 1 gets the signal (srun's way is every task; a stray kill is one).
