@@ -28,7 +28,9 @@ struct Args {
   std::optional<std::string> mixed_precision;  // unset: BRISK_MIXED_PRECISION (brisk launch), else "no"
   std::optional<std::string> sharding;         // unset: BRISK_SHARDING (brisk launch), else "none"
   bool resume = false;
-  bool profile = false;  // the per-op table at exit (as BRISK_PROFILE=1)
+  int64_t checkpoint_every = 0;  // also a checkpoint every this many optimizer steps (0: per epoch only)
+  bool async_save = true;        // checkpoints written in the background (docs/checkpoints.md)
+  bool profile = false;          // the per-op table at exit (as BRISK_PROFILE=1)
 };
 
 // Fashion-MNIST's mean and standard deviation over the training images.
@@ -93,6 +95,10 @@ bool parse_options(int argc, char** argv, Args& a, int& status) {
         "none, zero1, zero2 or zero3: ZeRO stage, docs/sharding.md (default: brisk launch's --sharding, else none)",
         &a.sharding);
   p.add("resume", "continue from the newest checkpoint under <out>/checkpoints", &a.resume);
+  p.add("checkpoint_every", "also save a checkpoint every this many optimizer steps (0: after each epoch only)",
+        &a.checkpoint_every);
+  p.add("async_save", "write checkpoints in the background (--no-async-save: save_state waits for the disk)",
+        &a.async_save);
   p.add("profile",
         "print the per-op profile (self and total CPU time, calls, allocations) to stderr at exit; with --bench "
         "the warm-up steps are left out",
@@ -101,8 +107,9 @@ bool parse_options(int argc, char** argv, Args& a, int& status) {
     status = p.exit_code();
     return false;
   }
-  if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) {
-    std::fprintf(stderr, "fashion_mnist: --epochs, --batch-size and --lr must be positive\n");
+  if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0) || a.checkpoint_every < 0) {
+    std::fprintf(stderr,
+                 "fashion_mnist: --epochs, --batch-size and --lr must be positive, --checkpoint-every at least 0\n");
     status = 2;
     return false;
   }
@@ -122,6 +129,7 @@ AcceleratorOptions accelerator_options(const Args& a) {
           .project_dir = a.out,
           .automatic_checkpoint_naming = true,
           .total_limit = 2,
+          .async_save = a.async_save,
           .profile = a.profile ? std::optional<bool>(true) : std::nullopt};
 }
 
@@ -202,38 +210,56 @@ void print_header(Accelerator& acc, const Model& m, const Data& d, const Args& a
   acc.print(header);
 }
 
-// How far the current epoch got: a checkpoint taken inside it (a preemption) carries it.
+// How far the epoch in progress got: saved with every checkpoint, so that one taken in the middle
+// of an epoch (--checkpoint-every, a preemption) resumes it with the same counts and loss sum.
 struct EpochProgress {
-  int64_t steps = 0;
+  int64_t steps = 0, images = 0;
   double loss_sum = 0;
+  int64_t optimizer_steps = 0;  // over the whole run: --checkpoint-every counts these
+  json::Value to_json() const {
+    json::Value o = json::Value::object();
+    o.set("steps", steps);
+    o.set("images", images);
+    o.set("loss_sum", loss_sum);
+    o.set("optimizer_steps", optimizer_steps);
+    return o;
+  }
+  void from_json(const json::Value& v) {
+    steps = v.at("steps").as_int();
+    loss_sum = v.at("loss_sum").as_double();
+    // (checkpoints of the preemption's first version hold only the two above)
+    images = v.find("images") ? v.at("images").as_int() : 0;
+    optimizer_steps = v.find("optimizer_steps") ? v.at("optimizer_steps").as_int() : 0;
+  }
 };
 
-// One epoch of training with a progress bar, then the test set: printed, logged, checkpointed.
-// `p` holds the steps already done (after a preemption, from the checkpoint) and is cleared at the end.
-void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch, EpochProgress& p) {
+// One epoch of training with a progress bar (from where `pr` says it got), then the test set:
+// printed, logged, checkpointed. With --checkpoint-every a checkpoint every that many optimizer steps.
+void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch, EpochProgress& pr) {
   const int64_t N = acc.num_processes();
   const int64_t planned = a.steps_per_epoch > 0 ? std::min(a.steps_per_epoch, d.train.size()) : d.train.size();
   auto bar = acc.progress_bar(planned, "epoch " + std::to_string(epoch) + "/" + std::to_string(a.epochs), "step");
-  double& loss_sum = p.loss_sum;
-  int64_t& steps = p.steps;
-  int64_t images = 0;
+  if (pr.steps > 0) bar.update(pr.steps);
   for (auto& [x, y] : d.train) {
-    loss_sum += train_step(acc, m, x, y);
-    ++steps;
-    images += y.numel() * N;
+    pr.loss_sum += train_step(acc, m, x, y);
+    ++pr.steps;
+    pr.images += y.numel() * N;
     char post[64];
-    std::snprintf(post, sizeof post, "loss %.4f, %.0f img/s", loss_sum / static_cast<double>(steps),
-                  static_cast<double>(images) / bar.elapsed_seconds());
+    std::snprintf(post, sizeof post, "loss %.4f, %.0f img/s", pr.loss_sum / static_cast<double>(pr.steps),
+                  static_cast<double>(pr.images) / bar.elapsed_seconds());
     bar.update(1, post);
-    if (steps == planned) break;
+    if (acc.sync_gradients() && a.checkpoint_every > 0 && ++pr.optimizer_steps % a.checkpoint_every == 0 &&
+        pr.steps < planned)
+      acc.save_state();  // (the epoch's last step is saved below, after the evaluation)
+    if (pr.steps == planned) break;
     acc.stop_if_preempted();  // SIGTERM/SIGUSR1: save, exit 75; started again it continues here
   }
   bar.close();
-  const double seconds = bar.elapsed_seconds(), ips = static_cast<double>(images) / seconds;
+  const double seconds = bar.elapsed_seconds(), ips = static_cast<double>(pr.images) / seconds;
   Eval ev = evaluate(acc, m.net, d.test, d.test_set->size());
   // The training loss averaged over the processes (each saw its own shard).
   const double train_loss =
-      acc.reduce(full({1}, loss_sum / static_cast<double>(steps), {.dtype = DType::F64}), dist::ReduceOp::Mean)
+      acc.reduce(full({1}, pr.loss_sum / static_cast<double>(pr.steps), {.dtype = DType::F64}), dist::ReduceOp::Mean)
           .item<double>();
   char line[256];
   std::snprintf(line, sizeof line,
@@ -249,7 +275,7 @@ void run_epoch(Accelerator& acc, Model& m, Data& d, const Args& a, int epoch, Ep
            {"images_per_s", ips},
            {"seconds", seconds}},
           epoch);
-  p = {};
+  pr = {.optimizer_steps = pr.optimizer_steps};  // the next epoch from its start
 }
 
 // 5. The loop: the epochs not done yet (--resume: after the newest checkpoint's), a checkpoint
@@ -261,16 +287,7 @@ void train(Accelerator& acc, Model& m, Data& d, const Args& a) {
       "epoch", [&] { return json::Value(first_epoch - 1); },
       [&](const json::Value& v) { first_epoch = static_cast<int>(v.as_int()) + 1; });
   acc.register_for_checkpointing(
-      "epoch_progress",
-      [&] {
-        json::Value v = json::Value::object();
-        v.set("steps", progress.steps);
-        v.set("loss_sum", progress.loss_sum);
-        return v;
-      },
-      [&](const json::Value& v) {
-        progress = {v.at("steps").as_int(), v.at("loss_sum").as_double()};
-      });
+      "epoch_progress", [&] { return progress.to_json(); }, [&](const json::Value& v) { progress.from_json(v); });
   // --resume, or a restart by `brisk launch --max-restarts` (docs/fault-tolerance.md).
   if (const std::string from = acc.resume_on_restart(a.resume); !from.empty())
     acc.print("fashion_mnist: resumed from ", from, " after epoch ", first_epoch - 1,
@@ -282,6 +299,7 @@ void train(Accelerator& acc, Model& m, Data& d, const Args& a) {
     acc.save_state();
     acc.stop_if_preempted();  // preempted during the evaluation: this checkpoint is the one
   }
+  acc.wait_for_save();  // the last checkpoint on disk, or its error here
 }
 
 // 6. Save: the trained weights.

@@ -48,6 +48,8 @@ struct Args {
   int64_t log_every = 10, eval_every = 200, eval_steps = 20;
   std::string output_dir = "out/gpt2";
   bool resume = false;
+  int64_t checkpoint_every = 0;  // also a checkpoint every this many steps (0: at evaluations only)
+  bool async_save = true;        // checkpoints written in the background (docs/checkpoints.md)
   int64_t bench = 0;
   bool cuda_graph = false;
   double peak_tflops = 989.0;  // MFU's yardstick on a GPU: an H100 SXM's dense bf16 peak
@@ -304,6 +306,10 @@ bool parse_options(int argc, char** argv, Args& a, int& status) {
   p.add("eval_steps", "validation batches per process and evaluation", &a.eval_steps);
   p.add("output_dir", "folder for metrics.jsonl and checkpoints/", &a.output_dir);
   p.add("resume", "continue from the newest checkpoint under <output_dir>/checkpoints", &a.resume);
+  p.add("checkpoint_every", "also save a checkpoint every this many optimizer steps (0: at evaluations only)",
+        &a.checkpoint_every);
+  p.add("async_save", "write checkpoints in the background (--no-async-save: save_state waits for the disk)",
+        &a.async_save);
   p.add("bench",
         "time this many training steps after 2 warm-up steps (4 with --cuda_graph), print train tokens/s, then exit",
         &a.bench);
@@ -319,11 +325,11 @@ bool parse_options(int argc, char** argv, Args& a, int& status) {
   }
   if (a.batch_size < 1 || a.max_steps < 1 || a.warmup_steps < 0 || !(a.learning_rate > 0) || a.log_every < 1 ||
       a.eval_every < 0 || a.eval_steps < 1 || a.gradient_accumulation_steps < 1 || a.bench < 0 || a.grad_clip < 0 ||
-      a.weight_decay < 0) {
+      a.weight_decay < 0 || a.checkpoint_every < 0) {
     std::fprintf(stderr,
                  "gpt2: --batch_size, --max_steps, --learning_rate, --log_every, --eval_steps and "
-                 "--gradient_accumulation_steps must be positive; --warmup_steps, --eval_every, --bench, --grad_clip "
-                 "and --weight_decay >= 0\n");
+                 "--gradient_accumulation_steps must be positive; --warmup_steps, --eval_every, --checkpoint_every, "
+                 "--bench, --grad_clip and --weight_decay >= 0\n");
     return false;
   }
   if (!a.train_bin.empty() && p.given("data")) {
@@ -363,7 +369,8 @@ AcceleratorOptions accelerator_options(const Args& a) {
           .seed = a.seed,
           .project_dir = a.output_dir,
           .automatic_checkpoint_naming = true,
-          .total_limit = 2};
+          .total_limit = 2,
+          .async_save = a.async_save};
 }
 
 // --cuda_graph: what a replay cannot redo: work on other processes (the all-reduce), host
@@ -666,11 +673,15 @@ class TrainLoop {
         const bool last = step_ == a_.max_steps;
         if (step_ % a_.log_every == 0 || last) log();
         bar_->update(1, post_);
-        if ((a_.eval_every > 0 && step_ % a_.eval_every == 0) || last) evaluate_and_save(last);
+        if ((a_.eval_every > 0 && step_ % a_.eval_every == 0) || last)
+          evaluate_and_save(last);
+        else if (a_.checkpoint_every > 0 && step_ % a_.checkpoint_every == 0)
+          acc_.save_state();  // --checkpoint_every: between evaluations too
         if (last) break;
         acc_.stop_if_preempted();  // SIGTERM/SIGUSR1: save, exit 75; started again it continues here
       }
     }
+    acc_.wait_for_save();  // the last checkpoint on disk, or its error here
   }
 
  private:
@@ -680,7 +691,8 @@ class TrainLoop {
     const models::GPT2Config& cfg = m_.net.config;
     acc_.register_for_checkpointing(
         "step", [this] { return json::Value(step_); }, [this](const json::Value& v) { step_ = v.as_int(); });
-    // The log window in progress (a preemption saves between logs).
+    // The log window in progress (a preemption or --checkpoint_every saves between logs): the next
+    // logged loss is the uninterrupted run's.
     acc_.register_for_checkpointing(
         "log_window",
         [this] {

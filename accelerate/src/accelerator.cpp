@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <limits>
 
 #include "accelerator_impl.h"
@@ -27,6 +29,7 @@
 #include "brisk/optim/clip.h"
 #include "brisk/util/env.h"
 #include "brisk/util/trace.h"
+#include "checkpoint_save_job.h"
 
 namespace brisk {
 
@@ -45,6 +48,7 @@ Accelerator::Accelerator(const AcceleratorOptions& options) : s_(resolve_acceler
   rank_ = pg_->rank();
   world_size_ = pg_->size();
   local_rank_ = pg_->local_rank();
+  accelerate::detail::trace_this_attempt();
   // With GPUs present (and not `cpu`) each process on a host uses the GPU of its local rank, made
   // current here so that everything this thread launches (and NCCL) uses it.
   device_ =
@@ -96,13 +100,29 @@ void Accelerator::move_state_to_params(optim::Optimizer& optimizer) {
 }
 
 // The user's objects may already be gone (declared after the Accelerator): leave them alone; gates
-// they still hold let everything through from now on.
+// they still hold let everything through from now on. A save still being written is finished first
+// (async_save): the end of the program never loses a checkpoint, nor its error, which ends the
+// process with status 1. Unwinding from an error, the save is only waited for (no collective: the
+// other ranks may not come).
 Accelerator::~Accelerator() {
   sh_->alive = false;
+  if (pending_save_ && std::uncaught_exceptions() > 0) {
+    pending_save_->cancel();
+    pending_save_.reset();
+  } else if (pending_save_) {
+    try {
+      finish_save();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "brisk: error: the last checkpoint was not saved: %s\n", e.what());
+      std::fflush(stderr);
+      std::exit(EXIT_FAILURE);
+    }
+  }
   forget_preemption();
 }
 
 void Accelerator::wait_for_everyone() {
+  finish_save();  // a barrier that also means "the last checkpoint is on disk" (async_save)
   if (world_size_ > 1) pg_->barrier();
 }
 

@@ -18,6 +18,8 @@ namespace accelerate::detail {
 // any failed (collectives.cpp).
 void on_every_rank(dist::ProcessGroup* pg, int world_size, const char* op, const std::function<void()>& body,
                    const std::function<void()>& on_failure = {});
+// BRISK_TRACE under --max-restarts: a trace file per attempt (restart.cpp).
+void trace_this_attempt();
 }  // namespace accelerate::detail
 
 struct Accelerator::ModelState {

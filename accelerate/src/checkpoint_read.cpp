@@ -392,6 +392,7 @@ class Accelerator::CheckpointReader {
 };
 
 std::string Accelerator::load_state(const std::string& dir) {
+  finish_save();  // a save still being written in the background
   auto span = trace_span("load_state", "checkpoint");
   fs::path path;
   if (dir.empty()) {

@@ -1,28 +1,26 @@
-// save_state (docs/checkpoints.md): every rank writes what differs between ranks into files of its
-// own, the main process the shared state, each file fsynced into a temporary folder; the manifest,
-// written last, lists every file with its size and SHA-256; then the finished folder is swapped in
-// atomically, and with automatic naming the oldest checkpoints beyond total_limit go. Every step
-// runs on every rank and every rank learns whether any failed, so a failed save leaves nothing
-// behind but the checkpoints that were there before. Also save_model (sharded safetensors and
-// Hugging Face's index) and save.
-#include <fcntl.h>
-#include <unistd.h>
-
+// save_state (docs/checkpoints.md): every rank copies what differs between ranks out of the
+// training state into files of its own, the main process the shared state; a SaveJob
+// (checkpoint_save_job.cpp) writes them, fsynced, into a temporary folder, in the background with
+// async_save; the manifest, written last, lists every file with its size and SHA-256; then the
+// finished folder is swapped in atomically, and with automatic naming the oldest checkpoints beyond
+// total_limit go. At the next wait (finish_save) every rank learns whether any failed, so a failed
+// save leaves nothing behind but the checkpoints that were there before. Also save_model (sharded
+// safetensors and Hugging Face's index) and save.
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "accelerator_impl.h"
 #include "brisk/core/rng.h"
 #include "brisk/data/safetensors.h"
+#include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/util/fs.h"
 #include "brisk/util/trace.h"
 #include "checkpoint_format.h"
+#include "checkpoint_save_job.h"
 #include "checkpoint_shards.h"
 
 namespace brisk {
@@ -32,29 +30,9 @@ using namespace accelerate::detail;  // the checkpoint's format and shards (chec
 
 namespace {
 
-// Test hook: BRISK_TEST_CHECKPOINT_KILL_AFTER_FILES=k makes this process SIGKILL itself after
-// writing k checkpoint files, as a crash half-way through a save would.
-int files_written = 0;
-void count_file_written() {
-  ++files_written;
-  if (const char* v = std::getenv("BRISK_TEST_CHECKPOINT_KILL_AFTER_FILES"); v && std::atoi(v) == files_written)
-    std::raise(SIGKILL);
-}
-
-void fsync_path(const fs::path& p, bool directory) {
-  if (directory) io::fsync_dir(p.string(), "Accelerator::save_state");
-}
-
-// Writes bytes to path and fsyncs it (the folder it is in is published by a rename later).
-void write_synced(const fs::path& path, const std::string& bytes) {
-  io::write_file_synced(path.string(), bytes, "Accelerator::save_state");
-  count_file_written();
-}
-
 // A temp file beside it, fsync, rename, fsync the folder (a reader sees the old file or the whole new one).
 void write_atomic(const fs::path& path, const std::string& bytes) {
   io::write_file_atomic(path.string(), bytes, "Accelerator::save_state");
-  count_file_written();
 }
 
 json::Value scalars_json(const std::map<std::string, double>& m) {
@@ -83,27 +61,25 @@ class Accelerator::CheckpointWriter {
  public:
   CheckpointWriter(Accelerator& acc, std::string dir) : a_(acc), dir_(std::move(dir)) {}
 
-  std::string save() {
+  // Copies the state out (every rank its own files, the main process the shared ones) and says
+  // where they go: what the SaveJob needs to write them, with no further look at the training state.
+  SavePlan snapshot() {
     shard_parameters();
     choose_folder();
     start_temporary_folder();
-    on_every_rank(
-        a_.pg_, a_.world_size_, kOp,
-        [&] {
-          write_rank_files();
-          if (a_.is_main_process()) write_state();
-        },
-        discard());  // after this, every rank's files are on disk
-    on_every_rank(
-        a_.pg_, a_.world_size_, kOp,
-        [&] {
-          if (!a_.is_main_process()) return;
-          write_manifest();
-          publish();
-          remove_beyond_total_limit();
-        },
-        discard());
-    return final_dir_.string();
+    on_every_rank(a_.pg_, a_.world_size_, kOp, [&] {
+      copy_rank_files();
+      if (a_.is_main_process()) copy_state();
+    });
+    SavePlan plan{.final_dir = final_dir_,
+                  .parent = parent_,
+                  .tmp = tmp_,
+                  .files = std::move(files_),
+                  .rank = a_.rank_,
+                  .world_size = a_.world_size_,
+                  .root = dir_.empty() ? fs::path(a_.checkpoint_root()) : fs::path(),
+                  .total_limit = dir_.empty() ? a_.s_.total_limit : std::nullopt};
+    return plan;
   }
 
  private:
@@ -162,19 +138,29 @@ class Accelerator::CheckpointWriter {
     });
   }
 
-  // A failed save leaves nothing behind but the checkpoints that were there before.
-  std::function<void()> discard() {
-    return [this] {
-      std::error_code ec;
-      if (a_.is_main_process()) fs::remove_all(tmp_, ec);
-    };
+  // A file of the checkpoint: its bytes now (the SaveJob writes them and takes their checksum).
+  void put(const std::string& name, std::string bytes) {
+    files_.push_back({.name = name, .bytes = std::move(bytes), .tensors = {}, .metadata = {}, .is_safetensors = false});
   }
 
-  // Writes a file of the checkpoint, remembering its size and checksum (the main process hashes
-  // the files of the other ranks when it writes the manifest).
-  void put(const std::string& name, const std::string& bytes) {
-    write_synced(tmp_ / name, bytes);
-    written_[name] = {static_cast<int64_t>(bytes.size()), accelerate::sha256_hex(bytes)};
+  // A safetensors file of the checkpoint. Synchronous: its bytes now. async_save: a copy of each
+  // tensor in host memory (the CPU allocator's cached blocks after the first save, so no page
+  // faults), made into the file's bytes on the background thread; the bytes are the same.
+  void put_tensors(const std::string& name, const nn::NamedTensors& tensors,
+                   const std::map<std::string, std::string>& metadata = {}) {
+    if (!a_.s_.async_save) {
+      put(name, data::safetensors_bytes(tensors, metadata));
+      return;
+    }
+    nn::NamedTensors copies;
+    copies.reserve(tensors.size());
+    for (const auto& [n, t] : tensors) {
+      Tensor c = empty(t.sizes(), {.dtype = t.dtype()});
+      kernels::copy_(c, t.detach());
+      copies.emplace_back(n, std::move(c));
+    }
+    files_.push_back(
+        {.name = name, .bytes = {}, .tensors = std::move(copies), .metadata = metadata, .is_safetensors = true});
   }
 
   // Every rank: what differs between ranks, in files of its own. Its random state; its data
@@ -182,7 +168,7 @@ class Accelerator::CheckpointWriter {
   // gradients its micro-steps accumulated so far (not synchronised yet, so different on every
   // rank: without them the resumed run would step with part of its gradient). Under zero3 its
   // parameter shards, under a sharded optimizer its shard of the state.
-  void write_rank_files() {
+  void copy_rank_files() {
     const int rank = a_.rank_;
     const Generator::State g = default_generator().state();
     json::Value r = json::Value::object();
@@ -201,7 +187,7 @@ class Accelerator::CheckpointWriter {
         grad_files.push_back(json::Value());
         continue;
       }
-      put(gradients_file(i, rank), data::safetensors_bytes(grads));
+      put_tensors(gradients_file(i, rank), grads);
       grad_files.push_back(gradients_file(i, rank));
     }
     r.set("gradients", grad_files);
@@ -210,14 +196,15 @@ class Accelerator::CheckpointWriter {
       nn::NamedTensors blocks;
       for (size_t k = 0; k < sharded_[i].blocks.size(); ++k)
         blocks.emplace_back("bucket." + std::to_string(k), sharded_[i].blocks[k]);
-      put(param_shard_file(i, rank), data::safetensors_bytes(blocks, {{"format", kParamShardFormat},
-                                                                      {"rank", std::to_string(rank)},
-                                                                      {"num_processes", std::to_string(a_.world_size_)},
-                                                                      {"layout", sharded_[i].layout.dump()}}));
+      put_tensors(param_shard_file(i, rank), blocks,
+                  {{"format", kParamShardFormat},
+                   {"rank", std::to_string(rank)},
+                   {"num_processes", std::to_string(a_.world_size_)},
+                   {"layout", sharded_[i].layout.dump()}});
     }
     for (size_t i = 0; i < a_.optimizers_.size(); ++i)
       if (a_.optimizers_[i]->zero)
-        put(optimizer_shard_file(i, rank), data::safetensors_bytes(a_.optimizers_[i]->opt->state_dict().tensors));
+        put_tensors(optimizer_shard_file(i, rank), a_.optimizers_[i]->opt->state_dict().tensors);
     put(rank_file(rank), r.dump(2) + "\n");
   }
 
@@ -242,7 +229,7 @@ class Accelerator::CheckpointWriter {
   }
 
   // The main process: state.json, with the model and optimizer files it names.
-  void write_state() {
+  void copy_state() {
     json::Value st = json::Value::object();
     st.set("format", kFormat);
     st.set("version", kVersion);
@@ -257,8 +244,8 @@ class Accelerator::CheckpointWriter {
     cfg.set("even_batches", s.even_batches);
     cfg.set("seed", s.seed ? json::Value(static_cast<uint64_t>(*s.seed)) : json::Value());
     st.set("config", cfg);
-    st.set("models", write_models());
-    st.set("optimizers", write_optimizers());
+    st.set("models", copy_models());
+    st.set("optimizers", copy_optimizers());
     json::Value scheds = json::Value::array();
     for (optim::LRScheduler* sched : a_.schedulers_) {
       json::Value o = json::Value::object();
@@ -274,13 +261,13 @@ class Accelerator::CheckpointWriter {
   }
 
   // Each model's file (under zero3 what its parameter shards do not hold) and state.json's entries.
-  json::Value write_models() {
+  json::Value copy_models() {
     json::Value models = json::Value::array();
     for (size_t i = 0; i < a_.models_.size(); ++i) {
       nn::NamedTensors sd;
       for (auto& [name, t] : nn::remove_tied_duplicates(a_.models_[i]->model->state_dict()))
         if (!sharded_[i].names.count(name)) sd.emplace_back(name, t);
-      put(model_file(i), data::safetensors_bytes(sd, {{"format", "pt"}}));
+      put_tensors(model_file(i), sd, {{"format", "pt"}});
       json::Value m = json::Value::object();
       m.set("file", model_file(i));
       if (has_shards_[i]) {
@@ -297,7 +284,7 @@ class Accelerator::CheckpointWriter {
 
   // Each unsharded optimizer's state file and state.json's entries (a sharded one's shards are
   // written by every rank).
-  json::Value write_optimizers() {
+  json::Value copy_optimizers() {
     json::Value opts = json::Value::array();
     for (size_t i = 0; i < a_.optimizers_.size(); ++i) {
       const OptimizerState& os = *a_.optimizers_[i];
@@ -311,7 +298,7 @@ class Accelerator::CheckpointWriter {
         o.set("shards", shards);
         o.set("layout", layout_json(os.zero->layout()));
       } else {
-        put(optimizer_file(i), data::safetensors_bytes(sd.tensors));
+        put_tensors(optimizer_file(i), sd.tensors);
         o.set("file", optimizer_file(i));
       }
       o.set("name", os.opt->name());
@@ -321,70 +308,47 @@ class Accelerator::CheckpointWriter {
     return opts;
   }
 
-  // The manifest, written last, lists every file with its size and SHA-256 and carries its own
-  // checksum: it is what makes the checkpoint complete.
-  void write_manifest() {
-    std::map<std::string, ManifestEntry> files;
-    for (const auto& e : fs::directory_iterator(tmp_)) {
-      const std::string name = e.path().filename().string();
-      auto it = written_.find(name);
-      files[name] = it != written_.end() ? it->second
-                                         : ManifestEntry{static_cast<int64_t>(fs::file_size(tmp_ / name)),
-                                                         accelerate::sha256_file((tmp_ / name).string())};
-    }
-    write_synced(tmp_ / kManifest, manifest_bytes(files));
-    fsync_path(tmp_, true);
-  }
-
-  // Swaps the finished folder with an older one of that name in one atomic step (renameat2
-  // RENAME_EXCHANGE), so that a crash at any point leaves a complete checkpoint there; then
-  // removes the old one.
-  void publish() {
-    std::error_code ec;
-    if (fs::exists(final_dir_, ec)) {
-      if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, final_dir_.c_str(), RENAME_EXCHANGE) == 0) {
-        fsync_path(parent_, true);
-        fs::remove_all(tmp_);
-      } else {
-        // A file system without RENAME_EXCHANGE: move the old one aside first.
-        BRISK_CHECK(errno == EINVAL || errno == ENOSYS || errno == ENOTSUP, "Accelerator::save_state: cannot replace '",
-                    final_dir_.string(), "': ", std::strerror(errno));
-        std::string old_name = ".";  // (not "." + name: GCC 12 warns falsely about that at -O3)
-        old_name += final_dir_.filename().string();
-        old_name += ".old";
-        const fs::path old = parent_ / old_name;
-        fs::remove_all(old);
-        fs::rename(final_dir_, old);
-        fs::rename(tmp_, final_dir_);
-        fs::remove_all(old);
-      }
-    } else {
-      fs::rename(tmp_, final_dir_);
-    }
-    fsync_path(parent_, true);
-  }
-
-  // total_limit: the oldest automatic checkpoints go once the new one is in place.
-  void remove_beyond_total_limit() {
-    if (!dir_.empty() || !a_.s_.total_limit) return;
-    auto existing = numbered_checkpoints(a_.checkpoint_root());
-    for (size_t i = 0; i + static_cast<size_t>(*a_.s_.total_limit) < existing.size(); ++i)
-      fs::remove_all(existing[i].second);
-  }
-
   Accelerator& a_;
   const std::string dir_;  // as given ("" for automatic naming)
   fs::path final_dir_, parent_, tmp_;
   std::vector<ParamShards> sharded_;  // zero3, per model
   std::vector<bool> has_shards_;
-  std::map<std::string, ManifestEntry> written_;  // what this process wrote
+  std::vector<SaveFile> files_;  // this rank's files, copied out
 };
 
 std::string Accelerator::save_state(const std::string& dir) {
+  finish_save();  // the previous save: its folder must be in place before the next is numbered
   auto span = trace_span("save_state", "checkpoint");
-  std::string saved = CheckpointWriter(*this, dir).save();
-  if (dir.empty()) note_automatic_save(saved);  // what a preemption right after it saves (preemption.cpp)
-  return saved;
+  SavePlan plan = CheckpointWriter(*this, dir).snapshot();
+  std::string out = plan.final_dir.string();
+  pending_save_ = std::make_unique<SaveJob>(std::move(plan), s_.async_save);
+  if (!s_.async_save) finish_save();
+  if (dir.empty()) note_automatic_save(out);  // what a preemption right after it saves (preemption.cpp)
+  return out;
+}
+
+// Waits for the save in flight; every rank learns whether any rank's part failed, and a failure is
+// an error on every rank (the failing one names the file) that leaves the previous checkpoints as
+// they were. Collectives only here, on the calling thread: the SaveJob never runs one.
+void Accelerator::finish_save() {
+  if (!pending_save_) return;
+  std::unique_ptr<SaveJob> job = std::move(pending_save_);
+  auto span = trace_span("wait for checkpoint", "checkpoint");
+  constexpr const char* kOp = "Accelerator::save_state";
+  on_every_rank(
+      pg_, world_size_, kOp, [&] { job->wait_own_files(); },
+      [&] {
+        job->cancel();  // the main process stops waiting for the files of a rank that failed
+        try {
+          job->wait_all();
+        } catch (...) {  // reported by on_every_rank
+        }
+      });
+  on_every_rank(pg_, world_size_, kOp, [&] { job->wait_all(); });
+}
+
+void Accelerator::wait_for_save() {
+  finish_save();
 }
 
 void Accelerator::save_model(const nn::Module& model, const std::string& dir, const std::string& max_shard_size) {

@@ -126,6 +126,7 @@ AcceleratorSettings resolve_accelerator_options(const AcceleratorOptions& o,
   } else {
     src["total_limit"] = "default";
   }
+  s.async_save = pick<bool>(o.async_save, env::kAsyncSave, parse_bool, false, "async_save", getenv, src);
   s.bucket_cap_mb = pick<double>(o.bucket_cap_mb, env::kBucketCapMb, parse_double, 25.0, "bucket_cap_mb", getenv, src);
   s.find_unused_parameters = pick<bool>(o.find_unused_parameters, env::kFindUnusedParameters, parse_bool, false,
                                         "find_unused_parameters", getenv, src);

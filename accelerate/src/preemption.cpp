@@ -119,6 +119,7 @@ void Accelerator::stop_if_preempted() {
   // second one of the same state.
   const bool saved_now = !last_auto_save_.empty() && saved_at_step_ == optimizer_steps_;
   const std::string dir = saved_now ? last_auto_save_ : save_state();
+  finish_save();  // async_save: the checkpoint complete on disk before the marker names it and we exit
   if (is_main_process()) {
     const fs::path root = checkpoint_root();
     io::write_file_atomic((root / accelerate::kPreemptedMarker).string(),

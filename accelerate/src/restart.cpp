@@ -12,6 +12,7 @@
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/util/env.h"
+#include "brisk/util/trace.h"
 #include "checkpoint_format.h"
 
 namespace brisk {
@@ -27,7 +28,20 @@ int restart_count() {
 
 }  // namespace accelerate
 
+// BRISK_TRACE under --max-restarts: every attempt keeps its own trace, <path>.rank<r>.json on the
+// first and <path>.restart<k>.rank<r>.json on the k-th restart, so that a restart's timeline has
+// both sides of it (docs/fault-tolerance.md).
+void accelerate::detail::trace_this_attempt() {
+  const int restart = accelerate::restart_count();
+  const std::optional<std::string> path = envvar::get("BRISK_TRACE");
+  if (restart == 0 || !path || path->empty() || !trace_enabled()) return;
+  std::string base = *path;
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0) base.resize(base.size() - 5);
+  trace_set_path(base + ".restart" + std::to_string(restart));
+}
+
 std::string Accelerator::newest_checkpoint() {
+  finish_save();  // a save still being written in the background
   const fs::path root = checkpoint_root();
   Tensor n = full({1}, -1.0, {.dtype = DType::I64});
   if (is_main_process()) {
@@ -90,6 +104,10 @@ void Accelerator::inject_fault() {
     std::fprintf(stderr, "[brisk rank %d] BRISK_FAULT_KILL_AT_STEP: killing this rank at step %lld\n", rank_,
                  static_cast<long long>(step));
     std::fflush(stderr);
+    // The trace so far is written first (a real SIGKILL loses what was not flushed), so that a
+    // restart's timeline shows the attempt that failed.
+    trace_instant("killed (BRISK_FAULT_KILL_AT_STEP)", "fault");
+    trace_flush();
     std::raise(SIGKILL);
   }
 }

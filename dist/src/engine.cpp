@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "brisk/util/env.h"
+#include "brisk/util/trace.h"
 #include "group_impl.h"
 
 namespace brisk::dist::detail {
@@ -435,6 +436,10 @@ void ProcessGroupImpl::fail(const std::string& message, const std::shared_ptr<Wo
                  "that no rank waits forever\n",
                  rank_, message.c_str(), rank_);
     std::fflush(stderr);
+    // BRISK_TRACE: what this rank recorded up to the failure is written first (an abort skips the
+    // write at exit), so the failed attempt of a restarted job can be looked at.
+    trace_instant("dist error: aborting the job", "fault");
+    trace_flush();
     transport_->abort(1);
   }
   if (work) work->fail(message);

@@ -89,6 +89,34 @@ if(BRISK_HAVE_MPI)
     --epochs 4 --steps-per-epoch 3 --save-every 0)
 endif()
 
+# Saves written in the background (async_save through BRISK_ASYNC_SAVE=1): the kill may fall while
+# the newest save is still being written, and the restarted job resumes from the newest complete
+# one (or from scratch); the end is the same bits either way. Every rank writes in the background;
+# the main process completes the checkpoint once every rank's files are there.
+function(brisk_restart_async_case name np path kill launch_flags)
+  brisk_restart_exact_case(async_${name} ${np} ${path} ${kill} "${launch_flags}" ${ARGN})
+  set_property(TEST accelerate.restart.exact.async_${name}.np${np} APPEND PROPERTY ENVIRONMENT "BRISK_ASYNC_SAVE=1")
+endfunction()
+brisk_restart_async_case(fp32_whole 1 shm 7:0 "" ${_whole})
+brisk_restart_async_case(accum2_cut 1 shm 6:0 "--gradient_accumulation_steps 2" --epochs 3 --steps-per-epoch 5
+  --save-every 2)
+if(BRISK_HAVE_MPI)
+  brisk_restart_async_case(zero3_cut 2 overlap 7:1 "--sharding zero3" ${_cut})
+  brisk_restart_async_case(zero2_main_killed 2 shm 6:0 "--sharding zero2" --epochs 3 --steps-per-epoch 5 --save-every 2)
+  brisk_restart_async_case(shm_accum2_cut 4 shm 5:2 "--gradient_accumulation_steps 2"
+    --epochs 3 --steps-per-epoch 4 --save-every 2)
+endif()
+
+# BRISK_TRACE keeps a trace per attempt (the first written before the injected kill), and
+# docs/restart_trace_svg.py draws them.
+add_test(NAME accelerate.restart.trace_per_attempt
+  COMMAND ${BRISK_TEST_JOB} --timeout 100 --grep "TRACE-OK"
+    -- bash ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/run_restart_trace.sh $<TARGET_FILE:brisk_cli>
+    ${CMAKE_CURRENT_BINARY_DIR}/accelerate.restart.trace_per_attempt ${PROJECT_SOURCE_DIR}
+    $<TARGET_FILE:restart_worker> --epochs 2 --save-every 4)
+set_tests_properties(accelerate.restart.trace_per_attempt PROPERTIES LABELS "faults" RESOURCE_LOCK cpu_cores
+  TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+
 # The examples and the Trainer continue after a restart with no flag (one process each; killed
 # after their second checkpoint).
 if(BRISK_BUILD_EXAMPLES)
@@ -107,6 +135,13 @@ if(BRISK_BUILD_EXAMPLES)
     --max_steps 30 --save_strategy steps --save_steps 10 --eval_strategy no --disable_tqdm)
   brisk_restart_example_case(gpt2 15:0 --output_dir $<TARGET_FILE:gpt2> --preset tiny --max_steps 20
     --warmup_steps 5 --learning_rate 3e-3 --log_every 5 --eval_every 10 --eval_steps 2 --threads 1 --batch_size 4)
+  # --checkpoint-every: checkpoints in the middle of an epoch (fashion_mnist) and between two logs
+  # (gpt2), written in the background (the examples' default); killed a few steps after one.
+  brisk_restart_example_case(fashion_mnist_checkpoint_every 31:0 --out $<TARGET_FILE:fashion_mnist> --epochs 2
+    --steps-per-epoch 20 --checkpoint-every 7 --threads 1 --workers 0)
+  brisk_restart_example_case(gpt2_checkpoint_every 14:0 --output_dir $<TARGET_FILE:gpt2> --preset tiny --max_steps 20
+    --warmup_steps 5 --learning_rate 3e-3 --log_every 5 --eval_every 10 --checkpoint-every 3 --eval_steps 2
+    --threads 1 --batch_size 4)
 endif()
 
 # Preemption (docs/fault-tolerance.md, "Preemption"; run_preempt.sh): SIGTERM or SIGUSR1 makes every
@@ -131,6 +166,9 @@ brisk_preempt_case(term_launcher_bf16_accum2 1 shm 7:0:TERM:launcher
   "--mixed_precision bf16 --gradient_accumulation_steps 2" ${_worker} ${_cut})
 if(BRISK_HAVE_MPI)
   brisk_preempt_case(usr1_launcher 2 shm 6:1:USR1:launcher "" ${_worker} ${_whole})
+  # With saves in the background: the preemption's save is complete before the job exits.
+  brisk_preempt_case(async_usr1_launcher 2 shm 6:1:USR1:launcher "" ${_worker} ${_whole})
+  set_property(TEST accelerate.preempt.async_usr1_launcher.np2 APPEND PROPERTY ENVIRONMENT "BRISK_ASYNC_SAVE=1")
   # mpirun would kill its ranks a second after a SIGTERM: the launcher passes it on as SIGUSR1.
   brisk_preempt_case(term_launcher_mpi 2 overlap 6:0:TERM:launcher "" ${_worker} ${_cut})
   # Only rank 1 gets the signal (srun's way is every task; a stray kill is one).

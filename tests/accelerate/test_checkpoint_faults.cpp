@@ -31,7 +31,7 @@ struct Child {
 
 // Starts accelerator_worker save_loop; `fsize_limit` > 0 caps the size of every file it writes
 // once it has loaded (its --file_size_limit).
-Child spawn(const fs::path& out, int64_t saves, bool fixed, const std::string& env = "", rlim_t fsize_limit = 0) {
+Child spawn(const fs::path& out, int64_t saves, bool fixed, std::vector<std::string> env = {}, rlim_t fsize_limit = 0) {
   int fds[2];
   EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   std::vector<std::string> args = {BRISK_ACCELERATOR_WORKER, "save_loop", "--out", out.string(), "--saves",
@@ -45,13 +45,12 @@ Child spawn(const fs::path& out, int64_t saves, bool fixed, const std::string& e
   argv.reserve(args.size());
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::string env_copy = env;
   const pid_t pid = ::fork();
   if (pid == 0) {  // only async-signal-safe calls until exec
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
     ::setenv("OMP_NUM_THREADS", "1", 1);
-    if (!env_copy.empty()) ::putenv(env_copy.data());
+    for (std::string& e : env) ::putenv(e.data());
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
@@ -99,11 +98,13 @@ int64_t load_done(const fs::path& out, bool fixed) {
 // kills are timed, half come from the child itself right after its k-th file (k random), so
 // every step of a save is hit. After each kill the newest complete checkpoint loads, and it is
 // never older than the one before the kill.
-TEST(CheckpointFaults, ASaveKilledAtAnyPointLeavesThePreviousCheckpointLoadable) {
+// With async_save (BRISK_ASYNC_SAVE=1 in the child) the kills fall inside the background writes.
+void kill_while_saving(bool async) {
+  const std::vector<std::string> mode = {async ? "BRISK_ASYNC_SAVE=1" : "BRISK_ASYNC_SAVE=0"};
   for (bool fixed : {false, true}) {
-    const fs::path out = fresh_folder(fixed ? "kill_fixed" : "kill_numbered");
+    const fs::path out = fresh_folder(std::string(fixed ? "kill_fixed" : "kill_numbered") + (async ? "_async" : ""));
     {
-      Child c = spawn(out, 1, fixed);
+      Child c = spawn(out, 1, fixed, mode);
       std::string seen;
       const int status = finish(c, seen);
       ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << seen;
@@ -115,7 +116,9 @@ TEST(CheckpointFaults, ASaveKilledAtAnyPointLeavesThePreviousCheckpointLoadable)
     for (int trial = 0; trial < 60; ++trial) {
       const bool by_hook = trial % 2 == 1;
       const int k = 1 + static_cast<int>(rng() % 8);  // files written before the kill
-      Child c = spawn(out, 0, fixed, by_hook ? "BRISK_TEST_CHECKPOINT_KILL_AFTER_FILES=" + std::to_string(k) : "");
+      std::vector<std::string> env = mode;
+      if (by_hook) env.push_back("BRISK_TEST_CHECKPOINT_KILL_AFTER_FILES=" + std::to_string(k));
+      Child c = spawn(out, 0, fixed, env);
       std::string seen;
       ASSERT_TRUE(wait_for(c, "ready", seen)) << "trial " << trial << ": " << seen;
       if (!by_hook) {
@@ -140,11 +143,22 @@ TEST(CheckpointFaults, ASaveKilledAtAnyPointLeavesThePreviousCheckpointLoadable)
   }
 }
 
+TEST(CheckpointFaults, ASaveKilledAtAnyPointLeavesThePreviousCheckpointLoadable) {
+  kill_while_saving(false);
+}
+
+TEST(CheckpointFaults, AnAsyncSaveKilledAtAnyPointLeavesThePreviousCheckpointLoadable) {
+  kill_while_saving(true);
+}
+
 // A full disk (here: a file size limit) makes save_state fail with an error that says so; the
 // previous checkpoint stays complete and loadable, and no partial folder is left behind.
-TEST(CheckpointFaults, ADiskFullSaveFailsClearlyAndKeepsThePreviousCheckpoint) {
+// With async_save the write fails on the background thread: the error comes when the program ends
+// (the Accelerator's destructor waits for the save), with status 1.
+void disk_full(bool async) {
+  const std::vector<std::string> mode = {async ? "BRISK_ASYNC_SAVE=1" : "BRISK_ASYNC_SAVE=0"};
   for (bool fixed : {false, true}) {
-    const fs::path out = fresh_folder(fixed ? "full_fixed" : "full_numbered");
+    const fs::path out = fresh_folder(std::string(fixed ? "full_fixed" : "full_numbered") + (async ? "_async" : ""));
     {
       Child c = spawn(out, 1, fixed);
       std::string seen;
@@ -154,7 +168,7 @@ TEST(CheckpointFaults, ADiskFullSaveFailsClearlyAndKeepsThePreviousCheckpoint) {
     // Limits that stop the save at different files (rank_0.json ~200 bytes, the model ~560, the
     // optimizer ~1,100 after its first step).
     for (rlim_t limit : {rlim_t{1}, rlim_t{100}, rlim_t{250}, rlim_t{600}, rlim_t{1000}}) {
-      Child c = spawn(out, 1, fixed, "", limit);
+      Child c = spawn(out, 1, fixed, mode, limit);
       std::string seen;
       const int status = finish(c, seen);
       ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "limit " << limit << ": " << seen;
@@ -166,4 +180,12 @@ TEST(CheckpointFaults, ADiskFullSaveFailsClearlyAndKeepsThePreviousCheckpoint) {
             << "left behind: " << e.path() << " (limit " << limit << ")";
     }
   }
+}
+
+TEST(CheckpointFaults, ADiskFullSaveFailsClearlyAndKeepsThePreviousCheckpoint) {
+  disk_full(false);
+}
+
+TEST(CheckpointFaults, ADiskFullAsyncSaveFailsClearlyAtTheEndAndKeepsThePreviousCheckpoint) {
+  disk_full(true);
 }

@@ -44,6 +44,9 @@
 namespace brisk::dist {
 class Reducer;
 }
+namespace brisk::accelerate::detail {
+class SaveJob;  // a save_state's files being written (accelerate/src/checkpoint_save_job.h)
+}
 
 namespace brisk {
 
@@ -67,8 +70,12 @@ struct AcceleratorOptions {
   std::optional<std::string> project_dir = std::nullopt;           // checkpoints and logs     (".")
   std::optional<bool> automatic_checkpoint_naming = std::nullopt;  // save_state() -> checkpoints/checkpoint_<n> (false)
   std::optional<int64_t> total_limit = std::nullopt;               // keep at most this many automatic checkpoints (all)
-  std::optional<double> bucket_cap_mb = std::nullopt;              // Reducer buckets after the first (25)
-  std::optional<bool> find_unused_parameters = std::nullopt;       // (false)
+  // save_state copies the state out and writes, hashes and publishes the files on a background
+  // thread (docs/checkpoints.md, "Saving in the background"). (false: save_state returns once the
+  // checkpoint is complete on disk)
+  std::optional<bool> async_save = std::nullopt;
+  std::optional<double> bucket_cap_mb = std::nullopt;         // Reducer buckets after the first (25)
+  std::optional<bool> find_unused_parameters = std::nullopt;  // (false)
   // Every backward() checks the loss and the gradients for inf/NaN and throws, naming the first
   // parameter whose gradient is not finite (one host synchronisation per step on a GPU). (false)
   std::optional<bool> nan_watch = std::nullopt;
@@ -100,6 +107,7 @@ struct AcceleratorSettings {
   std::string project_dir = ".";
   bool automatic_checkpoint_naming = false;
   std::optional<int64_t> total_limit;
+  bool async_save = false;
   double bucket_cap_mb = 25.0;
   bool find_unused_parameters = false;
   bool nan_watch = false;
@@ -334,7 +342,14 @@ class Accelerator {
   // Atomic: a crash never leaves a checkpoint that loads. No argument: with
   // automatic_checkpoint_naming <project_dir>/checkpoints/checkpoint_<n>. Returns the folder.
   // Under zero3 nothing is gathered: each rank writes its own shard of the parameters.
+  // With async_save it returns once the state is copied out; the files are written, hashed and
+  // published on a background thread, and the next save_state, load_state, newest_checkpoint,
+  // wait_for_everyone, wait_for_save and the destructor wait for them (docs/checkpoints.md).
   std::string save_state(const std::string& dir = "");
+  // Waits until the last save_state's checkpoint is complete and published (at once without
+  // async_save); a failure of its background write is thrown here, naming the file, on every rank.
+  // Collective: every rank calls it.
+  void wait_for_save();
   // Restores everything save_state wrote; no argument: the newest complete checkpoint under
   // <project_dir>/checkpoints. The next iteration of each data loader continues where the
   // saved run stopped. Returns the folder loaded.
@@ -419,6 +434,7 @@ class Accelerator {
   void check_sharded_params();
   LoaderState* active_loader();
   std::string checkpoint_root() const;
+  void finish_save();        // wait_for_save (checkpoint_write.cpp)
   void inject_fault();       // BRISK_FAULT_KILL_AT_STEP (restart.cpp)
   void inject_preemption();  // BRISK_FAULT_SIGNAL_AT_STEP (preemption.cpp)
   void note_automatic_save(const std::string& dir);
@@ -470,6 +486,7 @@ class Accelerator {
   bool continues_preempted_ = false;           // resume_on_restart continued after a preemption
   LoaderState* active_ = nullptr;
   bool resumed_ = false;
+  std::unique_ptr<accelerate::detail::SaveJob> pending_save_;  // the save in flight (async_save)
   std::vector<json::Value> log_rows_;
   bool log_started_ = false;
   io::AppendFile log_jsonl_, log_csv_;    // open once logging starts; each log() appends a line

@@ -32,6 +32,8 @@ inline constexpr const char* kFindUnusedParameters = "BRISK_FIND_UNUSED_PARAMETE
 // deterministic options.
 inline constexpr const char* kNanWatch = "BRISK_NAN_WATCH";
 inline constexpr const char* kDeterministic = "BRISK_DETERMINISTIC";
+// A boolean: the Accelerator's async_save (save_state writes its files in the background).
+inline constexpr const char* kAsyncSave = "BRISK_ASYNC_SAVE";
 // The profiler: a boolean, or a file for the table (read by core's profiler itself; the
 // Accelerator's `profile` option overrides it).
 inline constexpr const char* kProfile = "BRISK_PROFILE";
