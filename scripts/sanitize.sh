@@ -9,8 +9,7 @@
 # Env: BRISK_FUZZ_BUILD_DIR (default build-fuzz), BRISK_JOBS.
 # The tests run: labels unit and multiprocess, minus slow ones (the install check, the CUDA
 # recording tests, benchmarks and examples are not built here), and minus the fault matrix's
-# zero1/zero2 cases, the restart matrix (accelerate.restart.*) and the preemption cases
-# (accelerate.preempt.*, three whole jobs each): those compare whole jobs'
+# zero1/zero2 cases and the restart matrix (accelerate.restart.*): those compare whole jobs'
 # behaviour (which the unsanitized suite checks) and would add minutes of sanitized start-ups to
 # CI's budget; the fault matrix's overlap, shm and zero3 cases keep the failure paths' memory
 # checked (the overlap path's skipped collective is where ASan caught OpenMPI's overwrite).
@@ -31,4 +30,4 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.sup
 cc -shared -fPIC -O2 -o "$build_dir/libbrisk_no_dlclose.so" tests/sanitizers/no_dlclose.c
 # mpirun forwards these to every rank (they are in its environment).
 LD_PRELOAD=$root/$build_dir/libbrisk_no_dlclose.so ctest --test-dir "$build_dir" --output-on-failure -j "${BRISK_JOBS:-$(nproc)}" --timeout 900 \
-  -L 'unit|multiprocess' -LE 'slow|example|cuda' -E '^accelerate[.](restart[.]|preempt[.]|faults[.]zero[12][.])' "$@"
+  -L 'unit|multiprocess' -LE 'slow|example|cuda' -E '^accelerate[.](restart[.]|faults[.]zero[12][.])' "$@"
