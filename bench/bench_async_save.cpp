@@ -16,33 +16,16 @@
 #include <thread>
 #include <vector>
 
+#include "bench_host.h"
+
 using namespace brisk;
+using brisk::bench::cpu_model;
+using brisk::bench::folder_bytes;
+using brisk::bench::median;
+using brisk::bench::now;
 namespace fs = std::filesystem;
 
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
-int64_t folder_bytes(const fs::path& dir) {
-  int64_t total = 0;
-  for (const auto& e : fs::directory_iterator(dir)) total += static_cast<int64_t>(e.file_size());
-  return total;
-}
 
 struct Timing {
   std::vector<double> blocked, total;  // seconds: save_state's return; save_state + wait_for_save

@@ -33,7 +33,7 @@ std::string param_shard_file(size_t i, int rank) {
          ".safetensors";
 }
 
-std::string manifest_bytes(const std::map<std::string, ManifestEntry>& files) {
+json::Value manifest_file_list(const std::map<std::string, ManifestEntry>& files) {
   json::Value list = json::Value::array();
   for (const auto& [name, e] : files) {
     json::Value f = json::Value::object();
@@ -42,6 +42,11 @@ std::string manifest_bytes(const std::map<std::string, ManifestEntry>& files) {
     f.set("sha256", e.sha256);
     list.push_back(f);
   }
+  return list;
+}
+
+std::string manifest_bytes(const std::map<std::string, ManifestEntry>& files) {
+  json::Value list = manifest_file_list(files);
   json::Value m = json::Value::object();
   m.set("format", kManifestFormat);
   m.set("version", kManifestVersion);

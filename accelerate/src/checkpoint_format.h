@@ -47,6 +47,8 @@ struct ManifestEntry {
   int64_t size = 0;
   std::string sha256;  // 64 lowercase hex digits
 };
+// The files as the manifest's "files" list names them: [{path, size, sha256}, ...] by name.
+json::Value manifest_file_list(const std::map<std::string, ManifestEntry>& files);
 // The manifest's bytes for these files (by name): format, version, files and the manifest's own
 // checksum, indented as a reader demands.
 std::string manifest_bytes(const std::map<std::string, ManifestEntry>& files);

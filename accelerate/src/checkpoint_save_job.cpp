@@ -161,15 +161,7 @@ void SaveJob::write_done_file(const std::string& error) {
   json::Value d = json::Value::object();
   d.set("rank", plan_.rank);
   d.set("error", error.empty() ? json::Value() : json::Value(error));
-  json::Value files = json::Value::array();
-  for (const auto& [name, e] : written_) {
-    json::Value f = json::Value::object();
-    f.set("path", name);
-    f.set("size", e.size);
-    f.set("sha256", e.sha256);
-    files.push_back(f);
-  }
-  d.set("files", files);
+  d.set("files", manifest_file_list(written_));
   io::write_file_atomic((plan_.tmp / done_file(plan_.rank)).string(), d.dump(), kOp);
 }
 
