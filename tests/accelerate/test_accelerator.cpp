@@ -16,9 +16,11 @@
 #include <sys/stat.h>
 
 #include "accelerate/programs/tiny_net.h"
+#include "common/errors.h"
 #include "common/scratch.h"
 
 using namespace brisk;
+using brisk::testing::error_of;
 using brisk::testing::tiny_data;
 using brisk::testing::TinyNet;
 
@@ -30,15 +32,6 @@ std::function<const char*(const char*)> fake_env(std::map<std::string, std::stri
     auto it = shared->find(name);
     return it == shared->end() ? nullptr : it->second.c_str();
   };
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::vector<std::vector<int64_t>> plan_of(int64_t n, int64_t batch, bool drop_last = false) {

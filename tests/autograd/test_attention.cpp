@@ -9,18 +9,15 @@
 
 #include "common/errors.h"
 #include "common/gradcheck.h"
+#include "common/random.h"
 
 using namespace brisk;
 using brisk::testing::expect_error;
 using brisk::testing::expect_gradcheck;
 using brisk::testing::leaf;
+using brisk::testing::seeded_randn;
 
 namespace {
-
-Tensor input(const Shape& s, uint64_t seed, DType dt = DType::F64) {
-  Generator gen(seed);
-  return randn(s, {.dtype = dt}, &gen);
-}
 
 Tensor unfused(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
@@ -38,8 +35,9 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 // T = 150: three blocks of queries (64, 64, 22), the last one short; leading dims (2, 3).
 TEST(Attention, MatchesTheUnfusedOpsWithGradients) {
   for (bool causal : {true, false}) {
-    const Tensor q0 = input({2, 3, 150, 16}, 1), k0 = input({2, 3, 150, 16}, 2), v0 = input({2, 3, 150, 8}, 3);
-    const Tensor w = input({2, 3, 150, 8}, 4);
+    const Tensor q0 = seeded_randn({2, 3, 150, 16}, 1), k0 = seeded_randn({2, 3, 150, 16}, 2),
+                 v0 = seeded_randn({2, 3, 150, 8}, 3);
+    const Tensor w = seeded_randn({2, 3, 150, 8}, 4);
     Tensor q = leaf(q0), k = leaf(k0), v = leaf(v0);
     Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = causal});
     (y * w).sum().backward();
@@ -56,7 +54,8 @@ TEST(Attention, MatchesTheUnfusedOpsWithGradients) {
 
 TEST(Attention, CausalMeansEachQuerySeesOnlyThePast) {
   // Changing key/value t must not change the outputs of queries before t.
-  const Tensor q = input({1, 1, 130, 8}, 5), k = input({1, 1, 130, 8}, 6), v = input({1, 1, 130, 8}, 7);
+  const Tensor q = seeded_randn({1, 1, 130, 8}, 5), k = seeded_randn({1, 1, 130, 8}, 6),
+               v = seeded_randn({1, 1, 130, 8}, 7);
   Tensor y = scaled_dot_product_attention(q, k, v, {.is_causal = true});
   Tensor k2 = k.clone(), v2 = v.clone();
   k2.narrow(2, 100, 30).fill_(3.0);
@@ -67,7 +66,8 @@ TEST(Attention, CausalMeansEachQuerySeesOnlyThePast) {
 }
 
 TEST(Attention, GradientsPassAFloat64Check) {
-  const Tensor q = leaf(input({1, 2, 70, 4}, 8)), k = leaf(input({1, 2, 70, 4}, 9)), v = leaf(input({1, 2, 70, 3}, 10));
+  const Tensor q = leaf(seeded_randn({1, 2, 70, 4}, 8)), k = leaf(seeded_randn({1, 2, 70, 4}, 9)),
+               v = leaf(seeded_randn({1, 2, 70, 3}, 10));
   expect_gradcheck(
       [](const std::vector<Tensor>& in) {
         return scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true, .scale = 0.7});
@@ -76,8 +76,8 @@ TEST(Attention, GradientsPassAFloat64Check) {
 }
 
 TEST(Attention, ResultsDoNotDependOnTheThreadCount) {
-  const Tensor q0 = input({2, 4, 200, 32}, 11, DType::F32), k0 = input({2, 4, 200, 32}, 12, DType::F32),
-               v0 = input({2, 4, 200, 32}, 13, DType::F32), w = input({2, 4, 200, 32}, 14, DType::F32);
+  const Tensor q0 = seeded_randn({2, 4, 200, 32}, 11, DType::F32), k0 = seeded_randn({2, 4, 200, 32}, 12, DType::F32),
+               v0 = seeded_randn({2, 4, 200, 32}, 13, DType::F32), w = seeded_randn({2, 4, 200, 32}, 14, DType::F32);
   auto run = [&](int threads) {
     set_num_threads(threads);
     Tensor q = leaf(q0), k = leaf(k0), v = leaf(v0);
@@ -94,8 +94,8 @@ TEST(Attention, ResultsDoNotDependOnTheThreadCount) {
 }
 
 TEST(Attention, AutocastRunsTheProductsInBf16) {
-  const Tensor q = input({1, 2, 80, 16}, 15, DType::F32), k = input({1, 2, 80, 16}, 16, DType::F32),
-               v = input({1, 2, 80, 16}, 17, DType::F32);
+  const Tensor q = seeded_randn({1, 2, 80, 16}, 15, DType::F32), k = seeded_randn({1, 2, 80, 16}, 16, DType::F32),
+               v = seeded_randn({1, 2, 80, 16}, 17, DType::F32);
   Tensor ref = scaled_dot_product_attention(q, k, v, {.is_causal = true});
   Tensor y;
   {
@@ -110,7 +110,7 @@ TEST(Attention, AutocastRunsTheProductsInBf16) {
 // head views, the op and the merge of the heads, values and gradients.
 TEST(Attention, PackedQkvIsTheSplitHeadsThroughTheOp) {
   const int64_t B = 2, T = 70, H = 3, D = 4, C = H * D;
-  const Tensor x0 = input({B, T, 3 * C}, 21), w = input({B, T, C}, 22);
+  const Tensor x0 = seeded_randn({B, T, 3 * C}, 21), w = seeded_randn({B, T, C}, 22);
   Tensor x = leaf(x0);
   Tensor y = scaled_dot_product_attention_packed(x, H, {.is_causal = true});
   (y * w).sum().backward();
@@ -123,30 +123,30 @@ TEST(Attention, PackedQkvIsTheSplitHeadsThroughTheOp) {
   EXPECT_LT(max_abs_diff(x.grad(), x2.grad()), 1e-12);
   expect_gradcheck(
       [&](const std::vector<Tensor>& in) { return scaled_dot_product_attention_packed(in[0], H, {.scale = 0.6}); },
-      {leaf(input({1, 9, 3 * C}, 23))}, "packed sdpa");
+      {leaf(seeded_randn({1, 9, 3 * C}, 23))}, "packed sdpa");
   expect_error(
       [&] {
-        scaled_dot_product_attention_packed(input({2, 5, 10}, 24), 3);
+        scaled_dot_product_attention_packed(seeded_randn({2, 5, 10}, 24), 3);
       },
       "scaled_dot_product_attention_packed: expected qkv (B, T, 3 * n_head * head dim)");
-  expect_error([&] { scaled_dot_product_attention_packed(input({10, 9}, 24), 1); }, "got shape [10, 9]");
+  expect_error([&] { scaled_dot_product_attention_packed(seeded_randn({10, 9}, 24), 1); }, "got shape [10, 9]");
 }
 
 TEST(Attention, BadShapesNameTheOp) {
-  const Tensor q = input({2, 5, 4}, 18);
+  const Tensor q = seeded_randn({2, 5, 4}, 18);
   expect_error(
       [&] {
-        scaled_dot_product_attention(q, input({2, 5, 3}, 19), input({2, 5, 4}, 20));
+        scaled_dot_product_attention(q, seeded_randn({2, 5, 3}, 19), seeded_randn({2, 5, 4}, 20));
       },
       "scaled_dot_product_attention: expected q (..., Tq, d)");
   expect_error(
       [&] {
-        scaled_dot_product_attention(q, input({3, 5, 4}, 19), input({3, 5, 4}, 20));
+        scaled_dot_product_attention(q, seeded_randn({3, 5, 4}, 19), seeded_randn({3, 5, 4}, 20));
       },
       "must share their leading dims");
   expect_error(
       [&] {
-        scaled_dot_product_attention(q, input({2, 6, 4}, 19), input({2, 6, 4}, 20), {.is_causal = true});
+        scaled_dot_product_attention(q, seeded_randn({2, 6, 4}, 19), seeded_randn({2, 6, 4}, 20), {.is_causal = true});
       },
       "is_causal needs as many queries as keys, got 5 and 6");
 }

@@ -6,32 +6,25 @@
 #include <brisk/brisk.h>
 
 #include "common/gradcheck.h"
+#include "common/random.h"
 
 using namespace brisk;
 using brisk::testing::expect_gradcheck_layouts;
-
-namespace {
-
-Tensor rnd(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, {.dtype = DType::F64}, &gen);
-}
-
-}  // namespace
+using brisk::testing::seeded_randn;
 
 TEST(BatchNormGrad, TrainingGradcheckThroughTheBatchStatistics) {
   expect_gradcheck_layouts(
       [](const std::vector<Tensor>& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
-      {rnd({4, 3, 2, 3}, 1), rnd({3}, 2), rnd({3}, 3)}, "batch_norm training 4-d");
+      {seeded_randn({4, 3, 2, 3}, 1), seeded_randn({3}, 2), seeded_randn({3}, 3)}, "batch_norm training 4-d");
   expect_gradcheck_layouts(
-      [](const std::vector<Tensor>& v) { return batch_norm(v[0], Tensor(), Tensor(), {}, {}, true); }, {rnd({5, 2}, 4)},
-      "batch_norm training 2-d, no affine");
+      [](const std::vector<Tensor>& v) { return batch_norm(v[0], Tensor(), Tensor(), {}, {}, true); },
+      {seeded_randn({5, 2}, 4)}, "batch_norm training 2-d, no affine");
 }
 
 TEST(BatchNormGrad, EvalGradcheckWithRunningStatistics) {
-  Tensor rm = rnd({3}, 5), rv = rand({3}, {.dtype = DType::F64}) + 0.5;
+  Tensor rm = seeded_randn({3}, 5), rv = rand({3}, {.dtype = DType::F64}) + 0.5;
   expect_gradcheck_layouts([&](const std::vector<Tensor>& v) { return batch_norm(v[0], rm, rv, v[1], v[2], false); },
-                           {rnd({2, 3, 4}, 6), rnd({3}, 7), rnd({3}, 8)}, "batch_norm eval");
+                           {seeded_randn({2, 3, 4}, 6), seeded_randn({3}, 7), seeded_randn({3}, 8)}, "batch_norm eval");
 }
 
 TEST(BatchNormGrad, TrainingUpdatesRunningStatisticsOnlyWhenGiven) {
@@ -45,7 +38,7 @@ TEST(BatchNormGrad, TrainingUpdatesRunningStatisticsOnlyWhenGiven) {
 }
 
 TEST(BatchNormGrad, F32ParametersOfAnF64InputGetF32Gradients) {
-  Tensor x = rnd({4, 2}, 9);
+  Tensor x = seeded_randn({4, 2}, 9);
   Tensor w = ones({2}), b = zeros({2});
   w.requires_grad_();
   b.requires_grad_();

@@ -7,22 +7,16 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
+#include "common/random.h"
 
 using namespace brisk;
 using brisk::testing::expect_gradcheck_layouts;
-
-namespace {
-
-Tensor rnd(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, {.dtype = DType::F64}, &gen);
-}
-
-}  // namespace
+using brisk::testing::seeded_randn;
 
 TEST(Conv2dGrad, PlainWithBias) {
   expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2]); },
-                           {rnd({2, 2, 5, 4}, 1), rnd({3, 2, 3, 2}, 2), rnd({3}, 3)}, "conv2d plain");
+                           {seeded_randn({2, 2, 5, 4}, 1), seeded_randn({3, 2, 3, 2}, 2), seeded_randn({3}, 3)},
+                           "conv2d plain");
 }
 
 TEST(Conv2dGrad, StridePaddingDilation) {
@@ -30,27 +24,29 @@ TEST(Conv2dGrad, StridePaddingDilation) {
       [](const std::vector<Tensor>& v) {
         return conv2d(v[0], v[1], v[2], {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}});
       },
-      {rnd({2, 2, 6, 5}, 4), rnd({2, 2, 3, 2}, 5), rnd({2}, 6)}, "conv2d stride/padding/dilation");
+      {seeded_randn({2, 2, 6, 5}, 4), seeded_randn({2, 2, 3, 2}, 5), seeded_randn({2}, 6)},
+      "conv2d stride/padding/dilation");
 }
 
 TEST(Conv2dGrad, GroupsAndDepthwise) {
   expect_gradcheck_layouts(
       [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], {.padding = 1, .groups = 2}); },
-      {rnd({2, 4, 4, 4}, 7), rnd({4, 2, 3, 3}, 8), rnd({4}, 9)}, "conv2d groups 2");
+      {seeded_randn({2, 4, 4, 4}, 7), seeded_randn({4, 2, 3, 3}, 8), seeded_randn({4}, 9)}, "conv2d groups 2");
   expect_gradcheck_layouts(
       [](const std::vector<Tensor>& v) {
         return conv2d(v[0], v[1], Tensor(), {.stride = 2, .padding = 1, .groups = 3});
       },
-      {rnd({1, 3, 5, 5}, 10), rnd({6, 1, 3, 3}, 11)}, "conv2d depthwise, no bias");
+      {seeded_randn({1, 3, 5, 5}, 10), seeded_randn({6, 1, 3, 3}, 11)}, "conv2d depthwise, no bias");
 }
 
 TEST(Conv2dGrad, PointwiseWithoutIm2col) {
   expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2]); },
-                           {rnd({2, 3, 3, 4}, 12), rnd({4, 3, 1, 1}, 13), rnd({4}, 14)}, "conv2d 1x1");
+                           {seeded_randn({2, 3, 3, 4}, 12), seeded_randn({4, 3, 1, 1}, 13), seeded_randn({4}, 14)},
+                           "conv2d 1x1");
 }
 
 TEST(Conv2dGrad, OnlyTheInputsThatNeedGradGetOne) {
-  Tensor x = rnd({1, 2, 4, 4}, 15), w = rnd({3, 2, 3, 3}, 16), b = rnd({3}, 17);
+  Tensor x = seeded_randn({1, 2, 4, 4}, 15), w = seeded_randn({3, 2, 3, 3}, 16), b = seeded_randn({3}, 17);
   w.requires_grad_();
   conv2d(x, w, b, {.padding = 1}).sum().backward();
   EXPECT_FALSE(x.grad().defined());
@@ -72,7 +68,7 @@ TEST(MaxPool2dGrad, FlowsToTheArgmax) {
 }
 
 TEST(MaxPool2dGrad, WithIndicesReturnsInt64IndicesWithoutGrad) {
-  Tensor x = rnd({1, 1, 4, 4}, 19);
+  Tensor x = seeded_randn({1, 1, 4, 4}, 19);
   x.requires_grad_();
   auto [values, indices] = max_pool2d_with_indices(x, 2);
   EXPECT_EQ(indices.dtype(), DType::I64);
@@ -81,7 +77,7 @@ TEST(MaxPool2dGrad, WithIndicesReturnsInt64IndicesWithoutGrad) {
 }
 
 TEST(AvgPool2dGrad, WithAndWithoutPaddingInTheCount) {
-  Tensor x = rnd({2, 2, 5, 6}, 20);
+  Tensor x = seeded_randn({2, 2, 5, 6}, 20);
   expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return avg_pool2d(v[0], 2); }, {x}, "avg_pool2d 2x2");
   expect_gradcheck_layouts(
       [](const std::vector<Tensor>& v) { return avg_pool2d(v[0], 3, {.stride = 2, .padding = 1, .ceil_mode = true}); },
@@ -94,7 +90,7 @@ TEST(AvgPool2dGrad, WithAndWithoutPaddingInTheCount) {
 }
 
 TEST(AdaptiveAvgPool2dGrad, OverlappingAndGlobalWindows) {
-  Tensor x = rnd({2, 2, 5, 7}, 21);
+  Tensor x = seeded_randn({2, 2, 5, 7}, 21);
   expect_gradcheck_layouts(
       [](const std::vector<Tensor>& v) {
         return adaptive_avg_pool2d(v[0], {3, 4});
@@ -106,8 +102,9 @@ TEST(AdaptiveAvgPool2dGrad, OverlappingAndGlobalWindows) {
 
 TEST(Conv2dGrad, SmallCnnTrainsEndToEnd) {
   // conv -> relu -> maxpool -> conv -> adaptive pool: every parameter gets a finite gradient.
-  Tensor x = rnd({4, 1, 8, 8}, 22).to(DType::F32);
-  Tensor w1 = (rnd({4, 1, 3, 3}, 23) * 0.3).to(DType::F32), w2 = (rnd({5, 4, 3, 3}, 24) * 0.3).to(DType::F32);
+  Tensor x = seeded_randn({4, 1, 8, 8}, 22).to(DType::F32);
+  Tensor w1 = (seeded_randn({4, 1, 3, 3}, 23) * 0.3).to(DType::F32),
+         w2 = (seeded_randn({5, 4, 3, 3}, 24) * 0.3).to(DType::F32);
   Tensor b1 = zeros({4}), b2 = zeros({5});
   for (Tensor* p : {&w1, &w2, &b1, &b2}) p->requires_grad_();
   Tensor h = max_pool2d(relu(conv2d(x, w1, b1, {.padding = 1})), 2);

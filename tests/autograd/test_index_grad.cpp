@@ -5,17 +5,14 @@
 #include <brisk/brisk.h>
 
 #include "common/gradcheck.h"
+#include "common/random.h"
 
 using namespace brisk;
 using brisk::testing::expect_gradcheck_layouts;
+using brisk::testing::seeded_randn;
 using V = std::vector<Tensor>;
 
 namespace {
-
-Tensor randn64(const Shape& s, uint64_t seed) {
-  Generator g(seed);
-  return randn(s, {.dtype = DType::F64}, &g);
-}
 
 Shape sizes_of(const Tensor& t) {
   return t.sizes();
@@ -57,12 +54,12 @@ TEST(IndexGrad, CatAndStackSplitTheGradient) {
       [](const V& v) {
         return cat({v[0], v[1] * 2.0, v[0]}, 1);
       },
-      {randn64({2, 3}, 1), randn64({2, 2}, 2)}, "cat");
+      {seeded_randn({2, 3}, 1), seeded_randn({2, 2}, 2)}, "cat");
   expect_gradcheck_layouts(
       [](const V& v) {
         return stack({v[0], v[1] * v[1]}, 1);
       },
-      {randn64({2, 3}, 3), randn64({2, 3}, 4)}, "stack");
+      {seeded_randn({2, 3}, 3), seeded_randn({2, 3}, 4)}, "stack");
 }
 
 TEST(IndexGrad, SplitAndChunkPiecesFlowBack) {
@@ -71,27 +68,27 @@ TEST(IndexGrad, SplitAndChunkPiecesFlowBack) {
         V p = split(v[0], 2, 1);
         return cat({p[2], p[0] * 3.0, p[1]}, 1);
       },
-      {randn64({2, 5}, 5)}, "split");
+      {seeded_randn({2, 5}, 5)}, "split");
   expect_gradcheck_layouts(
       [](const V& v) {
         V p = chunk(v[0], 2, 0);
         return p[0] * p[1];
       },
-      {randn64({4, 3}, 6)}, "chunk");
+      {seeded_randn({4, 3}, 6)}, "chunk");
   // Pieces that do not reach the loss get a zero gradient (split records one node for all pieces).
   expect_gradcheck_layouts(
       [](const V& v) {
         V p = split(v[0], std::vector<int64_t>{1, 2, 0, 3}, 1);
         return exp(p[1]);
       },
-      {randn64({3, 6}, 7)}, "split, one piece used");
+      {seeded_randn({3, 6}, 7)}, "split, one piece used");
 }
 
 TEST(IndexGrad, IndexSelectAddsGradientsOfRepeatedRows) {
   Tensor idx = tensor<int32_t>({2, 0, 2, 2});
-  expect_gradcheck_layouts([idx](const V& v) { return index_select(v[0], 0, idx); }, {randn64({3, 2}, 7)},
+  expect_gradcheck_layouts([idx](const V& v) { return index_select(v[0], 0, idx); }, {seeded_randn({3, 2}, 7)},
                            "index_select dim 0");
-  expect_gradcheck_layouts([idx](const V& v) { return index_select(v[0], -1, idx); }, {randn64({2, 3, 3}, 8)},
+  expect_gradcheck_layouts([idx](const V& v) { return index_select(v[0], -1, idx); }, {seeded_randn({2, 3, 3}, 8)},
                            "index_select dim -1");
   Tensor x = from_vector<float>({1, 2, 3}, {3});
   x.requires_grad_();
@@ -101,16 +98,18 @@ TEST(IndexGrad, IndexSelectAddsGradientsOfRepeatedRows) {
 
 TEST(IndexGrad, GatherScattersGradientBackWithDuplicates) {
   Tensor idx = from_vector<int64_t>({0, 2, 2, 1, 1, 1}, {2, 3});
-  expect_gradcheck_layouts([idx](const V& v) { return gather(v[0], 1, idx); }, {randn64({2, 4}, 9)}, "gather dim 1");
+  expect_gradcheck_layouts([idx](const V& v) { return gather(v[0], 1, idx); }, {seeded_randn({2, 4}, 9)},
+                           "gather dim 1");
   Tensor idx0 = from_vector<int64_t>({2, 0, 0, 1}, {2, 2});
-  expect_gradcheck_layouts([idx0](const V& v) { return gather(v[0], 0, idx0); }, {randn64({3, 3}, 10)}, "gather dim 0");
+  expect_gradcheck_layouts([idx0](const V& v) { return gather(v[0], 0, idx0); }, {seeded_randn({3, 3}, 10)},
+                           "gather dim 0");
 }
 
 TEST(IndexGrad, ScatterMasksOverwrittenInputAndGathersForSrc) {
   // Row 0 writes column 1 twice (the second write wins); src is larger than index.
   Tensor idx = from_vector<int64_t>({1, 1, 3, 0, 2, 3}, {2, 3});
   expect_gradcheck_layouts([idx](const V& v) { return scatter(v[0], 1, idx, v[1]); },
-                           {randn64({2, 4}, 11), randn64({3, 4}, 12)}, "scatter");
+                           {seeded_randn({2, 4}, 11), seeded_randn({3, 4}, 12)}, "scatter");
   Tensor x = zeros({1, 3}), src = ones({1, 2});
   x.requires_grad_();
   src.requires_grad_();
@@ -123,24 +122,24 @@ TEST(IndexGrad, ScatterMasksOverwrittenInputAndGathersForSrc) {
 TEST(IndexGrad, ScatterAddPassesGradientToInputAndGathersForSrc) {
   Tensor idx = from_vector<int32_t>({0, 0, 2, 1, 0, 2}, {3, 2});
   expect_gradcheck_layouts([idx](const V& v) { return scatter_add(v[0], 0, idx, v[1]); },
-                           {randn64({3, 3}, 13), randn64({4, 2}, 14)}, "scatter_add");
+                           {seeded_randn({3, 3}, 13), seeded_randn({4, 2}, 14)}, "scatter_add");
 }
 
 TEST(IndexGrad, MaskedFillTrilTriuZeroTheMaskedGradient) {
   Tensor mask = from_vector<bool>({true, false, false, true}, {4});
-  expect_gradcheck_layouts([mask](const V& v) { return masked_fill(v[0] * v[0], mask, 3.0); }, {randn64({3, 4}, 15)},
-                           "masked_fill");
-  expect_gradcheck_layouts([](const V& v) { return tril(v[0], -1) + triu(v[0], 2); }, {randn64({2, 3, 4}, 16)},
+  expect_gradcheck_layouts([mask](const V& v) { return masked_fill(v[0] * v[0], mask, 3.0); },
+                           {seeded_randn({3, 4}, 15)}, "masked_fill");
+  expect_gradcheck_layouts([](const V& v) { return tril(v[0], -1) + triu(v[0], 2); }, {seeded_randn({2, 3, 4}, 16)},
                            "tril/triu");
 }
 
 TEST(IndexGrad, PadNarrowsTheGradientBackIncludingCrops) {
-  expect_gradcheck_layouts([](const V& v) { return pad(v[0], {1, 2, 0, 1}, 0.5); }, {randn64({2, 3}, 17)}, "pad");
+  expect_gradcheck_layouts([](const V& v) { return pad(v[0], {1, 2, 0, 1}, 0.5); }, {seeded_randn({2, 3}, 17)}, "pad");
   expect_gradcheck_layouts(
       [](const V& v) {
         return pad(v[0], {-1, 2, 1, -1});
       },
-      {randn64({3, 3}, 18)}, "pad with crop");
+      {seeded_randn({3, 3}, 18)}, "pad with crop");
 }
 
 TEST(IndexGrad, OnlyInputsThatRequireGradReceiveOne) {

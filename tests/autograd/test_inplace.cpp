@@ -10,19 +10,16 @@
 #include <vector>
 
 #include "common/errors.h"
+#include "common/random.h"
 
 using namespace brisk;
 using brisk::testing::expect_error;
+using brisk::testing::seeded_randn;
 
 namespace {
 
-Tensor input(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, {.dtype = DType::F64}, &gen);
-}
-
 Tensor leaf_input(const Shape& s, uint64_t seed) {
-  Tensor t = input(s, seed);
+  Tensor t = seeded_randn(s, seed);
   t.requires_grad_();
   return t;
 }
@@ -39,7 +36,7 @@ struct Run {
 Run run(const std::function<Tensor(const Tensor&, const Tensor&)>& program, const Shape& other_shape) {
   Tensor x = leaf_input({3, 4}, 1), other = leaf_input(other_shape, 2);
   Tensor y = program(x, other);
-  Tensor w = input(y.sizes(), 3);
+  Tensor w = seeded_randn(y.sizes(), 3);
   (y * w).sum().backward();
   return {values(y), x.grad().defined() ? values(x.grad()) : std::vector<double>{},
           other.grad().defined() ? values(other.grad()) : std::vector<double>{}};

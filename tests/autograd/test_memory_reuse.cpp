@@ -19,7 +19,7 @@ Tensor leaf(const Shape& s, uint64_t seed) {
   return randn(s, {}, &g).requires_grad_();
 }
 
-std::vector<float> values(const Tensor& t) {
+std::vector<float> float_values(const Tensor& t) {
   return t.contiguous().to_vector<float>();
 }
 
@@ -36,7 +36,7 @@ TEST(MemoryReuse, ATemporaryIsOverwrittenWithTheSameValuesAndGradients) {
     Tensor y = rvalue(std::move(h));
     EXPECT_EQ(y.data_ptr(), bytes) << "the temporary's memory was not reused";
     Tensor want = lvalue(x * 0.5);  // (an rvalue too, but compared by value only)
-    EXPECT_EQ(values(y), values(want));
+    EXPECT_EQ(float_values(y), float_values(want));
     Generator g(7);
     Tensor w = randn({4, 5}, {}, &g);
     (y * w).sum().backward();
@@ -44,7 +44,7 @@ TEST(MemoryReuse, ATemporaryIsOverwrittenWithTheSameValuesAndGradients) {
     x.set_grad(Tensor());
     Tensor h2 = x * 0.5;
     (lvalue(h2) * w).sum().backward();  // lvalue: allocates
-    EXPECT_EQ(values(gx), values(x.grad()));
+    EXPECT_EQ(float_values(gx), float_values(x.grad()));
   }
 }
 
@@ -54,10 +54,10 @@ TEST(MemoryReuse, AnythingElseSeeingTheBytesKeepsThemIntact) {
     // A view of the temporary is alive.
     Tensor h = x * 1.0;
     Tensor v = h.narrow(0, 0, 3);
-    const std::vector<float> before = values(v);
+    const std::vector<float> before = float_values(v);
     Tensor y = relu(std::move(h));
     EXPECT_NE(y.data_ptr(), v.data_ptr());
-    EXPECT_EQ(values(v), before);
+    EXPECT_EQ(float_values(v), before);
   }
   {
     // Another handle on the same tensor.
@@ -65,7 +65,7 @@ TEST(MemoryReuse, AnythingElseSeeingTheBytesKeepsThemIntact) {
     Tensor other = h;
     Tensor y = relu(std::move(h));
     EXPECT_NE(y.data_ptr(), other.data_ptr());
-    EXPECT_EQ(values(other), values(x));
+    EXPECT_EQ(float_values(other), float_values(x));
   }
   {
     // exp saved its output for backward: relu of that output must leave it alone, and the
@@ -76,17 +76,17 @@ TEST(MemoryReuse, AnythingElseSeeingTheBytesKeepsThemIntact) {
     Tensor y = relu(std::move(e));
     EXPECT_NE(y.data_ptr(), e_bytes);
     y.sum().backward();
-    EXPECT_EQ(values(x.grad()), values(exp(x.detach())));
+    EXPECT_EQ(float_values(x.grad()), float_values(exp(x.detach())));
   }
   {
     // A leaf that requires grad is never overwritten.
     Tensor l = leaf({6}, 3);
-    const std::vector<float> before = values(l);
+    const std::vector<float> before = float_values(l);
     const void* l_bytes = l.data_ptr();
     Tensor copy = l;  // (keeps a handle to look at afterwards)
     Tensor y = relu(std::move(l));
     EXPECT_NE(y.data_ptr(), l_bytes);
-    EXPECT_EQ(values(copy), before);
+    EXPECT_EQ(float_values(copy), before);
   }
   {
     // Parameters' memory is not activation memory.
@@ -108,14 +108,14 @@ TEST(MemoryReuse, BackwardWritesOverAGradientOnlyWhenNothingElseReadsIt) {
   Generator g(9);
   Tensor w = randn({8}, {}, &g);
   ((a + b) * w).sum().backward();
-  EXPECT_EQ(values(a.grad()), values(w)) << "the retained gradient was overwritten";
+  EXPECT_EQ(float_values(a.grad()), float_values(w)) << "the retained gradient was overwritten";
   auto masked = [&](const Tensor& in) {
-    std::vector<float> out = values(w), v = values(in);
+    std::vector<float> out = float_values(w), v = float_values(in);
     for (size_t i = 0; i < out.size(); ++i) out[i] = v[i] > 0 ? out[i] : 0.0f;
     return out;
   };
-  EXPECT_EQ(values(p.grad()), masked(p));
-  EXPECT_EQ(values(q.grad()), masked(q));
+  EXPECT_EQ(float_values(p.grad()), masked(p));
+  EXPECT_EQ(float_values(q.grad()), masked(q));
 }
 
 // A chain of temporaries in a model's shape: the same gradients as with every tensor kept, checked
@@ -146,7 +146,7 @@ TEST(MemoryReuse, CheckpointedLayersOfTemporariesTrainAsWithoutCheckpoint) {
     std::vector<float> grads;
     for (auto* l : {&l1, &l2})
       for (auto& p : l->parameters()) {
-        auto v = values(p.grad());
+        auto v = float_values(p.grad());
         grads.insert(grads.end(), v.begin(), v.end());
       }
     return grads;
@@ -176,17 +176,17 @@ TEST(MemoryReuse, ALeafTakesOverAGradientNobodyElseHolds) {
   Recognised::keep = false;
   Recognised::apply(x).sum().backward();
   EXPECT_EQ(x.grad().data_ptr(), Recognised::handed);
-  EXPECT_EQ(values(x.grad()), std::vector<float>(5, 2.f));
+  EXPECT_EQ(float_values(x.grad()), std::vector<float>(5, 2.f));
   EXPECT_EQ(x.grad().storage()->category(), MemoryCategory::Gradients);
   // Accumulation adds into it; a held gradient is copied, so changing .grad leaves it alone.
   Recognised::apply(x).sum().backward();
-  EXPECT_EQ(values(x.grad()), std::vector<float>(5, 4.f));
+  EXPECT_EQ(float_values(x.grad()), std::vector<float>(5, 4.f));
   Tensor y = leaf({5}, 31);
   Recognised::keep = true;
   Recognised::apply(y).sum().backward();
   EXPECT_NE(y.grad().data_ptr(), Recognised::handed);
   kernels::fill_(y.grad(), 7.0);
-  EXPECT_EQ(values(Recognised::kept), std::vector<float>(5, 2.f));
+  EXPECT_EQ(float_values(Recognised::kept), std::vector<float>(5, 2.f));
   Recognised::kept = Tensor();
 }
 
@@ -220,7 +220,7 @@ TEST(MemoryReuse, MaxPoolOfATemporaryReluGivesTheSameGradientBits) {
       loss = (p * w).sum();
     }
     loss.backward();
-    return values(z.grad());
+    return float_values(z.grad());
   };
   for (int variant = 0; variant < 4; ++variant) {
     SCOPED_TRACE(variant);

@@ -4,18 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "common/gradcheck.h"
+#include "common/random.h"
 
 using namespace brisk;
 using brisk::testing::expect_gradcheck_layouts;
+using brisk::testing::seeded_randn;
 
 namespace {
 
 using Fn = std::function<Tensor(const Tensor&, const std::vector<int64_t>&, bool)>;
-
-Tensor input(const Shape& s, uint64_t seed) {
-  Generator gen(seed);
-  return randn(s, {.dtype = DType::F64}, &gen);
-}
 
 // Gradchecks fn over a 3-D input for several dim sets, keepdim off and on.
 void gradcheck_dims(const char* name, const Fn& fn, const Tensor& x) {
@@ -38,14 +35,14 @@ std::vector<double> grad_of(const Tensor& x, const std::function<Tensor(const Te
 
 TEST(ReduceGrad, SumAndMean) {
   gradcheck_dims(
-      "sum", [](const Tensor& x, const auto& d, bool k) { return sum(x, d, k); }, input({2, 3, 4}, 1));
+      "sum", [](const Tensor& x, const auto& d, bool k) { return sum(x, d, k); }, seeded_randn({2, 3, 4}, 1));
   gradcheck_dims(
-      "mean", [](const Tensor& x, const auto& d, bool k) { return mean(x, d, k); }, input({2, 3, 4}, 2));
+      "mean", [](const Tensor& x, const auto& d, bool k) { return mean(x, d, k); }, seeded_randn({2, 3, 4}, 2));
 }
 
 TEST(ReduceGrad, Prod) {
   gradcheck_dims(
-      "prod", [](const Tensor& x, const auto& d, bool k) { return prod(x, d, k); }, input({2, 3, 4}, 3));
+      "prod", [](const Tensor& x, const auto& d, bool k) { return prod(x, d, k); }, seeded_randn({2, 3, 4}, 3));
 }
 
 TEST(ReduceGrad, ProdWithZerosGetsTheProductOfTheOthers) {
@@ -60,9 +57,9 @@ TEST(ReduceGrad, ProdWithZerosGetsTheProductOfTheOthers) {
 
 TEST(ReduceGrad, AmaxAndAmin) {
   gradcheck_dims(
-      "amax", [](const Tensor& x, const auto& d, bool k) { return amax(x, d, k); }, input({2, 3, 4}, 4));
+      "amax", [](const Tensor& x, const auto& d, bool k) { return amax(x, d, k); }, seeded_randn({2, 3, 4}, 4));
   gradcheck_dims(
-      "amin", [](const Tensor& x, const auto& d, bool k) { return amin(x, d, k); }, input({2, 3, 4}, 5));
+      "amin", [](const Tensor& x, const auto& d, bool k) { return amin(x, d, k); }, seeded_randn({2, 3, 4}, 5));
 }
 
 TEST(ReduceGrad, AmaxSplitsTheGradientEvenlyAmongTies) {
@@ -75,7 +72,7 @@ TEST(ReduceGrad, AmaxSplitsTheGradientEvenlyAmongTies) {
 }
 
 TEST(ReduceGrad, MaxAndMinAlongADim) {
-  Tensor x = input({3, 4, 5}, 6);
+  Tensor x = seeded_randn({3, 4, 5}, 6);
   for (int64_t dim : {0, 1, -1})
     for (bool keepdim : {false, true}) {
       const std::string what = "dim " + std::to_string(dim) + (keepdim ? " keepdim" : "");
@@ -100,10 +97,10 @@ TEST(ReduceGrad, VarAndStd) {
   for (int64_t c : {0, 1}) {
     gradcheck_dims(
         c ? "var" : "var correction 0", [c](const Tensor& x, const auto& d, bool k) { return var(x, d, c, k); },
-        input({2, 3, 4}, 7));
+        seeded_randn({2, 3, 4}, 7));
     gradcheck_dims(
         c ? "std" : "std correction 0",
-        [c](const Tensor& x, const auto& d, bool k) { return brisk::std_dev(x, d, c, k); }, input({2, 3, 4}, 8));
+        [c](const Tensor& x, const auto& d, bool k) { return brisk::std_dev(x, d, c, k); }, seeded_randn({2, 3, 4}, 8));
   }
 }
 
@@ -114,18 +111,19 @@ TEST(ReduceGrad, StdOfAConstantGroupHasZeroGradient) {
 
 TEST(ReduceGrad, Logsumexp) {
   gradcheck_dims(
-      "logsumexp", [](const Tensor& x, const auto& d, bool k) { return logsumexp(x, d, k); }, input({2, 3, 4}, 9));
+      "logsumexp", [](const Tensor& x, const auto& d, bool k) { return logsumexp(x, d, k); },
+      seeded_randn({2, 3, 4}, 9));
 }
 
 TEST(ReduceGrad, Cumsum) {
-  Tensor x = input({3, 4, 5}, 10);
+  Tensor x = seeded_randn({3, 4, 5}, 10);
   for (int64_t dim : {0, 1, -1})
     expect_gradcheck_layouts([&](const std::vector<Tensor>& v) { return cumsum(v[0], dim); }, {x},
                              "cumsum dim " + std::to_string(dim));
 }
 
 TEST(ReduceGrad, Topk) {
-  Tensor x = input({3, 4, 5}, 11);
+  Tensor x = seeded_randn({3, 4, 5}, 11);
   for (int64_t dim : {0, -1})
     for (bool largest : {true, false})
       for (bool sorted : {true, false})
@@ -136,7 +134,7 @@ TEST(ReduceGrad, Topk) {
 }
 
 TEST(ReduceGrad, SoftmaxAndLogSoftmax) {
-  Tensor x = input({3, 4, 5}, 12);
+  Tensor x = seeded_randn({3, 4, 5}, 12);
   for (int64_t dim : {0, 1, -1}) {
     expect_gradcheck_layouts([&](const std::vector<Tensor>& v) { return softmax(v[0], dim); }, {x},
                              "softmax dim " + std::to_string(dim));
@@ -146,7 +144,7 @@ TEST(ReduceGrad, SoftmaxAndLogSoftmax) {
 }
 
 TEST(ReduceGrad, ArgmaxAndIntegerResultsCarryNoGradient) {
-  Tensor x = input({2, 3}, 13);
+  Tensor x = seeded_randn({2, 3}, 13);
   x.requires_grad_();
   EXPECT_FALSE(argmax(x).requires_grad());
   EXPECT_FALSE(topk(x, 2).indices.requires_grad());

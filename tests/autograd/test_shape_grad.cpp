@@ -6,10 +6,12 @@
 
 #include "common/errors.h"
 #include "common/gradcheck.h"
+#include "common/random.h"
 
 using namespace brisk;
 using brisk::testing::expect_error;
 using brisk::testing::expect_gradcheck_layouts;
+using brisk::testing::seeded_randn;
 using V = std::vector<Tensor>;
 
 namespace {
@@ -21,11 +23,6 @@ Tensor iota(const Shape& s) {
 
 std::vector<float> vals(const Tensor& t) {
   return t.to_vector<float>();
-}
-
-Tensor randn64(const Shape& s, uint64_t seed) {
-  Generator g(seed);
-  return randn(s, {.dtype = DType::F64}, &g);
 }
 
 }  // namespace
@@ -205,15 +202,19 @@ TEST(ShapeGrad, ViewReshapeFlattenUnflatten) {
       [](const V& v) {
         return v[0].view({2, -1}) * v[0].view({2, 3}).select(1, 0).unsqueeze(1);
       },
-      {randn64({6}, 1)}, "view");
-  expect_gradcheck_layouts([](const V& v) { return v[0].reshape({-1, 2}) * 2.0; }, {randn64({2, 3}, 2)}, "reshape");
-  expect_gradcheck_layouts([](const V& v) { return v[0].flatten(1) * v[0].flatten(1); }, {randn64({2, 2, 3}, 3)},
+      {seeded_randn({6}, 1)}, "view");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return v[0].reshape({-1, 2}) * 2.0;
+      },
+      {seeded_randn({2, 3}, 2)}, "reshape");
+  expect_gradcheck_layouts([](const V& v) { return v[0].flatten(1) * v[0].flatten(1); }, {seeded_randn({2, 2, 3}, 3)},
                            "flatten");
   expect_gradcheck_layouts(
       [](const V& v) {
         return unflatten(v[0], 1, {2, 2}).select(2, 1);
       },
-      {randn64({3, 4}, 4)}, "unflatten");
+      {seeded_randn({3, 4}, 4)}, "unflatten");
 }
 
 TEST(ShapeGrad, PermuteTransposeNarrowSliceSelect) {
@@ -221,14 +222,14 @@ TEST(ShapeGrad, PermuteTransposeNarrowSliceSelect) {
       [](const V& v) {
         return v[0].permute({1, 2, 0}) * 1.5;
       },
-      {randn64({2, 3, 2}, 5)}, "permute");
+      {seeded_randn({2, 3, 2}, 5)}, "permute");
   expect_gradcheck_layouts([](const V& v) { return v[0].transpose(0, 1) * v[0].transpose(-1, 0); },
-                           {randn64({3, 3}, 6)}, "transpose");
+                           {seeded_randn({3, 3}, 6)}, "transpose");
   expect_gradcheck_layouts([](const V& v) { return v[0].narrow(1, 1, 2) * v[0].narrow(1, -2, 2); },
-                           {randn64({2, 4}, 7)}, "narrow");
+                           {seeded_randn({2, 4}, 7)}, "narrow");
   expect_gradcheck_layouts([](const V& v) { return slice(v[0], 1, 1, 6, 2) + slice(v[0], 1, -3, 100); },
-                           {randn64({2, 6}, 8)}, "slice");
-  expect_gradcheck_layouts([](const V& v) { return v[0].select(0, 1) * v[0].select(1, -1); }, {randn64({3, 3}, 9)},
+                           {seeded_randn({2, 6}, 8)}, "slice");
+  expect_gradcheck_layouts([](const V& v) { return v[0].select(0, 1) * v[0].select(1, -1); }, {seeded_randn({3, 3}, 9)},
                            "select");
 }
 
@@ -237,15 +238,19 @@ TEST(ShapeGrad, ExpandBroadcastSqueezeUnsqueeze) {
       [](const V& v) {
         return v[0].expand({2, 3, 4}) * v[1];
       },
-      {randn64({3, 1}, 10), randn64({2, 3, 4}, 11)}, "expand");
-  expect_gradcheck_layouts([](const V& v) { return broadcast_to(v[0], {3, 2}); }, {randn64({2}, 12)}, "broadcast_to");
+      {seeded_randn({3, 1}, 10), seeded_randn({2, 3, 4}, 11)}, "expand");
+  expect_gradcheck_layouts(
+      [](const V& v) {
+        return broadcast_to(v[0], {3, 2});
+      },
+      {seeded_randn({2}, 12)}, "broadcast_to");
   expect_gradcheck_layouts([](const V& v) { return v[0].squeeze() * 2.0 + v[0].squeeze(0).squeeze(-1); },
-                           {randn64({1, 3, 1}, 13)}, "squeeze");
-  expect_gradcheck_layouts([](const V& v) { return v[0].unsqueeze(1) * v[0].unsqueeze(0); }, {randn64({3}, 14)},
+                           {seeded_randn({1, 3, 1}, 13)}, "squeeze");
+  expect_gradcheck_layouts([](const V& v) { return v[0].unsqueeze(1) * v[0].unsqueeze(0); }, {seeded_randn({3}, 14)},
                            "unsqueeze");
 }
 
 TEST(ShapeGrad, ContiguousAndClone) {
-  expect_gradcheck_layouts([](const V& v) { return v[0].t().contiguous() * v[0].clone().t(); }, {randn64({2, 3}, 15)},
-                           "contiguous/clone");
+  expect_gradcheck_layouts([](const V& v) { return v[0].t().contiguous() * v[0].clone().t(); },
+                           {seeded_randn({2, 3}, 15)}, "contiguous/clone");
 }

@@ -10,18 +10,15 @@
 
 #include "common/errors.h"
 #include "common/gradcheck.h"
+#include "common/random.h"
 
 using namespace brisk;
 using brisk::testing::error_of;
 using brisk::testing::expect_error;
 using brisk::testing::expect_gradcheck_layouts;
+using brisk::testing::seeded_randn;
 
 namespace {
-
-Tensor input(const Shape& s, uint64_t seed, DType dt = DType::F64) {
-  Generator gen(seed);
-  return randn(s, {.dtype = dt}, &gen);
-}
 
 // Positive values away from 0 (log, sqrt, rsqrt, pow with a tensor exponent).
 Tensor positive(const Shape& s, uint64_t seed) {
@@ -95,7 +92,7 @@ const std::vector<UnaryCase>& unary_cases() {
 
 TEST(TensorMethods, UnaryMatchFreeFunctions) {
   for (const UnaryCase& c : unary_cases()) {
-    const Tensor x = c.positive_only ? positive({3, 4}, 1) : input({3, 4}, 1);
+    const Tensor x = c.positive_only ? positive({3, 4}, 1) : seeded_randn({3, 4}, 1);
     expect_same(c.method(x), c.free(x), c.name);
     const Tensor xf = x.to(DType::F32);
     expect_same(c.method(xf), c.free(xf), std::string(c.name) + " f32");
@@ -104,13 +101,13 @@ TEST(TensorMethods, UnaryMatchFreeFunctions) {
 
 TEST(TensorMethods, UnaryGradcheck) {
   for (const UnaryCase& c : unary_cases()) {
-    const Tensor x = c.positive_only ? positive({3, 4}, 2) : input({3, 4}, 2);
+    const Tensor x = c.positive_only ? positive({3, 4}, 2) : seeded_randn({3, 4}, 2);
     expect_gradcheck_layouts([&](const std::vector<Tensor>& v) { return c.method(v[0]); }, {x}, c.name);
   }
 }
 
 TEST(TensorMethods, ChainReadsLeftToRight) {
-  const Tensor x = input({2, 3}, 3);
+  const Tensor x = seeded_randn({2, 3}, 3);
   expect_same(x.abs().add(0.2).pow(2.5).sum(), sum(pow(abs(x) + 0.2, 2.5)), "chain");
   expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return v[0].abs().add(0.2).pow(2.5).sum(); }, {x},
                            "chain");
@@ -149,7 +146,7 @@ TEST(TensorMethods, BinaryMatchFreeFunctionsAndGradcheck) {
     expect_gradcheck_layouts([&](const std::vector<Tensor>& v) { return c.method(v[0], v[1]); }, {a, b}, c.name);
   }
   // Broadcasting like the free functions.
-  const Tensor row = input({4}, 6);
+  const Tensor row = seeded_randn({4}, 6);
   expect_same(a.add(row), a + row, "add broadcast");
   expect_same(a.mul(row), a * row, "mul broadcast");
   expect_error([&] { (void)a.mm(row); }, "mm: expects two 2-D tensors");
@@ -229,7 +226,7 @@ TEST(TensorMethods, ReductionsMatchFreeFunctionsAndGradcheck) {
       {"min dim keepdim values", [](const Tensor& x) { return x.min(-1, true).values; },
        [](const Tensor& x) { return min(x, -1, true).values; }},
   };
-  const Tensor x = input({2, 3, 4}, 7);
+  const Tensor x = seeded_randn({2, 3, 4}, 7);
   for (const Case& c : cases) {
     expect_same(c.method(x), c.free(x), c.name);
     expect_gradcheck_layouts([&](const std::vector<Tensor>& v) { return c.method(v[0]); }, {x}, c.name);
@@ -253,7 +250,7 @@ TEST(TensorMethods, MaxMinAlongDimGiveValuesAndIndices) {
 }
 
 TEST(TensorMethods, ArgmaxArgmin) {
-  const Tensor x = input({3, 5}, 8);
+  const Tensor x = seeded_randn({3, 5}, 8);
   expect_same(x.argmax(), argmax(x), "argmax all");
   expect_same(x.argmax(1), argmax(x, 1), "argmax dim");
   expect_same(x.argmin(0, true), argmin(x, 0, true), "argmin dim keepdim");
@@ -261,7 +258,7 @@ TEST(TensorMethods, ArgmaxArgmin) {
 }
 
 TEST(TensorMethods, IndexSelectAndGather) {
-  const Tensor x = input({3, 4}, 9);
+  const Tensor x = seeded_randn({3, 4}, 9);
   const Tensor idx = tensor<int64_t>({2, 0, 2});
   expect_same(x.index_select(0, idx), index_select(x, 0, idx), "index_select");
   expect_gradcheck_layouts([&](const std::vector<Tensor>& v) { return v[0].index_select(1, idx); }, {x},
@@ -272,7 +269,7 @@ TEST(TensorMethods, IndexSelectAndGather) {
 }
 
 TEST(TensorMethods, InPlaceMatchOutOfPlace) {
-  const Tensor x = input({2, 3}, 10), y = input({2, 3}, 11);
+  const Tensor x = seeded_randn({2, 3}, 10), y = seeded_randn({2, 3}, 11);
   auto fresh = [&] { return x.clone(); };
   {
     Tensor t = fresh();
@@ -331,7 +328,7 @@ TEST(TensorMethods, InPlaceMatchOutOfPlace) {
 }
 
 TEST(TensorMethods, InPlaceOnLeafThatRequiresGradIsRefused) {
-  Tensor w = input({3}, 12);
+  Tensor w = seeded_randn({3}, 12);
   w.requires_grad_();
   expect_error([&] { w.add_(1.0); }, "add_: in-place update of a leaf tensor that requires grad");
   expect_error([&] { w.clamp_(0.0); }, "clamp_: in-place update of a leaf tensor that requires grad");
@@ -343,10 +340,10 @@ TEST(TensorMethods, InPlaceOnLeafThatRequiresGradIsRefused) {
 // A tensor an op saved for its backward, changed in place afterwards, must make that backward
 // throw instead of computing a wrong gradient (PyTorch's version counter check).
 TEST(TensorMethods, VersionCheckRefusesBackwardThroughModifiedSavedTensor) {
-  Tensor x = input({4}, 13);
+  Tensor x = seeded_randn({4}, 13);
   x.requires_grad_();
-  Tensor c = input({4}, 14);  // does not require grad, so in-place updates on it are allowed
-  Tensor y = x.mul(c).sum();  // mul saves c for x's gradient
+  Tensor c = seeded_randn({4}, 14);  // does not require grad, so in-place updates on it are allowed
+  Tensor y = x.mul(c).sum();         // mul saves c for x's gradient
   const uint32_t v = c.version();
   c.mul_(2.0);
   EXPECT_EQ(c.version(), v + 1);
@@ -358,16 +355,16 @@ TEST(TensorMethods, VersionCheckRefusesBackwardThroughModifiedSavedTensor) {
 }
 
 TEST(TensorMethods, VersionCheckSeesChangesThroughViews) {
-  Tensor x = input({2, 3}, 15);
+  Tensor x = seeded_randn({2, 3}, 15);
   x.requires_grad_();
-  Tensor c = input({2, 3}, 16);
+  Tensor c = seeded_randn({2, 3}, 16);
   Tensor y = x.mul(c).sum();
   c.select(0, 1).fill_(0.0);  // a view shares its base's version counter
   expect_error([&] { y.backward(); }, "modified by an in-place operation");
 }
 
 TEST(TensorMethods, VersionCheckSeesChangesToSavedOutputs) {
-  Tensor x = input({5}, 17);
+  Tensor x = seeded_randn({5}, 17);
   x.requires_grad_();
   Tensor e = x.exp();  // exp's backward reads its output
   Tensor loss = e.sum();
@@ -379,7 +376,7 @@ TEST(TensorMethods, VersionCheckSeesChangesToSavedOutputs) {
 }
 
 TEST(TensorMethods, VersionCheckSeesChangesToSavedIndices) {
-  Tensor x = input({3, 4}, 18);
+  Tensor x = seeded_randn({3, 4}, 18);
   x.requires_grad_();
   Tensor idx = tensor<int64_t>({0, 2});
   Tensor y = x.index_select(0, idx).sum();
@@ -389,15 +386,15 @@ TEST(TensorMethods, VersionCheckSeesChangesToSavedIndices) {
 
 TEST(TensorMethods, VersionCheckAllowsChangesThatBackwardDoesNotRead) {
   // add's backward reads neither input; updating one after the forward is fine.
-  Tensor x = input({3}, 19);
+  Tensor x = seeded_randn({3}, 19);
   x.requires_grad_();
-  Tensor c = input({3}, 20);
+  Tensor c = seeded_randn({3}, 20);
   Tensor y = x.add(c).sum();
   c.add_(1.0);
   y.backward();
   EXPECT_EQ(x.grad().to_vector<double>(), std::vector<double>(3, 1.0));
   // An in-place change after backward (an optimizer step) never trips the check.
-  Tensor w = input({3}, 21);
+  Tensor w = seeded_randn({3}, 21);
   w.requires_grad_();
   Tensor z = w.mul(w).sum();
   z.backward();
@@ -416,7 +413,7 @@ TEST(TensorMethods, VersionCheckCoversCustomFunctions) {
       return {g[0] * 3.0 * x * x};
     }
   };
-  Tensor x = input({3}, 22);
+  Tensor x = seeded_randn({3}, 22);
   x.requires_grad_();
   Tensor y = Cube::apply(x).sum();
   {

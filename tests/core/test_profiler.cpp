@@ -37,7 +37,10 @@ const profiler::Row* find(const std::vector<profiler::Row>& rows, const std::str
   return nullptr;
 }
 
-// Each test starts from an empty, enabled profiler and leaves it disabled.
+}  // namespace
+
+// Each test starts from an empty, enabled profiler and leaves it disabled. (Outside the anonymous
+// namespace: the TEST_F classes derived from it have external linkage.)
 class Profiler : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -49,8 +52,6 @@ class Profiler : public ::testing::Test {
     profiler::reset();
   }
 };
-
-}  // namespace
 
 TEST_F(Profiler, NestedScopesGiveSelfTimes) {
   for (int rep = 0; rep < 2; ++rep) {

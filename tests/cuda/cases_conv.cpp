@@ -22,7 +22,6 @@ namespace {
 
 using kernels::Conv2dGrads;
 
-const std::vector<DType> kAll = {DType::F64, DType::F32, DType::F16, DType::BF16};
 constexpr double kConvScale = 10;
 // TF32 keeps 10 mantissa bits: fp32 rtol 3.9e-4, atol 3e-3 against the CPU's exact f32.
 constexpr double kTf32Scale = 300;
@@ -38,10 +37,6 @@ class Tf32Off {
  private:
   bool prev_;
 };
-
-Tensor in(const CaseEnv& e, const Shape& s, uint64_t seed) {
-  return e.input(s, seed, -1.0, 1.0);
-}
 
 struct ConvSetup {
   Shape x, w;
@@ -107,10 +102,10 @@ MaxPool2dOptions overlapping() {
   return {.stride = 1, .padding = 1};
 }
 
-const CaseRegistrar reg{
+const CaseRegistrar conv_cases{
     {.op = "conv2d",
      .variant = "1x1, 3x3, 5x5; stride, padding, dilation, groups, depthwise (TF32 off)",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tf32Off off;
@@ -137,7 +132,7 @@ const CaseRegistrar reg{
      .tolerance_scale = kConvScale},
     {.op = "conv2d_backward",
      .variant = "input, weight and bias grads, alone and together (TF32 off)",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tf32Off off;
@@ -157,7 +152,7 @@ const CaseRegistrar reg{
 
     {.op = "max_pool2d",
      .variant = "2x2 stride 2, odd width; 3x3 stride 2 padding 1 dilation 2 ceil_mode",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            auto a = kernels::max_pool2d(in(e, {2, 3, 8, 9}, 400), 2);
@@ -169,7 +164,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "max_pool2d",
      .variant = "ties, NaN, -inf, overlapping windows on a 40x45 plane",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = tied_integers(e, {2, 2, 40, 45}, 403);
@@ -182,7 +177,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "max_pool2d_backward",
      .variant = "non-overlapping and overlapping windows (gradients add in the CPU's order)",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -200,7 +195,7 @@ const CaseRegistrar reg{
 
     {.op = "avg_pool2d",
      .variant = "count_include_pad both ways, ceil_mode, padding",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = in(e, {2, 3, 13, 11}, 420);
@@ -211,7 +206,7 @@ const CaseRegistrar reg{
          }},
     {.op = "avg_pool2d_backward",
      .variant = "count_include_pad both ways, ceil_mode, overlapping windows",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const Shape xs = {2, 3, 13, 11};
@@ -230,7 +225,7 @@ const CaseRegistrar reg{
          }},
     {.op = "adaptive_avg_pool2d",
      .variant = "shrinking and growing windows",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{kernels::adaptive_avg_pool2d(in(e, {2, 3, 10, 13}, 440), {4, 5}),
@@ -239,7 +234,7 @@ const CaseRegistrar reg{
          }},
     {.op = "adaptive_avg_pool2d_backward",
      .variant = "shrinking and growing windows",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{kernels::adaptive_avg_pool2d_backward(in(e, {2, 3, 4, 5}, 450), {2, 3, 10, 13}),

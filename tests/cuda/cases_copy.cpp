@@ -7,7 +7,7 @@ namespace {
 
 using kernels::cast;
 
-const CaseRegistrar reg{
+const CaseRegistrar copy_cases{
     {.op = "copy_",
      .variant = "broadcast from f32 into a strided destination",
      .dtypes = {DType::F64, DType::F32, DType::F16, DType::BF16},

@@ -17,8 +17,6 @@ using kernels::BinaryOp;
 using kernels::CompareOp;
 using kernels::UnaryOp;
 
-const std::vector<DType> kFloat = {DType::F64, DType::F32, DType::F16, DType::BF16};
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -72,11 +70,11 @@ Tensor misaligned(const CaseEnv& e, int64_t n, uint64_t seed) {
   return buf.as_strided({n}, {1}, buf.offset() + 1);
 }
 
-const CaseRegistrar reg{
+const CaseRegistrar elementwise_cases{
     // --- unary -------------------------------------------------------------------------------
     {.op = "unary",
      .variant = "every op, odd shape (37 x 29)",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -85,7 +83,7 @@ const CaseRegistrar reg{
          }},
     {.op = "unary",
      .variant = "IEEE-exact ops, bit for bit, tail of 4099",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -95,7 +93,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "unary",
      .variant = "every op on NaN, infinities, signed zeros and large values",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -119,7 +117,7 @@ const CaseRegistrar reg{
          }},
     {.op = "unary",
      .variant = "0-dim, empty, misaligned contiguous and transposed inputs",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const Tensor t = e.input({9, 13}, 6);
@@ -131,7 +129,7 @@ const CaseRegistrar reg{
     // --- unary_backward ------------------------------------------------------------------------
     {.op = "unary_backward",
      .variant = "every op, y = op(x), odd shape (23 x 31)",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -144,7 +142,7 @@ const CaseRegistrar reg{
          }},
     {.op = "unary_backward",
      .variant = "every op on NaN, infinities and signed zeros",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -155,7 +153,7 @@ const CaseRegistrar reg{
          }},
     {.op = "unary_backward",
      .variant = "x of another dtype, y not given, tail of 1027",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const Tensor g = e.input({1027}, 13);
@@ -166,7 +164,7 @@ const CaseRegistrar reg{
     // --- binary --------------------------------------------------------------------------------
     {.op = "binary",
      .variant = "exact ops, broadcast [3,1,7] with [5,1] and same-shape tail of 4099",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -182,7 +180,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "binary",
      .variant = "pow, broadcast and same shape",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const Tensor a = e.input({3, 1, 7}, 24, 0.1, 3.0), b = e.input({5, 1}, 25, -3.0, 3.0);
@@ -191,7 +189,7 @@ const CaseRegistrar reg{
          }},
     {.op = "binary",
      .variant = "every op on every pair of special values (NaN propagation, signed zeros)",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const std::vector<double> s = {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, 3.0, -100.0, 7.0};
@@ -236,7 +234,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "binary",
      .variant = "mixed dtypes promote (with f32, i32, i64, and f16 with bf16)",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const Tensor a = e.input({7, 33}, 40);
@@ -253,7 +251,7 @@ const CaseRegistrar reg{
     // --- binary_scalar -------------------------------------------------------------------------
     {.op = "binary_scalar",
      .variant = "exact ops, tensor op scalar and scalar op tensor, tail of 1029",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -268,7 +266,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "binary_scalar",
      .variant = "pow both ways, and every op against NaN and infinite scalars",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -306,7 +304,7 @@ const CaseRegistrar reg{
     // --- compare -------------------------------------------------------------------------------
     {.op = "compare",
      .variant = "every op, broadcast, equal values and NaN",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -344,7 +342,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "compare_scalar",
      .variant = "every op, NaN and infinite operands, integer tensors against fractional scalars",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -366,7 +364,7 @@ const CaseRegistrar reg{
     // --- where, clamp ----------------------------------------------------------------------------
     {.op = "where",
      .variant = "broadcast over all three, bool and u8 conditions, mixed value dtypes",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const Tensor cond = e.input_as({3, 1, 5}, DType::Bool, 80, 0, 1);
@@ -383,7 +381,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "clamp",
      .variant = "both bounds, one bound, NaN inputs, integer tensors",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const Tensor x = e.input({13, 77}, 90, -3, 3);
@@ -398,7 +396,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "clamp_backward",
      .variant = "both bounds, one bound, NaN inputs, x of another dtype",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            const Tensor g = e.input({13, 77}, 93), x = e.input({13, 77}, 94, -3, 3);
@@ -415,7 +413,7 @@ const CaseRegistrar reg{
     {.op = "add_",
      .variant = "alpha 1 and powers of two (exact fused or not), broadcast and other-dtype sources, strided "
                 "destinations, integers",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor a = e.input({9, 131}, 100), b = e.input({9, 131}, 101), c = e.input({4099}, 102);
@@ -434,7 +432,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "add_",
      .variant = "alpha 0.3 (one rounding where the compiler fuses the multiply-add)",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor a = e.input({7, 1029}, 113);
@@ -443,7 +441,7 @@ const CaseRegistrar reg{
          }},
     {.op = "mul_scalar_",
      .variant = "float and integer, contiguous and strided",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor a = e.input({5, 203}, 120), b = e.input({33}, 121);

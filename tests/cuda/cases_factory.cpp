@@ -7,8 +7,6 @@
 namespace brisk::testing {
 namespace {
 
-const std::vector<DType> kFloat = {DType::F64, DType::F32, DType::F16, DType::BF16};
-
 TensorOptions on(const CaseEnv& e, DType dt) {
   return {.dtype = dt, .device = e.device};
 }
@@ -19,10 +17,10 @@ Tensor transposed(const CaseEnv& e, int64_t rows, int64_t cols) {
   return t.as_strided({rows, cols}, {1, rows}, t.offset());
 }
 
-const CaseRegistrar reg{
+const CaseRegistrar factory_cases{
     {.op = "zeros",
      .variant = "every dtype, odd sizes",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -35,7 +33,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "ones",
      .variant = "every dtype, odd sizes",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -46,7 +44,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "full",
      .variant = "values that round in 16 bits, negative zero, integers",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{full({3, 333}, 1.0 / 3.0, on(e, e.dtype)), full({17}, -0.0, on(e, e.dtype)),
@@ -56,7 +54,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "zeros_like",
      .variant = "shape, dtype and device of a strided input",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{zeros_like(e.input({6, 35}, 1))};
@@ -64,7 +62,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "ones_like",
      .variant = "shape, dtype and device of a strided input",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{ones_like(e.input({6, 35}, 2))};
@@ -72,7 +70,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "full_like",
      .variant = "shape, dtype and device of a strided input",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{full_like(e.input({6, 35}, 3), -2.5),
@@ -81,7 +79,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "empty_like",
      .variant = "shape, dtype and device (filled afterwards, so the values compare)",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor t = empty_like(e.input({6, 35}, 5));
@@ -91,7 +89,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "arange",
      .variant = "float and integer dtypes, fractional and negative steps, odd lengths",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{
@@ -102,7 +100,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "linspace",
      .variant = "both ends exact, one and two steps, integer dtype",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{linspace(-1.0, 7.3, 1001, on(e, e.dtype)), linspace(0.1, 0.7, 7, on(e, e.dtype)),
@@ -112,7 +110,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "rand",
      .variant = "the CPU's values bit for bit, odd sizes",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Generator g(7);
@@ -123,7 +121,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "randn",
      .variant = "the CPU's values bit for bit, odd sizes",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Generator g(8);
@@ -132,7 +130,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "randint",
      .variant = "i64 by default, other dtypes, a range beyond 32 bits",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Generator g(9);
@@ -146,7 +144,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "uniform_",
      .variant = "contiguous, strided and transposed tensors",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Generator g(10);
@@ -159,7 +157,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "normal_",
      .variant = "contiguous, strided and transposed tensors",
-     .dtypes = kFloat,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Generator g(12);

@@ -10,7 +10,6 @@
 namespace brisk::testing {
 namespace {
 
-const std::vector<DType> kFloats = {DType::F64, DType::F32, DType::F16, DType::BF16};
 const std::vector<DType> kNumeric = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64};
 
 // Index values in [0, n) of `sizes`, in the env's layout.
@@ -24,10 +23,10 @@ Tensor small_ints(const CaseEnv& e, const Shape& sizes, uint64_t seed) {
   return kernels::cast(e.input_as(sizes, DType::I32, seed, -4, 4), e.dtype);
 }
 
-const CaseRegistrar reg{
+const CaseRegistrar index_cases{
     {.op = "cat",
      .variant = "dims 0 and -1, with an empty piece",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor a = kernels::cat({e.input({3, 5}, 1), e.input({2, 5}, 2), e.input({0, 5}, 3)}, 0);
@@ -37,7 +36,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "stack",
      .variant = "new first and last dims",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> xs = {e.input({4, 7}, 6), e.input({4, 7}, 7), e.input({4, 7}, 8)};
@@ -177,7 +176,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "multinomial",
      .variant = "with and without replacement, 1-D and 2-D, the CPU's draws",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Generator gen(55);

@@ -12,25 +12,20 @@ namespace {
 
 using kernels::LinearEpilogue;
 
-const std::vector<DType> kAll = {DType::F64, DType::F32, DType::F16, DType::BF16};
 constexpr double kBlasScale = 10;
 // cuBLASLt's fused GELU may evaluate tanh less exactly than the CPU's std::tanh: fp32 rtol 3.9e-4,
 // atol 3e-3 (bf16 and f16 are held to the bias-only cases' tolerances there).
 constexpr double kGeluScale = 300;
-
-Tensor in(const CaseEnv& e, const Shape& s, uint64_t seed) {
-  return e.input(s, seed, -1.0, 1.0);
-}
 
 // The transpose of a fresh (cols, rows) input: a column-major (rows, cols) matrix.
 Tensor transposed(const CaseEnv& e, int64_t rows, int64_t cols, uint64_t seed) {
   return in(e, {cols, rows}, seed).t();
 }
 
-const CaseRegistrar reg{
+const CaseRegistrar linalg_cases{
     {.op = "matmul",
      .variant = "2-D, odd sizes, K longer than a block",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{kernels::matmul(in(e, {37, 19}, 1), in(e, {19, 23}, 2)),
@@ -39,7 +34,7 @@ const CaseRegistrar reg{
      .tolerance_scale = kBlasScale},
     {.op = "matmul",
      .variant = "batched and broadcast batch dims",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{
@@ -53,7 +48,7 @@ const CaseRegistrar reg{
      .tolerance_scale = kBlasScale},
     {.op = "matmul",
      .variant = "1-D operands",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor v = in(e, {13}, 15);
@@ -64,7 +59,7 @@ const CaseRegistrar reg{
      .tolerance_scale = kBlasScale},
     {.op = "matmul",
      .variant = "transposed and strided operands",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor at = transposed(e, 11, 9, 21), bt = transposed(e, 9, 14, 22);
@@ -78,7 +73,7 @@ const CaseRegistrar reg{
      .tolerance_scale = kBlasScale},
     {.op = "matmul",
      .variant = "empty products",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return std::vector<Tensor>{kernels::matmul(in(e, {4, 0}, 28), in(e, {0, 3}, 29)),         // K = 0: zeros
@@ -88,7 +83,7 @@ const CaseRegistrar reg{
      .tolerance_scale = kBlasScale},
     {.op = "linear",
      .variant = "with and without bias (bias epilogue)",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = in(e, {5, 7, 16}, 40), w = in(e, {24, 16}, 41), b = in(e, {24}, 42);
@@ -99,7 +94,7 @@ const CaseRegistrar reg{
      .tolerance_scale = kBlasScale},
     {.op = "linear",
      .variant = "transposed weight, strided input, no input features",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = in(e, {16, 6}, 47).t();  // (6, 16) column-major
@@ -110,7 +105,7 @@ const CaseRegistrar reg{
      .tolerance_scale = kBlasScale},
     {.op = "linear",
      .variant = "GELU epilogue, fused and unfused",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = in(e, {6, 33}, 53), w = in(e, {20, 33}, 54), b = in(e, {20}, 55);

@@ -12,8 +12,6 @@ namespace {
 
 using kernels::Reduction;
 
-const std::vector<DType> kFloats = {DType::F64, DType::F32, DType::F16, DType::BF16};
-
 // A CPU tensor on the env's device in the env's layout (a stride-2 view along the last dim
 // when strided).
 Tensor layout_like(const CaseEnv& e, const Tensor& cpu) {
@@ -41,10 +39,10 @@ std::vector<Tensor> loss_outputs(const kernels::ClassLossResult& r) {
   return {r.loss, r.lse, r.count};
 }
 
-const CaseRegistrar reg{
+const CaseRegistrar nn_cases{
     {.op = "embedding",
      .variant = "repeated i64 and i32 indices, vector and odd rows",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor a = kernels::embedding(e.input_as({3, 5}, DType::I64, 1, 0, 11), e.input({11, 24}, 2));
@@ -55,7 +53,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "embedding_backward",
      .variant = "repeated indices summed in index order, padding_idx",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor a =
@@ -67,7 +65,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "embedding_backward",
      .variant = "atomicAdd (deterministic off)",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            kernels::DeterministicGuard off(false);
@@ -79,7 +77,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "layer_norm",
      .variant = "odd rows, two normalised dims, long rows, no affine, rows of 20000",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -98,7 +96,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "layer_norm_backward",
      .variant = "dx, dweight, dbias over several row chunks; no weight",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({70, 48}, 20), w = e.input({48}, 21);
@@ -114,7 +112,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "add_layer_norm",
      .variant = "odd rows, rows of 768, two normalised dims without affine, rows of 20000",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -132,7 +130,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "add_layer_norm_backward",
      .variant = "with the sum's gradient over several row chunks; without it and without weight",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({70, 48}, 144), w = e.input({48}, 146);
@@ -149,7 +147,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "batch_norm",
      .variant = "training with running stats (several chunks per channel), eval, 1-d, no affine",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -173,7 +171,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "batch_norm_backward",
      .variant = "training and eval, with and without weight",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({6, 4, 9, 7}, 39), w = e.input({4}, 40);
@@ -191,7 +189,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "dropout",
      .variant = "the CPU's mask for a seed, tails, p = 0 and 1",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Generator gen(47);
@@ -203,7 +201,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "dropout_backward",
      .variant = "strided grad",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Generator gen(51);
@@ -213,7 +211,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "cross_entropy",
      .variant = "(N, C) with ignore_index and label smoothing, every reduction, C = 1",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -235,7 +233,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "cross_entropy",
      .variant = "(N, C, d1, d2) and C = 50304",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -253,7 +251,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "cross_entropy_backward",
      .variant = "mean with smoothing, none per position, (N, C, d1, d2), C = 50304",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -273,7 +271,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "nll_loss",
      .variant = "(N, C) and (N, C, d) with ignore_index, every reduction",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;
@@ -288,7 +286,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "nll_loss_backward",
      .variant = "mean, sum and none, (N, C, d)",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            std::vector<Tensor> out;

@@ -61,7 +61,7 @@ std::vector<Tensor> bad_grads(const CaseEnv& e, double bad) {
   return g;
 }
 
-const CaseRegistrar reg{
+const CaseRegistrar optim_cases{
     {.op = "sgd_step",
      .variant = "plain with weight decay",
      .dtypes = kAllFloat,

@@ -13,8 +13,6 @@ namespace {
 namespace K = brisk::kernels;
 using V = std::vector<Tensor>;
 
-const std::vector<DType> kFloats = {DType::F64, DType::F32, DType::F16, DType::BF16};
-
 // Values with many ties (multiples of 0.5 in [-2, 2]) and NaNs: none in row 0, every element of
 // row 1, every 7th element from row 2 on. Same values on every device; strided like input().
 Tensor nan_ties(const CaseEnv& e, const Shape& s, uint64_t seed) {
@@ -49,11 +47,11 @@ Tensor softmax_output(const CaseEnv& e, const Shape& s, uint64_t seed, int64_t d
   return e.on_device(log ? K::log_softmax(x, dim) : K::softmax(x, dim));
 }
 
-const CaseRegistrar reg{
+const CaseRegistrar reduce_cases{
     // --- sum, mean, prod ---------------------------------------------------------------------
     {.op = "sum",
      .variant = "all, several, negative dims and keepdim",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 1);
@@ -62,7 +60,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 4},
     {.op = "sum",
      .variant = "rows of 1, 31, 33, 1000; columns; a split reduction; an empty dim",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return V{K::sum(e.input({7, 1}, 2), {1}),        K::sum(e.input({7, 31}, 3), {1}),
@@ -84,7 +82,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "mean",
      .variant = "dims, keepdim, long rows and columns",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 15);
@@ -98,7 +96,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 4},
     {.op = "prod",
      .variant = "dims, keepdim, and i32 to i64",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 19, 0.7, 1.3);
@@ -110,7 +108,7 @@ const CaseRegistrar reg{
     // --- amax, amin, max, min, argmax, argmin -------------------------------------------------
     {.op = "amax",
      .variant = "dims, keepdim, NaN rows and ties, integers",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 22);
@@ -125,7 +123,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "amin",
      .variant = "dims, keepdim, NaN rows and ties, integers",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 27);
@@ -139,7 +137,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "max",
      .variant = "along a dim: values and first index, NaN and ties, rows of 1 to 1000",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            V out;
@@ -156,7 +154,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "min",
      .variant = "along a dim: values and first index, NaN and ties",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            V out;
@@ -171,7 +169,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "argmax",
      .variant = "flattened, along a dim, keepdim, NaN and ties",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 44);
@@ -186,7 +184,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "argmin",
      .variant = "flattened, along a dim, keepdim, NaN and ties",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 49);
@@ -201,7 +199,7 @@ const CaseRegistrar reg{
     // --- var, std, logsumexp -------------------------------------------------------------------
     {.op = "var",
      .variant = "corrections 0, 1, 2, dims, keepdim, rows of 1 and 1000",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 53);
@@ -215,7 +213,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 4},
     {.op = "std",
      .variant = "corrections 0 and 1, dims, keepdim, long rows",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 57);
@@ -224,7 +222,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 4},
     {.op = "logsumexp",
      .variant = "dims, keepdim, rows of 1, 31, 33, 1000, 50304",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 59, -10, 10);
@@ -244,7 +242,7 @@ const CaseRegistrar reg{
     // roundings of values whose f32 summation orders differ by more than the absolute tolerance.
     {.op = "cumsum",
      .variant = "every dim, reverse, rows of 1 to 3000",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = e.input({4, 5, 6}, 66);
@@ -271,7 +269,7 @@ const CaseRegistrar reg{
      .exact = true},
     {.op = "topk",
      .variant = "largest/smallest, sorted or not, NaN and ties, rows past a shared-memory tile",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            V out;
@@ -292,7 +290,7 @@ const CaseRegistrar reg{
     // --- softmax, log_softmax and their backward ------------------------------------------------
     {.op = "softmax",
      .variant = "rows of 1, 31, 33, 1000, 50304; a middle and a first dim",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return V{K::softmax(e.input({7, 1}, 82), 1),
@@ -306,7 +304,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "log_softmax",
      .variant = "rows of 1, 31, 33, 1000, 50304; a middle and a first dim",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return V{K::log_softmax(e.input({7, 1}, 89), 1),
@@ -320,7 +318,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "softmax_backward",
      .variant = "rows of 1, 33, 1000, 50304 and a middle dim",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            V out;
@@ -334,7 +332,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "log_softmax_backward",
      .variant = "rows of 1, 33, 1000, 50304 and a middle dim",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            V out;
@@ -348,7 +346,7 @@ const CaseRegistrar reg{
      .tolerance_scale = 10},
     {.op = "take_along_dim_backward",
      .variant = "max-like (one index), topk-like and repeated indices, along the last and a middle dim",
-     .dtypes = kFloats,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            return V{

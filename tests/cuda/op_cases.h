@@ -42,7 +42,16 @@ struct OpCase {
   bool exact = false;
 };
 
-// Registers cases at static-initialisation time: `const CaseRegistrar reg{{...}, {...}};`
+// The floating dtypes most cases run in.
+inline const std::vector<DType> kFloatingDTypes = {DType::F64, DType::F32, DType::F16, DType::BF16};
+
+// An input of uniform values in [-1, 1) (the range the products and convolutions are checked in).
+inline Tensor in(const CaseEnv& e, const Shape& s, uint64_t seed) {
+  return e.input(s, seed, -1.0, 1.0);
+}
+
+// Registers cases at static-initialisation time: `const CaseRegistrar conv_cases{{...}, {...}};`
+// (a name of the file's own: the files are compiled together in unity batches).
 struct CaseRegistrar {
   CaseRegistrar(std::initializer_list<OpCase> cases);
 };

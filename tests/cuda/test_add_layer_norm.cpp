@@ -38,12 +38,12 @@ Tensor rnd(const Shape& s, uint64_t seed, double scale = 1.0, double shift = 0.0
   return randn(s, {}, &gen) * scale + shift;
 }
 
-struct Outputs {
+struct LayerNormOutputs {
   Tensor h, y, mean, rstd, dx, dw, db;  // on the CPU
 };
 
 // The op and its backward on `dev` in `dt` (inputs made in f32 on the CPU, then converted).
-Outputs run(DType dt, Device dev, int64_t R, int64_t D) {
+LayerNormOutputs run(DType dt, Device dev, int64_t R, int64_t D) {
   auto in = [&](const Tensor& t) { return t.to(dt).to(dev); };
   const Tensor x = in(rnd({R, D}, 1, 1.0, 2.0)), r = in(rnd({R, D}, 2, 0.5)), w = in(rnd({D}, 3)), b = in(rnd({D}, 4));
   const Tensor gy = in(rnd({R, D}, 5)), gh = in(rnd({R, D}, 6, 0.5));
@@ -60,7 +60,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 const char* kNames[] = {"h", "y", "mean", "rstd", "dx", "dweight", "dbias"};
-std::vector<const Tensor*> fields(const Outputs& o) {
+std::vector<const Tensor*> fields(const LayerNormOutputs& o) {
   return {&o.h, &o.y, &o.mean, &o.rstd, &o.dx, &o.dw, &o.db};
 }
 
@@ -77,8 +77,8 @@ TEST(CudaAddLayerNorm, FusedMatchesTheCpuAndTheUnfusedPath) {
     for (Shape2 s : {Shape2{5, 1}, Shape2{7, 3}, Shape2{9, 7}, Shape2{33, 33}, Shape2{64, 768}, Shape2{3, 1000},
                      Shape2{4, 1001}, Shape2{3, 40000}}) {
       const std::string what = std::string(dtype_name(dt)) + " R=" + std::to_string(s.R) + " D=" + std::to_string(s.D);
-      const Outputs cpu = run(dt, kCPU, s.R, s.D);
-      Outputs fused, unfused;
+      const LayerNormOutputs cpu = run(dt, kCPU, s.R, s.D);
+      LayerNormOutputs fused, unfused;
       {
         FusedSwitch on(true);
         fused = run(dt, cuda_device(), s.R, s.D);

@@ -34,7 +34,7 @@ bool eventually(const std::function<bool()>& done) {
   return true;
 }
 
-std::string error_of(const std::function<void()>& f) {
+std::string message_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -65,13 +65,13 @@ TEST(NcclFaults, APeerThatLeftFailsTheCollectiveItWillNeverJoinAndAbortsTheCommu
   dist::WorkPtr joined = pg->all_reduce_async(t);
   dist::WorkPtr never = pg->all_reduce_async(t);
   ASSERT_TRUE(eventually([&] { return never->is_completed(); })) << "the watchdog never noticed rank 1 leaving";
-  const std::string msg = error_of([&] { never->synchronize(); });
+  const std::string msg = message_of([&] { never->synchronize(); });
   EXPECT_NE(msg.find("rank 1 left the job (its program exited after issuing 1 collectives) while this rank waits in "
                      "all_reduce #1 (f32, [100], sum)"),
             std::string::npos)
       << msg;
   EXPECT_TRUE(logged(rec, "ncclCommAbort")) << "work stuck on the communication stream ends only with an abort";
-  const std::string later = error_of([&] { pg->all_reduce(t); });
+  const std::string later = message_of([&] { pg->all_reduce(t); });
   EXPECT_NE(later.find("unusable after an earlier failure: rank 1 left the job"), std::string::npos) << later;
 }
 
@@ -86,7 +86,7 @@ TEST(NcclFaults, ACollectiveOnTheCommStreamTimesOutWithItsNameAndAbortsTheCommun
   ASSERT_TRUE(eventually([&] { return w->is_completed(); })) << "the watchdog never timed the collective out";
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(waited, 0.3);
-  const std::string msg = error_of([&] { w->wait(); });
+  const std::string msg = message_of([&] { w->wait(); });
   EXPECT_NE(msg.find("all_reduce #0 (f32, [64], avg) on cuda:0 did not finish within the timeout of 0.3 s"),
             std::string::npos)
       << msg;
@@ -100,7 +100,7 @@ TEST(NcclFaults, DebugModeNamesAPeerThatCallsABroadcastWhereThisRankAllReduces) 
   Tensor t = zeros({8}, {.device = cuda_device(0)});
   pg->all_reduce(t);  // #0 matches
   rec.clear();
-  const std::string msg = error_of([&] { pg->all_reduce(t); });
+  const std::string msg = message_of([&] { pg->all_reduce(t); });
   EXPECT_NE(msg.find("collective mismatch (BRISK_DEBUG): rank 0 called all_reduce #1 (f32, [8], sum) but rank 1 "
                      "called broadcast #1 (f32, [1], root 0)"),
             std::string::npos)
@@ -125,8 +125,8 @@ TEST(NcclFaults, TheReducersBucketsFailWhenAPeerLeftAndTheNextStepSaysWhy) {
   } catch (const Error&) {
     // The watchdog may fail the bucket before finalize() looks at it.
   }
-  ASSERT_TRUE(eventually([&] { return error_of([&] { pg->barrier(); }) != "(no error)"; }));
+  ASSERT_TRUE(eventually([&] { return message_of([&] { pg->barrier(); }) != "(no error)"; }));
   EXPECT_TRUE(logged(rec, "ncclCommAbort"));
-  const std::string msg = error_of(step);
+  const std::string msg = message_of(step);
   EXPECT_NE(msg.find("rank 1 left the job (its program exited after issuing 0 collectives)"), std::string::npos) << msg;
 }

@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/rss.h"
 #include "data/temp_dir.h"
 
 using namespace brisk;
+using brisk::testing::peak_rss_mib;
 using namespace brisk::data;
 using brisk::testing::TempDir;
 
@@ -59,13 +61,6 @@ std::string gzip(const std::string& bytes) {
   out.resize(zs.total_out);
   deflateEnd(&zs);
   return out;
-}
-
-// Peak resident memory of this process so far, in MiB (ctest runs each test in its own process).
-long peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024;
 }
 
 std::string parse_error(const std::string& bytes, int dims, uint64_t max_payload = kMaxIdxPayload) {

@@ -13,20 +13,18 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/bytes.h"
+#include "common/rss.h"
 #include "common/sanitizers.h"
 #include "data/temp_dir.h"
 
 using namespace brisk;
+using brisk::testing::le64;
+using brisk::testing::peak_rss_mib;
 using namespace brisk::data;
 using brisk::testing::TempDir;
 
 namespace {
-
-std::string le64(uint64_t v) {
-  std::string s;
-  for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
-  return s;
-}
 
 // A file from a raw header and data section (header length = header.size()).
 std::string craft(const std::string& header, const std::string& data = "") {
@@ -372,13 +370,6 @@ TEST(SafetensorsReader, LoadingIntoAModuleConvertsOnlyBetweenFloatingTypes) {
 }
 
 namespace {
-
-// Peak resident memory of this process so far, in MiB (ctest runs each test in its own process).
-long peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024;
-}
 
 // A header of `size` bytes made of as many `tail` entries as fit (numbered names), then `last`.
 std::string header_of(size_t size, const std::string& open, const std::string& tail, const std::string& last,

@@ -8,9 +8,11 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/bytes.h"
 #include "data/temp_dir.h"
 
 using namespace brisk;
+using brisk::testing::le64;
 using namespace brisk::data;
 using brisk::testing::TempDir;
 
@@ -19,12 +21,6 @@ namespace {
 std::string read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-std::string le64(uint64_t v) {
-  std::string s;
-  for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
-  return s;
 }
 
 struct Tied : nn::Module {

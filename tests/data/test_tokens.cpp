@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <set>
 
+#include "common/errors.h"
 #include "data/temp_dir.h"
 
 using namespace brisk;
+using brisk::testing::error_of;
 using brisk::testing::TempDir;
 
 namespace {
@@ -29,15 +31,6 @@ std::string bin_bytes(int32_t magic, int32_t version, int32_t count, const std::
     s.push_back(static_cast<char>(t >> 8));
   }
   return s;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 std::vector<int64_t> values(const Tensor& t) {

@@ -14,7 +14,7 @@ using brisk::testing::expect_error;
 
 namespace {
 
-dist::ProcessGroup& group() {
+dist::ProcessGroup& self_group() {
   static dist::ProcessGroup& pg = dist::init({.backend = dist::Backend::Self});
   return pg;
 }
@@ -22,7 +22,7 @@ dist::ProcessGroup& group() {
 }  // namespace
 
 TEST(WorldOfOne, FactsAndBackend) {
-  auto& pg = group();
+  auto& pg = self_group();
   EXPECT_EQ(pg.rank(), 0);
   EXPECT_EQ(pg.size(), 1);
   EXPECT_EQ(pg.local_rank(), 0);
@@ -33,7 +33,7 @@ TEST(WorldOfOne, FactsAndBackend) {
 }
 
 TEST(WorldOfOne, CollectivesAreIdentities) {
-  auto& pg = group();
+  auto& pg = self_group();
   Tensor t = tensor<float>({1.5f, -2.f, 3.f});
   for (auto op :
        {dist::ReduceOp::Sum, dist::ReduceOp::Avg, dist::ReduceOp::Max, dist::ReduceOp::Min, dist::ReduceOp::Prod}) {
@@ -60,43 +60,44 @@ TEST(WorldOfOne, CollectivesAreIdentities) {
 
 TEST(WorldOfOne, AsyncWorkIsCompleted) {
   Tensor t = tensor<int32_t>({1, 2});
-  auto w = group().all_reduce_async(t);
+  auto w = self_group().all_reduce_async(t);
   w->wait();
   EXPECT_TRUE(w->is_completed());
   EXPECT_EQ(w->op(), "all_reduce");
-  auto w2 = group().all_reduce_async(t);
+  auto w2 = self_group().all_reduce_async(t);
   EXPECT_EQ(w2->seq(), w->seq() + 1);  // collectives are numbered in order
 }
 
 TEST(WorldOfOne, NonContiguousTensorIsRejected) {
   Tensor t = empty({4, 4});
   Tensor col = t.as_strided({4}, {4}, 0);
-  expect_error([&] { group().all_reduce(col); }, "all_reduce: tensor must be contiguous");
+  expect_error([&] { self_group().all_reduce(col); }, "all_reduce: tensor must be contiguous");
 }
 
 TEST(WorldOfOne, ShapeMismatchNamesBothShapes) {
   Tensor in = empty({2, 3}), bad = empty({3, 3});
-  expect_error([&] { group().all_gather(bad, in); }, "all_gather: output: expected shape [2, 3]");
-  expect_error([&] { group().reduce_scatter(empty({2, 2}), in); }, "reduce_scatter: input: expected shape [2, 2]");
-  expect_error([&] { group().all_gather(empty({2, 3}, DType::I32), in); }, "all_gather: output dtype i32 differs");
+  expect_error([&] { self_group().all_gather(bad, in); }, "all_gather: output: expected shape [2, 3]");
+  expect_error([&] { self_group().reduce_scatter(empty({2, 2}), in); }, "reduce_scatter: input: expected shape [2, 2]");
+  expect_error([&] { self_group().all_gather(empty({2, 3}, DType::I32), in); }, "all_gather: output dtype i32 differs");
 }
 
 TEST(WorldOfOne, BadRootAndPeerAreRejected) {
   Tensor t = empty({2});
-  expect_error([&] { group().broadcast(t, {.root = 3}); }, "broadcast: root 3 is not a rank");
-  expect_error([&] { group().send(t, 0); }, "cannot send to itself");
-  expect_error([&] { group().recv(t, 5); }, "recv: peer 5 is not a rank");
+  expect_error([&] { self_group().broadcast(t, {.root = 3}); }, "broadcast: root 3 is not a rank");
+  expect_error([&] { self_group().send(t, 0); }, "cannot send to itself");
+  expect_error([&] { self_group().recv(t, 5); }, "recv: peer 5 is not a rank");
 }
 
 TEST(WorldOfOne, BoolTensorsAreRejected) {
   Tensor b = empty({2}, DType::Bool);
-  expect_error([&] { group().all_reduce(b); }, "bool tensors are not supported");
+  expect_error([&] { self_group().all_reduce(b); }, "bool tensors are not supported");
 }
 
 TEST(WorldOfOne, WrongAlgorithmForTheCollective) {
   Tensor t = empty({2});
-  expect_error([&] { group().all_reduce(t, {.algorithm = dist::Algorithm::Tree}); }, "not an all-reduce algorithm");
-  expect_error([&] { group().broadcast(t, {.algorithm = dist::Algorithm::Ring}); }, "not a broadcast algorithm");
+  expect_error([&] { self_group().all_reduce(t, {.algorithm = dist::Algorithm::Tree}); },
+               "not an all-reduce algorithm");
+  expect_error([&] { self_group().broadcast(t, {.algorithm = dist::Algorithm::Ring}); }, "not a broadcast algorithm");
 }
 
 TEST(WorldOfOne, BackendIsAChoiceUsersSpellAsWords) {
@@ -114,6 +115,6 @@ TEST(WorldOfOne, OptionsAreIgnoredOnceAGroupExists) {
   // init() is idempotent: once a group exists it is returned whatever the options say. The
   // group is created in its own statement (the order in which a call's arguments are evaluated
   // is unspecified).
-  dist::ProcessGroup& existing = group();
+  dist::ProcessGroup& existing = self_group();
   EXPECT_EQ(&dist::init({.backend = dist::Backend::Mpi}), &existing);
 }

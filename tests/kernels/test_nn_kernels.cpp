@@ -201,9 +201,9 @@ TEST(Dropout, DropsAboutPAndScalesKeptValues) {
 
 TEST(Dropout, EvalModeAndZeroPAreIdentityAndPOneGivesZeros) {
   Tensor x = randn({3, 4});
-  EXPECT_TRUE(dropout(x, 0.5, /*training=*/false).is_same(x));
-  EXPECT_TRUE(dropout(x, 0.0).is_same(x));
-  std::vector<float> z = dropout(x, 1.0).to_vector<float>();
+  EXPECT_TRUE(brisk::dropout(x, 0.5, /*training=*/false).is_same(x));
+  EXPECT_TRUE(brisk::dropout(x, 0.0).is_same(x));
+  std::vector<float> z = brisk::dropout(x, 1.0).to_vector<float>();
   for (float v : z) EXPECT_EQ(v, 0.0f);
 }
 
@@ -322,8 +322,8 @@ TEST(NnErrors, BadArgumentsThrowNamingTheOp) {
                "cross_entropy: reduction: 'avg' is not valid; expected one of: none, mean, sum");
   expect_error([&] { cross_entropy(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 1.5}); }, "cross_entropy");
   expect_error([&] { nll_loss(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 0.1}); }, "nll_loss");
-  expect_error([&] { dropout(ones({3}), 1.5); }, "dropout");
-  expect_error([&] { dropout(ones({3}), -0.1); }, "dropout");
+  expect_error([&] { brisk::dropout(ones({3}), 1.5); }, "dropout");
+  expect_error([&] { brisk::dropout(ones({3}), -0.1); }, "dropout");
   expect_error([&] { kernels::embedding(tensor<int64_t>({5}), zeros({3, 2})); }, "embedding");
   expect_error([&] { kernels::embedding(tensor<float>({1}), zeros({3, 2})); }, "embedding");
   expect_error([&] { layer_norm(zeros({2, 3}), {4}); }, "layer_norm");

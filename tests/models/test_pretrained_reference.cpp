@@ -17,12 +17,12 @@ namespace {
 
 constexpr double kTolerance = 1e-5;  // max |brisk - reference| / max |reference|, per tensor
 
-std::string fixture(const std::string& name) {
+std::string hf_fixture(const std::string& name) {
   return std::string(BRISK_SOURCE_DIR) + "/tests/data/fixtures/hf/" + name;
 }
 
 data::SafetensorsFile goldens(const std::string& name) {
-  return data::load_safetensors(fixture("goldens/" + name + ".safetensors"));
+  return data::load_safetensors(hf_fixture("goldens/" + name + ".safetensors"));
 }
 
 // x (B, T, ...) with the padding positions zeroed: where no key is a token (left padding in GPT-2)
@@ -33,14 +33,14 @@ Tensor tokens_only(const Tensor& x, const Tensor& mask) {
   return x * m;
 }
 
-bool reported(const std::vector<models::ReportedTensor>& list, const std::string& name) {
+bool in_report(const std::vector<models::ReportedTensor>& list, const std::string& name) {
   return std::any_of(list.begin(), list.end(), [&](const auto& r) { return r.name == name; });
 }
 
 }  // namespace
 
 TEST(PretrainedReference, GPT2LogitsEqualTransformersWithPaddingMasks) {
-  auto [model, report] = models::GPT2::from_pretrained(fixture("gpt2"));
+  auto [model, report] = models::GPT2::from_pretrained(hf_fixture("gpt2"));
   model->eval();
   const auto g = goldens("gpt2");
   NoGradGuard no_grad;
@@ -53,15 +53,15 @@ TEST(PretrainedReference, GPT2LogitsEqualTransformersWithPaddingMasks) {
   // transformer.-prefixed names, the old attention buffers and the tied lm_head copy: 26 tensors
   // loaded, the buffers and the copy reported as ignored.
   EXPECT_EQ(report.loaded, 2 + 2 * 12 + 2);
-  EXPECT_TRUE(reported(report.ignored, "transformer.h.0.attn.bias"));
-  EXPECT_TRUE(reported(report.ignored, "transformer.h.1.attn.masked_bias"));
-  EXPECT_TRUE(reported(report.ignored, "lm_head.weight"));
+  EXPECT_TRUE(in_report(report.ignored, "transformer.h.0.attn.bias"));
+  EXPECT_TRUE(in_report(report.ignored, "transformer.h.1.attn.masked_bias"));
+  EXPECT_TRUE(in_report(report.ignored, "lm_head.weight"));
   EXPECT_TRUE(report.initialized.empty());
   EXPECT_TRUE(report.unexpected.empty());
 }
 
 TEST(PretrainedReference, GPT2HalfPrecisionFolderWithoutPrefixLoadsIntoF32) {
-  auto [model, report] = models::GPT2::from_pretrained(fixture("gpt2_f16"));
+  auto [model, report] = models::GPT2::from_pretrained(hf_fixture("gpt2_f16"));
   model->eval();
   EXPECT_EQ(model->wte.weight.dtype(), DType::F32);
   EXPECT_DOUBLE_EQ(model->ln_f.eps, 1e-6);
@@ -75,7 +75,7 @@ TEST(PretrainedReference, GPT2HalfPrecisionFolderWithoutPrefixLoadsIntoF32) {
 }
 
 TEST(PretrainedReference, BertHiddenStatesAndPooledOutputEqualTransformers) {
-  auto [model, report] = models::BertModel::from_pretrained(fixture("bert"));
+  auto [model, report] = models::BertModel::from_pretrained(hf_fixture("bert"));
   model->eval();
   const auto g = goldens("bert");
   NoGradGuard no_grad;
@@ -87,11 +87,11 @@ TEST(PretrainedReference, BertHiddenStatesAndPooledOutputEqualTransformers) {
   EXPECT_LE(relative_error(pooled_all, g.at("pooler_output_nomask")), kTolerance);
   // The mask matters: without it the padded rows' states differ.
   EXPECT_GT(relative_error(hidden_all, g.at("last_hidden_state")), 1e-3);
-  EXPECT_TRUE(reported(report.ignored, "embeddings.position_ids"));
+  EXPECT_TRUE(in_report(report.ignored, "embeddings.position_ids"));
 }
 
 TEST(PretrainedReference, BertClassifierLossAndEveryGradientEqualTransformers) {
-  auto [model, report] = models::BertForSequenceClassification::from_pretrained(fixture("bert_cls_sharded"));
+  auto [model, report] = models::BertForSequenceClassification::from_pretrained(hf_fixture("bert_cls_sharded"));
   model->eval();  // the reference ran without dropout
   EXPECT_EQ(report.files.size(), 3u);
   EXPECT_EQ(model->bert.config.labels, (std::vector<std::string>{"negative", "neutral", "positive"}));
@@ -121,7 +121,7 @@ TEST(PretrainedReference, BertClassifierLossAndEveryGradientEqualTransformers) {
 }
 
 TEST(PretrainedReference, BertMaskedLMFromOldBf16PretrainingFolderEqualsTransformers) {
-  auto [model, report] = models::BertForMaskedLM::from_pretrained(fixture("bert_pretraining_old"));
+  auto [model, report] = models::BertForMaskedLM::from_pretrained(hf_fixture("bert_pretraining_old"));
   model->eval();
   const auto g = goldens("bert_pretraining_old");
   NoGradGuard no_grad;
@@ -129,8 +129,8 @@ TEST(PretrainedReference, BertMaskedLMFromOldBf16PretrainingFolderEqualsTransfor
   EXPECT_LE(relative_error(logits, g.at("logits")), kTolerance);
   EXPECT_LE(relative_error(models::BertForMaskedLM::loss(logits, g.at("labels")), g.at("loss")), kTolerance);
   // gamma/beta read as weight/bias; the tied decoder copy, the next-sentence head and the pooler ignored.
-  EXPECT_TRUE(reported(report.ignored, "cls.predictions.decoder.weight"));
-  EXPECT_TRUE(reported(report.ignored, "cls.seq_relationship.weight"));
-  EXPECT_TRUE(reported(report.ignored, "bert.pooler.dense.weight"));
+  EXPECT_TRUE(in_report(report.ignored, "cls.predictions.decoder.weight"));
+  EXPECT_TRUE(in_report(report.ignored, "cls.seq_relationship.weight"));
+  EXPECT_TRUE(in_report(report.ignored, "bert.pooler.dense.weight"));
   EXPECT_TRUE(report.initialized.empty());
 }

@@ -7,8 +7,11 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
+#include "common/values.h"
 
 using namespace brisk;
+using brisk::testing::expect_near;
+using brisk::testing::values;
 
 namespace {
 
@@ -27,10 +30,6 @@ struct Classifier : nn::CallableModule<Classifier> {
     return mask ? y * (*mask) : y;
   }
 };
-
-std::vector<double> values(const Tensor& t) {
-  return t.to(DType::F64).contiguous().to_vector<double>();
-}
 
 }  // namespace
 
@@ -136,11 +135,6 @@ std::vector<double> naive_attention(nn::CausalSelfAttention& attn, const Tensor&
       }
     }
   return out;
-}
-
-void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << what << " element " << i;
 }
 
 }  // namespace

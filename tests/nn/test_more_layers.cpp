@@ -8,24 +8,18 @@
 #include <cmath>
 
 #include "common/gradcheck.h"
+#include "common/values.h"
 
 using namespace brisk;
 using brisk::testing::expect_gradcheck;
+using brisk::testing::expect_near;
 using brisk::testing::leaf;
+using brisk::testing::values;
 
 namespace {
 
-std::vector<double> values(const Tensor& t) {
-  return t.to(DType::F64).contiguous().to_vector<double>();
-}
-
 Tensor rand64(const Shape& s) {
   return randn(s, {.dtype = DType::F64});
-}
-
-void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << what << " element " << i;
 }
 
 size_t at(std::initializer_list<int64_t> idx, const Shape& s) {

@@ -9,7 +9,7 @@
 using namespace brisk;
 
 namespace {
-Tensor param() {
+Tensor zero_param() {
   Tensor p = zeros({2});
   p.requires_grad_();
   return p;
@@ -29,28 +29,28 @@ void expect_all_near(const std::vector<double>& a, const std::vector<double>& b)
 }  // namespace
 
 TEST(Schedules, StepLRDecaysEveryStepSize) {
-  Tensor p = param();
+  Tensor p = zero_param();
   optim::SGD opt({p}, {.lr = 1.0});
   optim::StepLR s(opt, 2, 0.5);
   expect_all_near(lrs(s, 6), {1, 1, 0.5, 0.5, 0.25, 0.25});
 }
 
 TEST(Schedules, MultiStepLRDecaysAtMilestones) {
-  Tensor p = param();
+  Tensor p = zero_param();
   optim::SGD opt({p}, {.lr = 1.0});
   optim::MultiStepLR s(opt, {1, 3}, 0.1);
   expect_all_near(lrs(s, 5), {1, 0.1, 0.1, 0.01, 0.01});
 }
 
 TEST(Schedules, ExponentialLR) {
-  Tensor p = param();
+  Tensor p = zero_param();
   optim::SGD opt({p}, {.lr = 2.0});
   optim::ExponentialLR s(opt, 0.5);
   expect_all_near(lrs(s, 4), {2, 1, 0.5, 0.25});
 }
 
 TEST(Schedules, CosineAnnealingReachesEtaMinAtTMax) {
-  Tensor p = param();
+  Tensor p = zero_param();
   optim::SGD opt({p}, {.lr = 1.0});
   optim::CosineAnnealingLR s(opt, 4, 0.1);
   auto v = lrs(s, 5);
@@ -59,11 +59,11 @@ TEST(Schedules, CosineAnnealingReachesEtaMinAtTMax) {
 }
 
 TEST(Schedules, LinearWarmupThenCosineOrLinearDecay) {
-  Tensor p = param();
+  Tensor p = zero_param();
   optim::SGD opt({p}, {.lr = 1.0});
   optim::WarmupLR cosine(opt, {.warmup_steps = 2, .total_steps = 4, .decay = optim::WarmupDecay::Cosine});
   expect_all_near(lrs(cosine, 6), {0.0, 0.5, 1.0, 0.5, 0.0, 0.0});
-  optim::SGD opt2({param()}, {.lr = 1.0});
+  optim::SGD opt2({zero_param()}, {.lr = 1.0});
   optim::WarmupLR linear(opt2,
                          {.warmup_steps = 1, .total_steps = 5, .decay = optim::WarmupDecay::Linear, .min_factor = 0.2});
   expect_all_near(lrs(linear, 6), {0.0, 1.0, 0.8, 0.6, 0.4, 0.2});
@@ -73,14 +73,14 @@ TEST(Schedules, LinearWarmupThenCosineOrLinearDecay) {
 }
 
 TEST(Schedules, LambdaLRAndStateDictResume) {
-  Tensor p = param();
+  Tensor p = zero_param();
   optim::SGD opt({p}, {.lr = 0.5});
   optim::LambdaLR s(opt, [](int64_t n) { return 1.0 / static_cast<double>(n + 1); });
   s.step();
   s.step();
   EXPECT_NEAR(opt.lr(), 0.5 / 3, 1e-15);
   optim::StateDict sd = s.state_dict();
-  optim::SGD opt2({param()}, {.lr = 0.5});
+  optim::SGD opt2({zero_param()}, {.lr = 0.5});
   optim::LambdaLR s2(opt2, [](int64_t n) { return 1.0 / static_cast<double>(n + 1); });
   s2.load_state_dict(sd);
   EXPECT_EQ(s2.last_step(), 2);
