@@ -14,15 +14,15 @@ using namespace brisk;
 namespace {
 
 // f32 values of any float tensor (exact for 16-bit ones): equal vectors are equal bits.
-std::vector<float> values(const Tensor& t) {
+std::vector<float> ce_values(const Tensor& t) {
   return t.contiguous().to(DType::F32).to_vector<float>();
 }
 
-const Tensor kTargets = from_vector<int64_t>({3, -100, 36, 0, 5, 17, 36, 1}, {8});
+const Tensor kCeTargets = from_vector<int64_t>({3, -100, 36, 0, 5, 17, 36, 1}, {8});
 
 // x * 2 is exact, and its backward doubles the gradient exactly: x's gradient is the logits' twice.
-Tensor loss_of_temporary(const Tensor& x, const CrossEntropyOptions& o) {
-  return sum(cross_entropy(x * 2.0, kTargets, o));
+Tensor ce_loss_of_temporary(const Tensor& x, const CrossEntropyOptions& o) {
+  return sum(cross_entropy(x * 2.0, kCeTargets, o));
 }
 
 }  // namespace
@@ -38,14 +38,14 @@ TEST(CrossEntropyInPlace, GradientOverTheLogitsIsTheAllocatingPathBitForBit) {
         const CrossEntropyOptions o{.ignore_index = -100, .label_smoothing = ls, .reduction = red};
         // 16-bit logits as a classifier meets them: under autocast (the loss in f32).
         amp::Autocast ac(dt == DType::F32 ? DType::BF16 : dt, dt != DType::F32);
-        loss_of_temporary(x, o).backward();
-        const std::vector<float> in_place = values(x.grad());
+        ce_loss_of_temporary(x, o).backward();
+        const std::vector<float> in_place = ce_values(x.grad());
         x.set_grad(Tensor());
         const Tensor z = x * 2.0;  // held by the user: the allocating path
-        const std::vector<float> z_before = values(z);
-        sum(cross_entropy(z, kTargets, o)).backward();
-        EXPECT_EQ(in_place, values(x.grad()));
-        EXPECT_EQ(values(z), z_before) << "the user's logits are left alone";
+        const std::vector<float> z_before = ce_values(z);
+        sum(cross_entropy(z, kCeTargets, o)).backward();
+        EXPECT_EQ(in_place, ce_values(x.grad()));
+        EXPECT_EQ(ce_values(z), z_before) << "the user's logits are left alone";
       }
     }
   }
@@ -71,11 +71,11 @@ TEST(CrossEntropyInPlace, TheBackwardNeedsNoSecondLogitsSizedBuffer) {
     return memory_stats().total_peak - before;
   };
   const int64_t in_place = backward_peak(false);
-  const std::vector<float> grad_in_place = values(w.grad());
+  const std::vector<float> grad_in_place = ce_values(w.grad());
   const int64_t held = backward_peak(true);
   EXPECT_LT(in_place, logits_bytes / 2) << "peak extra bytes in backward, logits a temporary";
   EXPECT_GE(held, logits_bytes) << "peak extra bytes in backward, logits held: the gradient's own buffer";
-  EXPECT_EQ(grad_in_place, values(w.grad()));
+  EXPECT_EQ(grad_in_place, ce_values(w.grad()));
 }
 
 // An op recorded before cross_entropy saved the logits for its own backward, which runs after
@@ -88,25 +88,25 @@ TEST(CrossEntropyInPlace, LogitsAnotherOpSavedAreLeftAlone) {
     Tensor z = x * 2.0;
     Tensor penalty = sum(square(z)) * 1e-3;  // square saves z
     if (hold) *keep = z;
-    return cross_entropy(z, kTargets) + penalty;
+    return cross_entropy(z, kCeTargets) + penalty;
   };
   Tensor none;
   loss_with_penalty(false, &none).backward();
-  const std::vector<float> got = values(x.grad());
+  const std::vector<float> got = ce_values(x.grad());
   x.set_grad(Tensor());
   Tensor kept;
   loss_with_penalty(true, &kept).backward();
-  EXPECT_EQ(got, values(x.grad()));
+  EXPECT_EQ(got, ce_values(x.grad()));
 }
 
 // retain_graph keeps the closure for another run, which reads the logits again.
 TEST(CrossEntropyInPlace, RetainGraphKeepsTheLogitsForTheNextBackward) {
   manual_seed(8);
   const Tensor x = randn({8, 37}).requires_grad_(true);
-  Tensor loss = loss_of_temporary(x, {});
+  Tensor loss = ce_loss_of_temporary(x, {});
   loss.backward(Tensor(), true);
-  const std::vector<float> first = values(x.grad());
+  const std::vector<float> first = ce_values(x.grad());
   x.set_grad(Tensor());
   loss.backward();
-  EXPECT_EQ(values(x.grad()), first);
+  EXPECT_EQ(ce_values(x.grad()), first);
 }

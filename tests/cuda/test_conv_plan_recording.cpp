@@ -20,30 +20,30 @@ using cuda::recording::Kind;
 
 namespace {
 
-bool is_execution(const std::string& name) {
+bool conv_is_execution(const std::string& name) {
   return name == "cudnnConvolutionForward" || name == "cudnnConvolutionBackwardData" ||
          name == "cudnnConvolutionBackwardFilter";
 }
 
 // How many times each cuDNN call appears in the log: the convolutions' executions, or every other
 // (preparation) call.
-std::map<std::string, int> cudnn_calls(const cuda::recording::Session& rec, bool executions) {
+std::map<std::string, int> conv_cudnn_calls(const cuda::recording::Session& rec, bool executions) {
   std::map<std::string, int> n;
   for (const auto& e : rec.entries(Kind::Library))
-    if (e.name.rfind("cudnn", 0) == 0 && is_execution(e.name) == executions) ++n[e.name];
+    if (e.name.rfind("cudnn", 0) == 0 && conv_is_execution(e.name) == executions) ++n[e.name];
   return n;
 }
-std::map<std::string, int> setup_calls(const cuda::recording::Session& rec) {
-  return cudnn_calls(rec, false);
+std::map<std::string, int> conv_setup_calls(const cuda::recording::Session& rec) {
+  return conv_cudnn_calls(rec, false);
 }
-const std::map<std::string, int> kNone;
+const std::map<std::string, int> kNoConvSetup;
 
 // The example CNN's training step at bench_gpu's batch of 64.
-struct CnnStep {
+struct ConvCnnStep {
   models::FashionCNN net;
   std::unique_ptr<optim::Adam> opt;
   Tensor x, y;
-  CnnStep() {
+  ConvCnnStep() {
     net.to(cuda_device());
     opt = std::make_unique<optim::Adam>(net.parameters(), optim::AdamOptions{.lr = 1e-3});
     x = randn({64, 1, 28, 28}).to(cuda_device());
@@ -64,12 +64,12 @@ TEST(ConvPlanRecording, CnnStepMakesCudnnSetupCallsOnTheFirstStepOnly) {
   kernels::DeterministicGuard det(true);
   kernels::clear_conv_plans();
   manual_seed(0);
-  CnnStep step;
+  ConvCnnStep step;
 
   rec.clear();
   step();
-  const std::map<std::string, int> first_setup = setup_calls(rec);
-  const std::map<std::string, int> executions = cudnn_calls(rec, true);
+  const std::map<std::string, int> first_setup = conv_setup_calls(rec);
+  const std::map<std::string, int> executions = conv_cudnn_calls(rec, true);
   // Two convolutions forward; backward, the filter gradient of both and the input gradient of the
   // second (the images need none).
   EXPECT_EQ(executions, (std::map<std::string, int>{{"cudnnConvolutionForward", 2},
@@ -89,8 +89,8 @@ TEST(ConvPlanRecording, CnnStepMakesCudnnSetupCallsOnTheFirstStepOnly) {
   for (int i = 0; i < 3; ++i) {
     rec.clear();
     step();
-    EXPECT_EQ(setup_calls(rec), kNone) << "step " << i + 2;
-    EXPECT_EQ(cudnn_calls(rec, true), executions) << "the execution calls only";
+    EXPECT_EQ(conv_setup_calls(rec), kNoConvSetup) << "step " << i + 2;
+    EXPECT_EQ(conv_cudnn_calls(rec, true), executions) << "the execution calls only";
   }
   EXPECT_EQ(kernels::conv_plan_stats().built, 5);
   EXPECT_EQ(kernels::conv_plan_stats().reused, 15);
@@ -100,22 +100,22 @@ TEST(ConvPlanRecording, CnnStepMakesCudnnSetupCallsOnTheFirstStepOnly) {
     kernels::DeterministicGuard off(false);
     rec.clear();
     step();
-    EXPECT_EQ(setup_calls(rec), first_setup);
+    EXPECT_EQ(conv_setup_calls(rec), first_setup);
     EXPECT_EQ(kernels::conv_plan_stats().built, 10);
     rec.clear();
     step();
-    EXPECT_EQ(setup_calls(rec), kNone);
+    EXPECT_EQ(conv_setup_calls(rec), kNoConvSetup);
   }
   // Back to deterministic: the first plans are still there.
   rec.clear();
   step();
-  EXPECT_EQ(setup_calls(rec), kNone);
-  EXPECT_EQ(cudnn_calls(rec, true), executions);
+  EXPECT_EQ(conv_setup_calls(rec), kNoConvSetup);
+  EXPECT_EQ(conv_cudnn_calls(rec, true), executions);
   EXPECT_EQ(kernels::conv_plan_stats().built, 10);
 
   // Clearing the device's plans makes the next step build them again.
   kernels::clear_conv_plans(0);
   rec.clear();
   step();
-  EXPECT_EQ(setup_calls(rec), first_setup);
+  EXPECT_EQ(conv_setup_calls(rec), first_setup);
 }

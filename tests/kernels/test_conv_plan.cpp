@@ -19,12 +19,12 @@ using kernels::ConvPlanKey;
 
 namespace {
 
-struct FakePlan {
+struct FakeConvPlan {
   int algo = 0;
 };
 
 // The example CNN's second convolution's backward data pass (batch 64, 16 -> 32, 3x3, pad 1).
-ConvPlanKey cnn_key(int device = 0) {
+ConvPlanKey conv_cnn_key(int device = 0) {
   ConvPlanKey k;
   k.pass = ConvPass::BackwardData;
   k.device = device;
@@ -36,19 +36,20 @@ ConvPlanKey cnn_key(int device = 0) {
 }
 
 // What a caller does: a lookup, and a build (counted) on a miss.
-std::shared_ptr<const FakePlan> get(ConvPlanCache<FakePlan>& cache, const ConvPlanKey& key, int* builds) {
+std::shared_ptr<const FakeConvPlan> get_conv_plan(ConvPlanCache<FakeConvPlan>& cache, const ConvPlanKey& key,
+                                                  int* builds) {
   if (auto p = cache.find(key)) return p;
   ++*builds;
-  return cache.insert(key, std::make_shared<FakePlan>(FakePlan{*builds}));
+  return cache.insert(key, std::make_shared<FakeConvPlan>(FakeConvPlan{*builds}));
 }
 
 }  // namespace
 
 TEST(ConvPlanCache, BuildsOncePerProblemAndReusesAfter) {
-  ConvPlanCache<FakePlan> cache;
+  ConvPlanCache<FakeConvPlan> cache;
   int builds = 0;
-  const auto first = get(cache, cnn_key(), &builds);
-  for (int step = 0; step < 10; ++step) EXPECT_EQ(get(cache, cnn_key(), &builds), first);
+  const auto first = get_conv_plan(cache, conv_cnn_key(), &builds);
+  for (int step = 0; step < 10; ++step) EXPECT_EQ(get_conv_plan(cache, conv_cnn_key(), &builds), first);
   EXPECT_EQ(builds, 1);
   EXPECT_EQ(cache.stats().built, 1);
   EXPECT_EQ(cache.stats().reused, 10);
@@ -56,10 +57,10 @@ TEST(ConvPlanCache, BuildsOncePerProblemAndReusesAfter) {
 }
 
 TEST(ConvPlanCache, KeysSeparateWhatChangesTheAlgorithm) {
-  ConvPlanCache<FakePlan> cache;
+  ConvPlanCache<FakeConvPlan> cache;
   int builds = 0;
-  get(cache, cnn_key(), &builds);
-  std::vector<ConvPlanKey> others(9, cnn_key());
+  get_conv_plan(cache, conv_cnn_key(), &builds);
+  std::vector<ConvPlanKey> others(9, conv_cnn_key());
   others[0].deterministic = false;
   others[1].math = 1;  // f32 without TF32
   others[2].benchmark = true;
@@ -69,30 +70,30 @@ TEST(ConvPlanCache, KeysSeparateWhatChangesTheAlgorithm) {
   others[6].dims[0] = 16;     // the last chunk of a batch
   others[7].options[2] = 0;   // padding
   others[8].options[6] = 16;  // groups
-  for (const ConvPlanKey& k : others) get(cache, k, &builds);
+  for (const ConvPlanKey& k : others) get_conv_plan(cache, k, &builds);
   EXPECT_EQ(builds, 10) << "each key its own plan";
-  for (const ConvPlanKey& k : others) get(cache, k, &builds);
+  for (const ConvPlanKey& k : others) get_conv_plan(cache, k, &builds);
   EXPECT_EQ(builds, 10) << "and each found again";
 }
 
 TEST(ConvPlanCache, ReplacingAPlanThatCouldNotRunKeepsOneEntry) {
-  ConvPlanCache<FakePlan> cache;
-  cache.insert(cnn_key(), std::make_shared<FakePlan>(FakePlan{1}));
-  cache.insert(cnn_key(), std::make_shared<FakePlan>(FakePlan{2}));
+  ConvPlanCache<FakeConvPlan> cache;
+  cache.insert(conv_cnn_key(), std::make_shared<FakeConvPlan>(FakeConvPlan{1}));
+  cache.insert(conv_cnn_key(), std::make_shared<FakeConvPlan>(FakeConvPlan{2}));
   EXPECT_EQ(cache.stats().size, 1u);
-  EXPECT_EQ(cache.find(cnn_key())->algo, 2);
+  EXPECT_EQ(cache.find(conv_cnn_key())->algo, 2);
 }
 
 TEST(ConvPlanCache, HoldsAtMostItsCapacityDroppingTheOldest) {
-  ConvPlanCache<FakePlan> cache(4);
+  ConvPlanCache<FakeConvPlan> cache(4);
   int builds = 0;
   std::vector<ConvPlanKey> keys;
   for (int64_t n = 1; n <= 6; ++n) {
-    keys.push_back(cnn_key());
+    keys.push_back(conv_cnn_key());
     keys.back().dims[0] = n;
   }
-  std::shared_ptr<const FakePlan> oldest = get(cache, keys[0], &builds);
-  for (const ConvPlanKey& k : keys) get(cache, k, &builds);
+  std::shared_ptr<const FakeConvPlan> oldest = get_conv_plan(cache, keys[0], &builds);
+  for (const ConvPlanKey& k : keys) get_conv_plan(cache, k, &builds);
   EXPECT_EQ(cache.stats().size, 4u);
   EXPECT_EQ(cache.find(keys[0]), nullptr) << "the oldest went";
   EXPECT_EQ(cache.find(keys[1]), nullptr);
@@ -101,13 +102,13 @@ TEST(ConvPlanCache, HoldsAtMostItsCapacityDroppingTheOldest) {
 }
 
 TEST(ConvPlanCache, ClearsOneDeviceOrAll) {
-  ConvPlanCache<FakePlan> cache;
+  ConvPlanCache<FakeConvPlan> cache;
   int builds = 0;
-  for (int d : {0, 1, 1}) get(cache, cnn_key(d), &builds);
+  for (int d : {0, 1, 1}) get_conv_plan(cache, conv_cnn_key(d), &builds);
   cache.clear(1);
   EXPECT_EQ(cache.stats().size, 1u);
-  EXPECT_NE(cache.find(cnn_key(0)), nullptr);
-  EXPECT_EQ(cache.find(cnn_key(1)), nullptr);
+  EXPECT_NE(cache.find(conv_cnn_key(0)), nullptr);
+  EXPECT_EQ(cache.find(conv_cnn_key(1)), nullptr);
   cache.clear();
   EXPECT_EQ(cache.stats().size, 0u);
   EXPECT_EQ(cache.stats().built, 0);
@@ -115,13 +116,13 @@ TEST(ConvPlanCache, ClearsOneDeviceOrAll) {
 }
 
 TEST(ConvPlanCache, ThreadsShareOnePlanPerProblem) {
-  ConvPlanCache<FakePlan> cache;
-  const auto plan = cache.insert(cnn_key(), std::make_shared<FakePlan>(FakePlan{7}));
+  ConvPlanCache<FakeConvPlan> cache;
+  const auto plan = cache.insert(conv_cnn_key(), std::make_shared<FakeConvPlan>(FakeConvPlan{7}));
   std::vector<std::thread> threads;
   std::vector<int> seen(8, 0);
   for (size_t t = 0; t < seen.size(); ++t)
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 1000; ++i) seen[t] += cache.find(cnn_key()) == plan ? 1 : 0;
+      for (int i = 0; i < 1000; ++i) seen[t] += cache.find(conv_cnn_key()) == plan ? 1 : 0;
     });
   for (auto& th : threads) th.join();
   for (int s : seen) EXPECT_EQ(s, 1000);
