@@ -4,6 +4,7 @@
 
 #include <queue>
 #include <unordered_map>
+#include <utility>
 
 #include "brisk/autograd/grad_mode.h"
 #include "brisk/autograd/node.h"
@@ -20,6 +21,20 @@ struct PassState {
   std::vector<std::function<void()>> callbacks;
 };
 thread_local PassState* tl_pass = nullptr;
+
+// Whether the closure running on this thread is run for the last time (no retain_graph); saved
+// and restored around each closure, as a closure may run a backward of its own (checkpoint).
+thread_local bool tl_last_run = false;
+class LastRunScope {
+ public:
+  explicit LastRunScope(bool last) : prev_(std::exchange(tl_last_run, last)) {}
+  ~LastRunScope() { tl_last_run = prev_; }
+  LastRunScope(const LastRunScope&) = delete;
+  LastRunScope& operator=(const LastRunScope&) = delete;
+
+ private:
+  bool prev_;
+};
 
 struct ByLatest {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
@@ -172,7 +187,11 @@ void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& roo
         grads[i] = zeros(om.sizes, {om.dtype, om.device});
       }
     check_saved_versions(*n);
-    std::vector<Tensor> in_grads = n->backward(GradCtx(grads, n->next));
+    std::vector<Tensor> in_grads;
+    {
+      LastRunScope last_run(!retain_graph);
+      in_grads = n->backward(GradCtx(grads, n->next));
+    }
     BRISK_CHECK(in_grads.size() == n->next.size(), "backward: node ", n->name, " returned ", in_grads.size(),
                 " gradients for ", n->next.size(), " inputs");
     if (!retain_graph) {
@@ -202,6 +221,10 @@ void run_backward(const std::vector<Edge>& roots, const std::vector<Tensor>& roo
 }
 
 }  // namespace
+
+bool detail::closure_runs_last_time() {
+  return tl_last_run;
+}
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   BRISK_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(), " gradients for ",

@@ -14,6 +14,7 @@
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/nn.h"
 #include "brisk/kernels/reduce.h"
+#include "reuse.h"
 
 namespace brisk {
 
@@ -203,9 +204,17 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const Cross
   kernels::ClassLossResult saved{Tensor(), r.lse, r.count};
   const int64_t ignore = o.ignore_index;
   const double ls = o.label_smoothing;
+  // When this backward is the logits' last reader (no user handle, view, other saved copy; no
+  // retain_graph), the gradient is written over them in the same pass that reads them, as llm.c's
+  // fused classifier does: no second (positions x classes) buffer (docs/how-brisk-works.md).
   record("cross_entropy", {logits}, r.loss,
          [logits, targets, saved, ignore, ls, red](const GradCtx& g) -> std::vector<Tensor> {
-           return {kernels::cross_entropy_backward(g.grad(), logits, targets, saved, ignore, ls, red)};
+           if (!autograd::detail::overwritable_in_backward(logits))
+             return {kernels::cross_entropy_backward(g.grad(), logits, targets, saved, ignore, ls, red)};
+           Tensor grad = autograd::detail::take_over(logits);
+           kernels::cross_entropy_backward(g.grad(), logits, targets, saved, ignore, ls, red, grad);
+           grad.storage()->bump_version();  // the logits are gone: any reader left would be refused
+           return {grad};
          },
          {logits, targets});
   return r.loss;

@@ -13,12 +13,26 @@ namespace brisk::autograd::detail {
 // (not parameters, gradients or optimizer state),
 // t is contiguous, and it is not a leaf that requires grad. Only a caller that owns the handle
 // (an rvalue, or a gradient the engine passed and drops afterwards) may then overwrite it.
-inline bool reusable(const Tensor& t) {
+// `storage_refs`: the references to the bytes expected besides nobody's (1: this handle's; 2 for a
+// tensor a node captured and also saved for its version check, see overwritable_in_backward).
+inline bool reusable(const Tensor& t, long storage_refs = 1) {
   if (!t.defined() || t.impl_ptr().use_count() != 1) return false;
   const Storage& s = t.storage();
-  return s && s.use_count() == 1 && s->is_allocated() &&
+  return s && s.use_count() == storage_refs && s->is_allocated() &&
          (s->category() == MemoryCategory::Activations || s->category() == MemoryCategory::Other) &&
          s->allocator() == allocator_for(s->device()) && t.is_contiguous() && !(t.is_leaf() && t.requires_grad());
+}
+
+// True inside a backward closure that the engine frees after this run (a backward without
+// retain_graph): only then may the closure overwrite what it captured (engine.cpp).
+bool closure_runs_last_time();
+
+// For a backward closure that captured `t` (its only handle) and named it once in record()'s saved
+// list (the node's version check holds the bytes' one other reference): true when it may write
+// its result over t, since no user handle, view, other node's saved copy or detached handle can
+// read t any more and the closure will not run again. Otherwise as reusable().
+inline bool overwritable_in_backward(const Tensor& t) {
+  return closure_runs_last_time() && reusable(t, 2);
 }
 
 // A new handle on t's bytes, without t's history or view mark: what an op that wrote its result

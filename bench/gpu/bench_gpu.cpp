@@ -12,7 +12,9 @@
 //               4 B H T^2 D / 2 for causal, backward 2.5 times that); cuDNN's host cost per call
 //   cnn         the example CNN's training step (batch 64, Adam, fp32 and bf16 autocast, data
 //               already on the GPU, no host synchronisation inside the timed loop): images/s;
-//               bench/gpu/torch_cnn.py runs the same network in PyTorch for the comparison
+//               bench/gpu/torch_cnn.py runs the same network in PyTorch for the comparison;
+//               and the host's cost per call of the second convolution's forward and backward
+//               (enqueueing only; torch_cnn.py measures PyTorch's for the same shapes)
 // Every timing is the median of 5 repeats, each timed with CUDA events over enough iterations to
 // last --seconds. Prints a table, and JSON lines with --json FILE. Needs a CUDA build and a GPU.
 #include <cublasLt.h>
@@ -20,6 +22,8 @@
 
 #include <brisk/brisk.h>
 #include <brisk/kernels/attention.h>
+#include <brisk/kernels/conv.h>
+#include <brisk/kernels/conv_plan.h>
 #include <brisk/kernels/cuda.h>
 #include <brisk/kernels/settings.h>
 #include <brisk/util/cli.h>
@@ -359,6 +363,40 @@ void attention() {
               host_us, static_cast<long long>(stats.built), static_cast<long long>(stats.reused));
 }
 
+// Host time per call of the example CNN's second convolution (x 64 x 16 x 14 x 14, 32 filters of
+// 3 x 3, padding 1) at the kernel level: the forward with its bias, and the backward with the three
+// gradients training asks for. Enqueueing only (the loop ends before the GPU is waited for; 100
+// calls stay well within the launch queue); the median of 5 repeats.
+void conv_host_per_call(bool bf16) {
+  const DType dt = bf16 ? DType::BF16 : DType::F32;
+  const TensorOptions o{.dtype = dt, .device = cuda_device()};
+  const Tensor x = randn({64, 16, 14, 14}, o), w = randn({32, 16, 3, 3}, o), b = randn({32}, o);
+  const Tensor gy = randn({64, 32, 14, 14}, o);
+  const Conv2dOptions co{.padding = 1};
+  auto host_us = [](const std::function<void()>& fn) {
+    for (int i = 0; i < 10; ++i) fn();  // plans built, workspaces in the cache
+    constexpr int kCalls = 100;
+    std::vector<double> us;
+    for (int r = 0; r < 5; ++r) {
+      cuda::synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCalls; ++i) fn();
+      us.push_back(1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kCalls);
+    }
+    cuda::synchronize();
+    std::sort(us.begin(), us.end());
+    return us[2];
+  };
+  const double fwd = host_us([&] { (void)kernels::conv2d(x, w, b, co); });
+  const double bwd = host_us([&] { (void)kernels::conv2d_backward(gy, x, w, co, true, true, true); });
+  const std::string mode = bf16 ? "bf16" : "fp32";
+  emit("cnn", "conv2 fwd host per call " + mode, "us", fwd, "-", 0);
+  emit("cnn", "conv2 bwd host per call " + mode, "us", bwd, "-", 0);
+  const kernels::ConvPlanStats stats = kernels::conv_plan_stats();
+  std::printf("%-12s %-34s cuDNN plans built %lld, reused %lld\n", "cnn", "convolutions",
+              static_cast<long long>(stats.built), static_cast<long long>(stats.reused));
+}
+
 void cnn(int64_t steps, const std::string& modes) {
   // As PyTorch runs by default with torch.backends.cudnn.benchmark = True: cuDNN's fastest
   // algorithms, not only its deterministic ones.
@@ -397,6 +435,7 @@ void cnn(int64_t steps, const std::string& modes) {
     emit("cnn", name, "images/s", static_cast<double>(steps * batch) / s, "-", 0);
     std::printf("%-12s %-34s host enqueue %.1f us/step, wall %.1f us/step\n", "cnn", name.c_str(),
                 1e6 * host / static_cast<double>(steps), 1e6 * s / static_cast<double>(steps));
+    conv_host_per_call(bf16);
   }
 }
 

@@ -53,7 +53,8 @@ void dropout_backward(const Tensor& grad, const Tensor& mask, double scale, cons
 void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t C, int64_t S, int64_t ignore_index,
                    double label_smoothing, double* row_loss, const Tensor& lse);
 // out: (N, C, S) = scale[pos] * (softmax - (1-e) onehot - e/C), 0 at ignored positions.
-// scale: one value per position (n_scale == N * S) or one for all (n_scale == 1).
+// scale: one value per position (n_scale == N * S) or one for all (n_scale == 1). out may be the
+// logits themselves: each element is read, then its gradient written in its place.
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse, int64_t C, int64_t S,
                             int64_t ignore_index, double label_smoothing, const double* scale, int64_t n_scale,
                             const Tensor& out);

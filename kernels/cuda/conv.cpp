@@ -1,22 +1,23 @@
 // conv2d forward and backward through cuDNN 9's convolution API (cudnnConvolutionForward,
-// BackwardData, BackwardFilter). Algorithms come from cuDNN's heuristics
+// BackwardData, BackwardFilter). Each problem (pass, device, dtype, sizes, options, math settings,
+// benchmark and deterministic modes) gets a plan on its first call (brisk/kernels/conv_plan.h):
+// its tensor, filter and convolution descriptors, the algorithm chosen from cuDNN's heuristics
 // (cudnnGet*Algorithm_v7), or from timing them (cudnnFind*AlgorithmEx) when
-// cuda::cudnn_benchmark() is on; deterministic algorithms are preferred, and the choice is cached
-// per (pass, device, shapes, dtype, options, math settings). Math: f32 may use TF32 when
-// cuda::cudnn_allow_tf32() (PyTorch's default), f16/bf16 use tensor cores with f32
-// accumulation, f64 computes in f64. Workspaces come from the caching allocator; an algorithm
-// whose workspace cannot be allocated, or that cuDNN reports as unsupported for the problem, is
-// skipped for the next one. Tensors beyond cuDNN's 2^31-element limit are split along the batch.
+// cuda::cudnn_benchmark() is on, with that algorithm's math mode set and its workspace size; every
+// later call is a lookup, a workspace from the caching allocator and the execution call.
+// Deterministic algorithms are preferred, and the only ones under kernels::deterministic(). Math:
+// f32 may use TF32 when cuda::cudnn_allow_tf32() (PyTorch's default), f16/bf16 use tensor cores
+// with f32 accumulation, f64 computes in f64. An algorithm whose workspace cannot be allocated, or
+// that cuDNN reports as unsupported for the problem, is skipped for the next one. Tensors beyond
+// cuDNN's 2^31-element limit are split along the batch.
 #include "cuda/conv.h"
 
-#include <array>
 #include <limits>
-#include <map>
-#include <mutex>
-#include <optional>
+#include <memory>
 #include <vector>
 
 #include "brisk/core/allocator.h"
+#include "brisk/kernels/conv_plan.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/settings.h"
@@ -67,13 +68,19 @@ int as_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// A cuDNN call that prepares a convolution (descriptors, math mode, output size, algorithm and
+// workspace queries), logged while recording (bd::recording_library_setup): a cached problem
+// makes none.
+#define BRISK_CONV_SETUP(fn, ...) (bd::recording_library_setup(#fn), fn(__VA_ARGS__))
+
 // RAII owners of cuDNN descriptors (host objects: creating them needs no GPU).
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
   TensorDesc(DType dt, int64_t n, int64_t c, int64_t h, int64_t w) {
-    BRISK_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-    BRISK_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(dt), as_int(n, "batch"),
-                                                 as_int(c, "channels"), as_int(h, "height"), as_int(w, "width")));
+    BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnCreateTensorDescriptor, &d));
+    BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnSetTensor4dDescriptor, d, CUDNN_TENSOR_NCHW, cudnn_type(dt),
+                                       as_int(n, "batch"), as_int(c, "channels"), as_int(h, "height"),
+                                       as_int(w, "width")));
   }
   ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
   TensorDesc(const TensorDesc&) = delete;
@@ -82,12 +89,11 @@ struct TensorDesc {
 
 struct FilterDesc {
   cudnnFilterDescriptor_t d = nullptr;
-  explicit FilterDesc(const Tensor& w) {
-    BRISK_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
-    BRISK_CUDNN_CHECK(
-        cudnnSetFilter4dDescriptor(d, cudnn_type(w.dtype()), CUDNN_TENSOR_NCHW, as_int(w.size(0), "output channels"),
-                                   as_int(w.size(1), "input channels per group"), as_int(w.size(2), "kernel height"),
-                                   as_int(w.size(3), "kernel width")));
+  FilterDesc(DType dt, int64_t k, int64_t c, int64_t kh, int64_t kw) {
+    BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnCreateFilterDescriptor, &d));
+    BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnSetFilter4dDescriptor, d, cudnn_type(dt), CUDNN_TENSOR_NCHW,
+                                       as_int(k, "output channels"), as_int(c, "input channels per group"),
+                                       as_int(kh, "kernel height"), as_int(kw, "kernel width")));
   }
   ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
   FilterDesc(const FilterDesc&) = delete;
@@ -97,20 +103,21 @@ struct FilterDesc {
 struct ConvDesc {
   cudnnConvolutionDescriptor_t d = nullptr;
   ConvDesc(const Conv2dOptions& o, DType dt) {
-    BRISK_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
-    BRISK_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-        d, as_int(o.padding.h, "padding"), as_int(o.padding.w, "padding"), as_int(o.stride.h, "stride"),
-        as_int(o.stride.w, "stride"), as_int(o.dilation.h, "dilation"), as_int(o.dilation.w, "dilation"),
-        CUDNN_CROSS_CORRELATION, compute_type(dt)));
-    BRISK_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, as_int(o.groups, "groups")));
-    BRISK_CUDNN_CHECK(cudnnSetConvolutionMathType(d, math_type(dt)));
+    BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnCreateConvolutionDescriptor, &d));
+    BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnSetConvolution2dDescriptor, d, as_int(o.padding.h, "padding"),
+                                       as_int(o.padding.w, "padding"), as_int(o.stride.h, "stride"),
+                                       as_int(o.stride.w, "stride"), as_int(o.dilation.h, "dilation"),
+                                       as_int(o.dilation.w, "dilation"), CUDNN_CROSS_CORRELATION, compute_type(dt)));
+    BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnSetConvolutionGroupCount, d, as_int(o.groups, "groups")));
+    // The math the heuristics answer within (each algorithm's own is set when it is tried).
+    BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnSetConvolutionMathType, d, math_type(dt)));
   }
   ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
   ConvDesc(const ConvDesc&) = delete;
   ConvDesc& operator=(const ConvDesc&) = delete;
 };
 
-enum class Pass : int { Forward, BackwardData, BackwardFilter };
+using Pass = ConvPass;
 const char* pass_call(Pass p) {
   switch (p) {
     case Pass::Forward:
@@ -123,51 +130,52 @@ const char* pass_call(Pass p) {
   return "?";
 }
 
-// One convolution problem: descriptors of x (a chunk of the batch), w, y, and the convolution.
+using Choice = ConvAlgoCandidate;
+
+// One convolution problem's cuDNN objects and the algorithm chosen for it: built by the first
+// call for its key, then read-only and shared (cuDNN's execution calls only read descriptors).
+struct ConvPlan {
+  ConvPlan(const ConvPlanKey& k, const Conv2dOptions& o)
+      : x(k.dtype, k.dims[0], k.dims[1], k.dims[2], k.dims[3]),
+        w(k.dtype, k.dims[4], k.dims[5], k.dims[6], k.dims[7]),
+        y(k.dtype, k.dims[0], k.dims[4], k.dims[8], k.dims[9]),
+        conv(o, k.dtype) {}
+  TensorDesc x;
+  FilterDesc w;
+  TensorDesc y;
+  ConvDesc conv;  // its math mode is the chosen algorithm's
+  Choice choice;
+  size_t workspace = 0;  // bytes the chosen algorithm needs
+};
+
+ConvPlanCache<ConvPlan>& plan_cache() {
+  static auto* c = new ConvPlanCache<ConvPlan>;  // process lifetime
+  return *c;
+}
+
+// One convolution call: the pass, the plan whose descriptors it uses, and the pass's output size.
 struct Problem {
   Pass pass;
   DType dtype;
   int device;
-  const Conv2dOptions* o;
-  const TensorDesc* xd;
-  const FilterDesc* wd;
-  const TensorDesc* yd;
-  const ConvDesc* cd;
-  std::array<int64_t, 10> dims;  // x (n, c, h, w), w (k, c/g, kh, kw), y (oh, ow)
-  int64_t out_bytes;             // the pass's output: y, x or w
+  const ConvPlan* plan;
+  int64_t out_bytes;  // the pass's output: y, x or w
 };
 
-struct Choice {
-  int algo = 0;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  size_t memory = 0;
-};
-
-using CacheKey = std::array<int64_t, 24>;
-
-CacheKey cache_key(const Problem& p) {
-  CacheKey k{};
-  size_t i = 0;
-  k[i++] = static_cast<int64_t>(p.pass);
-  k[i++] = p.device;
-  k[i++] = static_cast<int64_t>(p.dtype);
-  for (int64_t d : p.dims) k[i++] = d;
-  for (int64_t v :
-       {p.o->stride.h, p.o->stride.w, p.o->padding.h, p.o->padding.w, p.o->dilation.h, p.o->dilation.w, p.o->groups})
-    k[i++] = v;
-  k[i++] = static_cast<int64_t>(math_type(p.dtype));
-  k[i++] = brisk::cuda::cudnn_benchmark() ? 1 : 0;
-  k[i++] = kernels::deterministic() ? 1 : 0;
+// x (a chunk of the batch), w and y are dense NCHW: their sizes fix the strides.
+ConvPlanKey plan_key(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, int64_t len,
+                     const Conv2dOptions& o) {
+  ConvPlanKey k;
+  k.pass = pass;
+  k.device = x.device().index;
+  k.dtype = x.dtype();
+  k.dims = {len, x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3), y.size(2), y.size(3)};
+  k.options = {o.stride.h, o.stride.w, o.padding.h, o.padding.w, o.dilation.h, o.dilation.w, o.groups};
+  k.math = static_cast<int>(math_type(x.dtype()));
+  k.benchmark = brisk::cuda::cudnn_benchmark();
+  k.deterministic = kernels::deterministic();
+  k.recording = bd::recording();
   return k;
-}
-
-struct AlgoCache {
-  std::mutex mu;
-  std::map<CacheKey, Choice> map;
-};
-AlgoCache& algo_cache() {
-  static auto* c = new AlgoCache;  // process lifetime
-  return *c;
 }
 
 // The operands of one call: x, w, y data (y is the output for Forward, gy otherwise; for the
@@ -178,35 +186,33 @@ struct Buffers {
   void* y;
 };
 
-// Candidate algorithms, best first: deterministic ones first (brisk's kernels give the same
-// result on every run), then, only when kernels::deterministic() is off, any others cuDNN can run.
+// Candidate algorithms, best first (rank_conv_algorithms: deterministic ones first, the others
+// only when kernels::deterministic() is off).
 template <class Perf>
 std::vector<Choice> rank(const Perf* perf, int count) {
-  std::vector<Choice> det, rest;
-  for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-    const Choice c{static_cast<int>(perf[i].algo), perf[i].mathType, perf[i].memory};
-    (perf[i].determinism == CUDNN_DETERMINISTIC ? det : rest).push_back(c);
-  }
-  if (!kernels::deterministic()) det.insert(det.end(), rest.begin(), rest.end());
-  return det;
+  std::vector<Choice> reported;
+  for (int i = 0; i < count; ++i)
+    reported.push_back({static_cast<int>(perf[i].algo), static_cast<int>(perf[i].mathType), perf[i].memory,
+                        perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].determinism == CUDNN_DETERMINISTIC});
+  return rank_conv_algorithms(reported, kernels::deterministic());
 }
 
 size_t workspace_size(cudnnHandle_t h, const Problem& p, int algo) {
+  const ConvPlan& d = *p.plan;
   size_t bytes = 0;
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   switch (p.pass) {
     case Pass::Forward:
-      st = cudnnGetConvolutionForwardWorkspaceSize(h, p.xd->d, p.wd->d, p.cd->d, p.yd->d,
-                                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes);
+      st = BRISK_CONV_SETUP(cudnnGetConvolutionForwardWorkspaceSize, h, d.x.d, d.w.d, d.conv.d, d.y.d,
+                            static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes);
       break;
     case Pass::BackwardData:
-      st = cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.wd->d, p.yd->d, p.cd->d, p.xd->d,
-                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes);
+      st = BRISK_CONV_SETUP(cudnnGetConvolutionBackwardDataWorkspaceSize, h, d.w.d, d.y.d, d.conv.d, d.x.d,
+                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes);
       break;
     case Pass::BackwardFilter:
-      st = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.xd->d, p.yd->d, p.cd->d, p.wd->d,
-                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes);
+      st = BRISK_CONV_SETUP(cudnnGetConvolutionBackwardFilterWorkspaceSize, h, d.x.d, d.y.d, d.conv.d, d.w.d,
+                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes);
       break;
   }
   return st == CUDNN_STATUS_SUCCESS ? bytes : std::numeric_limits<size_t>::max();
@@ -216,6 +222,7 @@ size_t workspace_size(cudnnHandle_t h, const Problem& p, int algo) {
 // workspace that any needs and that can be allocated. The timing runs write the output, so an
 // output that already holds values to accumulate onto gets a scratch copy instead.
 std::vector<Choice> find_algorithms(cudnnHandle_t h, const Problem& p, Buffers b, bool accumulate) {
+  const ConvPlan& d = *p.plan;
   Tensor scratch;
   if (accumulate) {
     MemoryCategoryGuard category(MemoryCategory::Other);
@@ -239,22 +246,22 @@ std::vector<Choice> find_algorithms(cudnnHandle_t h, const Problem& p, Buffers b
   switch (p.pass) {
     case Pass::Forward: {
       cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-      BRISK_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.xd->d, b.x, p.wd->d, b.w, p.cd->d, p.yd->d, b.y,
-                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, wp, wb));
+      BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnFindConvolutionForwardAlgorithmEx, h, d.x.d, b.x, d.w.d, b.w, d.conv.d,
+                                         d.y.d, b.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, wp, wb));
       return rank(perf, count);
     }
     case Pass::BackwardData: {
       cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-      BRISK_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.wd->d, b.w, p.yd->d, b.y, p.cd->d, p.xd->d,
-                                                                    b.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count,
-                                                                    perf, wp, wb));
+      BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnFindConvolutionBackwardDataAlgorithmEx, h, d.w.d, b.w, d.y.d, b.y,
+                                         d.conv.d, d.x.d, b.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf, wp,
+                                         wb));
       return rank(perf, count);
     }
     case Pass::BackwardFilter: {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-      BRISK_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.xd->d, b.x, p.yd->d, b.y, p.cd->d, p.wd->d,
-                                                                      b.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                                      &count, perf, wp, wb));
+      BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnFindConvolutionBackwardFilterAlgorithmEx, h, d.x.d, b.x, d.y.d, b.y,
+                                         d.conv.d, d.w.d, b.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf,
+                                         wp, wb));
       return rank(perf, count);
     }
   }
@@ -262,36 +269,37 @@ std::vector<Choice> find_algorithms(cudnnHandle_t h, const Problem& p, Buffers b
 }
 
 std::vector<Choice> heuristic_algorithms(cudnnHandle_t h, const Problem& p) {
+  const ConvPlan& d = *p.plan;
   constexpr int kMax = 16;
   int count = 0;
   switch (p.pass) {
     case Pass::Forward: {
       cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-      BRISK_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.xd->d, p.wd->d, p.cd->d, p.yd->d,
-                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
+      BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnGetConvolutionForwardAlgorithm_v7, h, d.x.d, d.w.d, d.conv.d, d.y.d,
+                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
       return rank(perf, count);
     }
     case Pass::BackwardData: {
       cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-      BRISK_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-          h, p.wd->d, p.yd->d, p.cd->d, p.xd->d, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+      BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnGetConvolutionBackwardDataAlgorithm_v7, h, d.w.d, d.y.d, d.conv.d, d.x.d,
+                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
       return rank(perf, count);
     }
     case Pass::BackwardFilter: {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-      BRISK_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-          h, p.xd->d, p.yd->d, p.cd->d, p.wd->d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
+      BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnGetConvolutionBackwardFilterAlgorithm_v7, h, d.x.d, d.y.d, d.conv.d,
+                                         d.w.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
       return rank(perf, count);
     }
   }
   return {};
 }
 
-// Runs one algorithm; returns its status (the caller decides what a failure means).
-cudnnStatus_t run_algorithm(cudnnHandle_t h, const Problem& p, const Buffers& b, const Choice& c, void* ws,
-                            size_t ws_bytes, bool accumulate) {
-  cudnnStatus_t st = cudnnSetConvolutionMathType(p.cd->d, c.math);
-  if (st != CUDNN_STATUS_SUCCESS) return st;
+// Runs one algorithm with the math mode the convolution descriptor holds; returns its status
+// (the caller decides what a failure means).
+cudnnStatus_t run_algorithm(cudnnHandle_t h, const Problem& p, const Buffers& b, int algo, void* ws, size_t ws_bytes,
+                            bool accumulate) {
+  const ConvPlan& d = *p.plan;
   // Scaling factors are double for double data, float otherwise.
   const double one64 = 1.0, zero64 = 0.0;
   const float one32 = 1.0f, zero32 = 0.0f;
@@ -300,66 +308,83 @@ cudnnStatus_t run_algorithm(cudnnHandle_t h, const Problem& p, const Buffers& b,
   const void* beta = accumulate ? alpha : (f64 ? static_cast<const void*>(&zero64) : &zero32);
   switch (p.pass) {
     case Pass::Forward:
-      return cudnnConvolutionForward(h, alpha, p.xd->d, b.x, p.wd->d, b.w, p.cd->d,
-                                     static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, ws_bytes, beta, p.yd->d, b.y);
+      return cudnnConvolutionForward(h, alpha, d.x.d, b.x, d.w.d, b.w, d.conv.d,
+                                     static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, ws_bytes, beta, d.y.d, b.y);
     case Pass::BackwardData:
-      return cudnnConvolutionBackwardData(h, alpha, p.wd->d, b.w, p.yd->d, b.y, p.cd->d,
-                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, ws_bytes, beta,
-                                          p.xd->d, b.x);
+      return cudnnConvolutionBackwardData(h, alpha, d.w.d, b.w, d.y.d, b.y, d.conv.d,
+                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, ws_bytes, beta, d.x.d,
+                                          b.x);
     case Pass::BackwardFilter:
-      return cudnnConvolutionBackwardFilter(h, alpha, p.xd->d, b.x, p.yd->d, b.y, p.cd->d,
-                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, ws_bytes, beta,
-                                            p.wd->d, b.w);
+      return cudnnConvolutionBackwardFilter(h, alpha, d.x.d, b.x, d.y.d, b.y, d.conv.d,
+                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, ws_bytes, beta,
+                                            d.w.d, b.w);
   }
   return CUDNN_STATUS_BAD_PARAM;
 }
 
-// Tries `c`: allocates its workspace and runs it. False when the workspace cannot be had or cuDNN
-// says the algorithm does not support the problem (nothing was enqueued then); throws otherwise.
-bool try_choice(cudnnHandle_t h, const Problem& p, const Buffers& b, Choice c, bool accumulate, cudnnStatus_t* last) {
-  // f32 without TF32 must never run on tensor cores, whatever math an algorithm was listed with.
-  if (p.dtype == DType::F32 && !brisk::cuda::cudnn_allow_tf32()) c.math = CUDNN_FMA_MATH;
-  BRISK_CUDNN_CHECK(cudnnSetConvolutionMathType(p.cd->d, c.math));
-  const size_t need = std::max(c.memory, workspace_size(h, p, c.algo));
-  if (need == std::numeric_limits<size_t>::max()) return false;
-  Tensor ws = bd::try_workspace(p.device, need);
-  if (need > 0 && !ws.defined()) return false;
-  const cudnnStatus_t st = run_algorithm(h, p, b, c, ws.defined() ? ws.data_ptr() : nullptr, need, accumulate);
+// What a run of an algorithm came to: done, or skipped (workspace not to be had, or cuDNN says
+// the algorithm does not support the problem; nothing was enqueued); any other failure throws.
+bool ran(cudnnStatus_t st, const Problem& p, cudnnStatus_t* last) {
   if (st == CUDNN_STATUS_SUCCESS) return true;
   if (CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_NOT_SUPPORTED) {
-    *last = st;
+    if (last) *last = st;
     return false;
   }
   bd::throw_cudnn_error(st, pass_call(p.pass), __FILE__, __LINE__);
 }
 
-// Runs problem p: the cached algorithm if there is one, else the candidates in order.
-void run(const Problem& p, const Buffers& b, bool accumulate) {
-  if (bd::recording_library_call(pass_call(p.pass), bd::current_native_stream(p.device))) return;
+// Tries candidate `c` on the plan being built: sets its math mode on the convolution descriptor,
+// allocates its workspace and runs it. On success the plan keeps c and the workspace size.
+bool try_choice(cudnnHandle_t h, const Problem& p, ConvPlan& plan, const Buffers& b, Choice c, bool accumulate,
+                cudnnStatus_t* last) {
+  // f32 without TF32 must never run on tensor cores, whatever math an algorithm was listed with.
+  if (p.dtype == DType::F32 && !brisk::cuda::cudnn_allow_tf32()) c.math = CUDNN_FMA_MATH;
+  BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnSetConvolutionMathType, plan.conv.d, static_cast<cudnnMathType_t>(c.math)));
+  const size_t need = std::max(c.memory, workspace_size(h, p, c.algo));
+  if (need == std::numeric_limits<size_t>::max()) return false;
+  Tensor ws = bd::try_workspace(p.device, need);
+  if (need > 0 && !ws.defined()) return false;
+  if (!ran(run_algorithm(h, p, b, c.algo, ws.defined() ? ws.data_ptr() : nullptr, need, accumulate), p, last))
+    return false;
+  plan.choice = c;
+  plan.workspace = need;
+  return true;
+}
+
+// Recording mode has no handle to ask cuDNN's heuristics with: the query is logged and a
+// deterministic algorithm of the pass stands in (implicit GEMM forward, ALGO_1 backward).
+void choose_while_recording(const ConvPlanKey& key, const Problem& p, ConvPlan& plan) {
+  bd::recording_library_setup(key.benchmark                  ? "cudnnFindConvolution*AlgorithmEx"
+                              : p.pass == Pass::Forward      ? "cudnnGetConvolutionForwardAlgorithm_v7"
+                              : p.pass == Pass::BackwardData ? "cudnnGetConvolutionBackwardDataAlgorithm_v7"
+                                                             : "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  plan.choice = {.algo = p.pass == Pass::Forward ? static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM) : 1,
+                 .math = key.math,
+                 .memory = 0,
+                 .ok = true,
+                 .deterministic = true};
+  BRISK_CUDNN_CHECK(BRISK_CONV_SETUP(cudnnSetConvolutionMathType, plan.conv.d, math_type(p.dtype)));
+  bd::recording_library_call(pass_call(p.pass), bd::current_native_stream(p.device));
+}
+
+// The first call of a problem: cuDNN's output size checked against ours, then the candidates
+// (from the heuristics, or timed) run in turn on the call's buffers until one can, which the plan
+// keeps. The call's work is done when this returns.
+void choose_and_run(const ConvPlanKey& key, const Problem& p, ConvPlan& plan, const Buffers& b, bool accumulate) {
+  // A host-side check that also runs while recording.
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  BRISK_CUDNN_CHECK(
+      BRISK_CONV_SETUP(cudnnGetConvolution2dForwardOutputDim, plan.conv.d, plan.x.d, plan.w.d, &on, &oc, &oh, &ow));
+  BRISK_CHECK(on == key.dims[0] && oc == key.dims[4] && oh == key.dims[8] && ow == key.dims[9],
+              "conv2d: internal error: cuDNN computes output [", on, ", ", oc, ", ", oh, ", ", ow, "] for [",
+              key.dims[0], ", ", key.dims[4], ", ", key.dims[8], ", ", key.dims[9], "] ", bd::op_context());
+  if (key.recording) return choose_while_recording(key, p, plan);
   cudnnHandle_t h = bd::cudnn_handle(p.device, bd::current_native_stream(p.device));
-  const CacheKey key = cache_key(p);
-  AlgoCache& cache = algo_cache();
   cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
-  {
-    std::optional<Choice> cached;
-    {
-      std::lock_guard lk(cache.mu);
-      auto it = cache.map.find(key);
-      if (it != cache.map.end()) cached = it->second;
-    }
-    if (cached && try_choice(h, p, b, *cached, accumulate, &last)) return;
-  }
-  // The heuristics answer within the descriptor's math type: start from the dtype's again.
-  BRISK_CUDNN_CHECK(cudnnSetConvolutionMathType(p.cd->d, math_type(p.dtype)));
   const std::vector<Choice> candidates =
-      brisk::cuda::cudnn_benchmark() ? find_algorithms(h, p, b, accumulate) : heuristic_algorithms(h, p);
-  for (const Choice& c : candidates) {
-    if (try_choice(h, p, b, c, accumulate, &last)) {
-      std::lock_guard lk(cache.mu);
-      cache.map[key] = c;
-      return;
-    }
-  }
+      key.benchmark ? find_algorithms(h, p, b, accumulate) : heuristic_algorithms(h, p);
+  for (const Choice& c : candidates)
+    if (try_choice(h, p, plan, b, c, accumulate, &last)) return;
   // Deterministic mode kept only cuDNN's deterministic algorithms, and none of them could run.
   kernels::check_nondeterministic_allowed(
       pass_call(p.pass), brisk::detail::str_cat("cuDNN has no deterministic algorithm that runs for this convolution (",
@@ -369,6 +394,33 @@ void run(const Problem& p, const Buffers& b, bool accumulate) {
       brisk::detail::str_cat(pass_call(p.pass), " (no algorithm of ", candidates.size(), " candidates could run)")
           .c_str(),
       __FILE__, __LINE__);
+}
+
+// A call whose plan is cached: its workspace from the caching allocator and the execution call,
+// no other cuDNN call. False (nothing enqueued) when the workspace cannot be had or cuDNN no
+// longer runs the algorithm; the caller then builds the plan again.
+bool execute(const Problem& p, const Buffers& b, bool accumulate) {
+  const ConvPlan& plan = *p.plan;
+  Tensor ws = bd::try_workspace(p.device, plan.workspace);
+  if (plan.workspace > 0 && !ws.defined()) return false;
+  cudaStream_t stream = bd::current_native_stream(p.device);
+  if (bd::recording_library_call(pass_call(p.pass), stream)) return true;
+  cudnnHandle_t h = bd::cudnn_handle(p.device, stream);
+  return ran(
+      run_algorithm(h, p, b, plan.choice.algo, ws.defined() ? ws.data_ptr() : nullptr, plan.workspace, accumulate), p,
+      nullptr);
+}
+
+// Runs one call: the cached plan for its key, or a new one built (and cached) by running it.
+void run(const ConvPlanKey& key, const Conv2dOptions& o, Problem p, const Buffers& b, bool accumulate) {
+  if (std::shared_ptr<const ConvPlan> cached = plan_cache().find(key)) {
+    p.plan = cached.get();
+    if (execute(p, b, accumulate)) return;
+  }
+  auto plan = std::make_shared<ConvPlan>(key, o);
+  p.plan = plan.get();
+  choose_and_run(key, p, *plan, b, accumulate);
+  plan_cache().insert(key, std::move(plan));
 }
 
 // A contiguous tensor at an address aligned for vector loads (a copy only when t is not).
@@ -400,33 +452,15 @@ void run_pass(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, cons
   const int64_t n = x.size(0);
   const int64_t per_sample = std::max(x.numel() / std::max<int64_t>(n, 1), y.numel() / std::max<int64_t>(n, 1));
   const int64_t chunk = batch_chunk(n, per_sample);
-  const FilterDesc wd(w);
-  const ConvDesc cd(o, x.dtype());
   for (int64_t start = 0; start < n; start += chunk) {
     const int64_t len = std::min(chunk, n - start);
     const Tensor xs = batch_slice(x, start, len), ys = batch_slice(y, start, len);
-    const TensorDesc xd(x.dtype(), len, x.size(1), x.size(2), x.size(3));
-    const TensorDesc yd(y.dtype(), len, y.size(1), y.size(2), y.size(3));
-    // cuDNN's own output size must be ours (a host-side check that also runs while recording).
-    int on = 0, oc = 0, oh = 0, ow = 0;
-    BRISK_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(cd.d, xd.d, wd.d, &on, &oc, &oh, &ow));
-    BRISK_CHECK(on == len && oc == y.size(1) && oh == y.size(2) && ow == y.size(3),
-                "conv2d: internal error: cuDNN computes output [", on, ", ", oc, ", ", oh, ", ", ow, "] for ",
-                y.sizes(), " ", bd::op_context());
-    Problem p{pass,
-              x.dtype(),
-              x.device().index,
-              &o,
-              &xd,
-              &wd,
-              &yd,
-              &cd,
-              {len, x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3), y.size(2), y.size(3)},
-              static_cast<int64_t>(pass == Pass::Forward        ? ys.nbytes()
-                                   : pass == Pass::BackwardData ? xs.nbytes()
-                                                                : w.nbytes())};
+    const Problem p{pass, x.dtype(), x.device().index, nullptr,
+                    static_cast<int64_t>(pass == Pass::Forward        ? ys.nbytes()
+                                         : pass == Pass::BackwardData ? xs.nbytes()
+                                                                      : w.nbytes())};
     // The filter gradient of later chunks adds onto the earlier ones'.
-    run(p, Buffers{xs.data_ptr(), w.data_ptr(), ys.data_ptr()},
+    run(plan_key(pass, xs, w, ys, len, o), o, p, Buffers{xs.data_ptr(), w.data_ptr(), ys.data_ptr()},
         accumulate || (pass == Pass::BackwardFilter && start > 0));
   }
 }
@@ -466,6 +500,14 @@ void conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in
       run_pass(Pass::BackwardFilter, dense(x_in), gw, gy, o, false);
   }
   if (gb.defined() && gb.numel() > 0) detail::channel_sums(gy, gb);
+}
+
+ConvPlanStats cudnn_conv_plan_stats() {
+  return plan_cache().stats();
+}
+
+void cudnn_conv_clear_plans(int device) {
+  plan_cache().clear(device);
 }
 
 }  // namespace brisk::kernels::cuda

@@ -4,6 +4,7 @@
 #pragma once
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/conv.h"
+#include "brisk/kernels/conv_plan.h"
 #include "brisk/kernels/device/pool.h"
 #include "cuda/api.h"
 
@@ -17,6 +18,11 @@ BRISK_CUDA_FN void conv2d(const Tensor& x, const Tensor& w, const Tensor& b, con
 // From gy (N, C_out, OH, OW): gx like x, gw like w, gb (C_out); each skipped when undefined.
 BRISK_CUDA_FN void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dOptions& o,
                                    const Tensor& gx, const Tensor& gw, const Tensor& gb) BRISK_CUDA_BODY;
+
+// The convolution plan cache's counters (brisk/kernels/conv_plan.h), and dropping its plans of
+// one device (-1: all, and the counters too).
+BRISK_CUDA_FN ConvPlanStats cudnn_conv_plan_stats() BRISK_CUDA_BODY;
+BRISK_CUDA_FN void cudnn_conv_clear_plans(int device) BRISK_CUDA_BODY;
 
 // x (N, C, H, W) any strides -> values (N, C, OH, OW) in x's dtype, indices (N, C, OH, OW) i64.
 BRISK_CUDA_FN void max_pool2d(const device::PoolShape& g, const Tensor& x, const Tensor& values, const Tensor& indices)

@@ -3,6 +3,7 @@
 
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "brisk/core/allocator.h"
@@ -24,6 +25,15 @@ void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
   throw_error(brisk::detail::str_cat("cuDNN error in ", call, ": ", cudnnGetErrorString(status), detail[0] ? " (" : "",
                                      detail, detail[0] ? ")" : "", ctx.empty() ? "" : " ", ctx),
               file, line);
+}
+
+void recording_library_setup(const char* name) {
+  if (!recording()) return;
+  recording::Entry e;
+  e.kind = recording::Kind::Library;
+  e.name = name;
+  e.device = brisk::cuda::current_device();
+  recording::record(std::move(e));
 }
 
 namespace {

@@ -46,6 +46,11 @@ cublasLtHandle_t cublaslt_handle(int device);
 cublasHandle_t cublas_handle(int device, cudaStream_t stream);
 cudnnHandle_t cudnn_handle(int device, cudaStream_t stream);
 
+// Logs a library's host-side preparation call (a cuDNN descriptor made or set, a math mode, an
+// algorithm or workspace query) while recording, as a recording::Kind::Library entry like the
+// calls recording skips. The caller still makes the call when it needs no GPU (descriptors).
+void recording_library_setup(const char* name);
+
 // A scratch buffer of `bytes` on `device` from the caching allocator (current stream), for a
 // library call enqueued on that stream: work on one stream runs in order, so the block can go
 // back to the cache as soon as the call is enqueued. Undefined (and no error) when bytes is 0 or

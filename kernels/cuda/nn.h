@@ -66,7 +66,7 @@ BRISK_CUDA_FN void cross_entropy(const Tensor& logits, const Tensor& targets, in
                                  int64_t ignore_index, double label_smoothing, Reduction reduction, const Tensor& loss,
                                  const Tensor& lse, const Tensor& count) BRISK_CUDA_BODY;
 // grad: f64, (N * S) for None or 0-d; count: 0-d f64 (read for Mean only); out: (N, C, S), `=`:
-// softmax recomputed from lse per element.
+// softmax recomputed from lse per element. out may be logits' own bytes (written in place).
 BRISK_CUDA_FN void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets,
                                           const Tensor& lse, const Tensor& count, int64_t C, int64_t S,
                                           int64_t ignore_index, double label_smoothing, Reduction reduction,

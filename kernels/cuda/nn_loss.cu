@@ -185,13 +185,14 @@ __device__ __forceinline__ double loss_scale(const double* grad, bool per_positi
 }
 
 // out, logits: (N, C, S), `=`: scale * (softmax - off - hit * [c == target]); 0 at ignored positions.
+// out may be z itself (the gradient over the logits): each element is read once, by the thread
+// that then writes it, so z and out are not __restrict__.
 template <class T, class I>
 __global__ void cross_entropy_backward_kernel(int64_t total, dv::IndexDiv s_div, dv::IndexDiv c_div, int64_t C,
-                                              int64_t S, const T* __restrict__ z, const I* __restrict__ targets,
+                                              int64_t S, const T* z, const I* __restrict__ targets,
                                               const acc_t<T>* __restrict__ lse, const double* __restrict__ grad,
                                               bool per_position, const double* __restrict__ count, int64_t ignore_index,
-                                              acc_t<T> off, acc_t<T> hit, T* __restrict__ out, Slot* slot,
-                                              int32_t code) {
+                                              acc_t<T> off, acc_t<T> hit, T* out, Slot* slot, int32_t code) {
   using A = acc_t<T>;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -217,10 +218,10 @@ __global__ void cross_entropy_backward_kernel(int64_t total, dv::IndexDiv s_div,
 // once per row and get zeros, as ignored ones.
 template <int W, class T, class I>
 __global__ void __launch_bounds__(dv::kMaxRowThreads)
-    cross_entropy_backward_rows_kernel(int64_t rows, int64_t C, const T* __restrict__ z, const I* __restrict__ targets,
+    cross_entropy_backward_rows_kernel(int64_t rows, int64_t C, const T* z, const I* __restrict__ targets,
                                        const acc_t<T>* __restrict__ lse, const double* __restrict__ grad,
                                        bool per_position, const double* __restrict__ count, int64_t ignore_index,
-                                       acc_t<T> off, acc_t<T> hit, T* __restrict__ out, Slot* slot, int32_t code) {
+                                       acc_t<T> off, acc_t<T> hit, T* out, Slot* slot, int32_t code) {
   using A = acc_t<T>;
   const int tx = threadIdx.x, tpr = blockDim.x;
   // No barrier below: each row's threads go on to their next row independently.

@@ -5,6 +5,8 @@
 
 #include <atomic>
 
+#include "brisk/kernels/conv_plan.h"
+
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
@@ -359,6 +361,20 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_s
   else
     cpu::adaptive_avg_pool2d_backward(g, contiguous(grad_out), gx);
   return gx;
+}
+
+ConvPlanStats conv_plan_stats() {
+#if defined(BRISK_WITH_CUDA)
+  return cuda::cudnn_conv_plan_stats();
+#else
+  return {};
+#endif
+}
+
+void clear_conv_plans([[maybe_unused]] int device) {
+#if defined(BRISK_WITH_CUDA)
+  cuda::cudnn_conv_clear_plans(device);
+#endif
 }
 
 }  // namespace brisk::kernels

@@ -481,12 +481,16 @@ ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64
 
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets,
                               const ClassLossResult& fwd, int64_t ignore_index, double label_smoothing,
-                              Reduction reduction) {
+                              Reduction reduction, const Tensor& out_in) {
   ClassLayout l = class_layout("cross_entropy backward", logits, targets, ignore_index);
   check_loss_grad("cross_entropy", grad, targets, fwd, reduction);
   BRISK_CHECK(fwd.lse.defined() && fwd.lse.numel() == l.targets.numel(),
               "cross_entropy backward: needs the forward's log-sum-exp per position");
-  Tensor out = empty(logits.sizes(), logits.dtype(), logits.device());
+  BRISK_CHECK(!out_in.defined() || (out_in.sizes() == logits.sizes() && out_in.dtype() == logits.dtype() &&
+                                    out_in.device() == logits.device() && out_in.is_contiguous()),
+              "cross_entropy backward: out must be contiguous with the logits' shape ", logits.sizes(), ", dtype ",
+              dtype_name(logits.dtype()), " and device ", logits.device().str());
+  Tensor out = out_in.defined() ? out_in : empty(logits.sizes(), logits.dtype(), logits.device());
   if (logits.device().is_cuda()) {
     check_same_device("cross_entropy backward", logits, grad);
     cuda::cross_entropy_backward(loss_grad_f64(grad, reduction), l.input, l.targets, contiguous(fwd.lse), fwd.count,

@@ -146,3 +146,36 @@ TEST(AutocastCuda, CrossEntropyReadsSixteenBitLogitsWithoutAnF32Copy) {
   EXPECT_LT(extra, rows * classes * 4) << "peak extra bytes " << extra;
   EXPECT_EQ(rec.count(Kind::Sync), 0u) << "the loss and its gradient wait for nothing";
 }
+
+// A classifier's step under autocast: bf16 logits from a product, a temporary only cross_entropy
+// sees. The backward writes their gradient over them (one kernel, no logits-sized allocation at
+// the peak); with the user holding the logits it needs a buffer of their size.
+TEST(AutocastCuda, CrossEntropyBackwardWritesTheGradientOverTemporaryLogits) {
+  if (!cuda::recording::supported()) GTEST_SKIP() << "this build of brisk has no CUDA support";
+  cuda::recording::Session rec;
+  const Device gpu = cuda_device(0);
+  const int64_t rows = 512, classes = 4099, k = 8;
+  const int64_t logits_bytes = rows * classes * 2;
+  const Tensor h = zeros({rows, k}, {.dtype = DType::BF16, .device = gpu});
+  Tensor w = zeros({k, classes}, {.device = gpu});
+  w.requires_grad_();
+  const Tensor t = zeros({rows}, {.dtype = DType::I64, .device = gpu});
+  auto backward_peak = [&](bool hold) {
+    w.set_grad(Tensor());
+    Tensor held, loss;
+    {
+      amp::Autocast ac(DType::BF16);
+      if (hold) held = matmul(h, w);
+      loss = cross_entropy(hold ? held : matmul(h, w), t);
+    }
+    rec.clear();
+    const int64_t before = memory_stats(DeviceKind::CUDA).total_current;
+    reset_peak_memory_stats(DeviceKind::CUDA);
+    loss.backward();
+    EXPECT_EQ(launches_of(rec, "cross_entropy_backward_rows"), 1u);
+    EXPECT_EQ(rec.count(Kind::Sync), 0u);
+    return memory_stats(DeviceKind::CUDA).total_peak - before;
+  };
+  EXPECT_LT(backward_peak(false), logits_bytes / 2) << "peak extra bytes in backward, logits a temporary";
+  EXPECT_GE(backward_peak(true), logits_bytes) << "peak extra bytes in backward, logits held by the user";
+}

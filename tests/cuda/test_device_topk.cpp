@@ -30,7 +30,7 @@ Tensor random(const Shape& s, uint64_t seed, double lo, double hi) {
   return from_vector<double>(v, s);
 }
 
-bool same_value(double a, double b) {
+bool topk_same_value(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;
 }
 
@@ -87,7 +87,7 @@ void check_topk_by_network(const Tensor& x, int64_t k, bool largest, bool sorted
       ASSERT_LT(idx, static_cast<uint32_t>(n));
       EXPECT_EQ(static_cast<double>(idx), wi[r * k + i]) << "topk n " << n << " k " << k << " largest " << largest
                                                          << " sorted " << sorted << " row " << r << " #" << i;
-      EXPECT_TRUE(same_value(static_cast<double>(kd::to_acc(px[r * n + idx])), wv[r * k + i]));
+      EXPECT_TRUE(topk_same_value(static_cast<double>(kd::to_acc(px[r * n + idx])), wv[r * k + i]));
     }
 }
 

@@ -130,10 +130,12 @@ ClassLossResult cross_entropy(const Tensor& logits, const Tensor& targets, int64
                               Reduction reduction, std::optional<DType> loss_dtype = std::nullopt);
 // d loss / d logits = scale * (softmax - (1 - e) * onehot(target) - e / C), 0 at ignored
 // positions; scale = grad (per position for None), divided by count for Mean. Uses fwd's lse
-// and count only (fwd.loss may be undefined).
+// and count only (fwd.loss may be undefined). `out`: where the gradient goes (logits' sizes and
+// dtype, contiguous; a new tensor when undefined), which may be the logits' own bytes: one pass
+// reads each logit and writes its gradient in its place, the same bits as out of place.
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets,
                               const ClassLossResult& fwd, int64_t ignore_index, double label_smoothing,
-                              Reduction reduction);
+                              Reduction reduction, const Tensor& out = Tensor());
 // log_probs: (N, C, d1, ...) or (C); loss = -log_probs[target] per position, reduced as above.
 ClassLossResult nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, Reduction reduction);
 // d loss / d log_probs: -scale at the target class, 0 elsewhere.
