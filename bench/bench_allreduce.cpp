@@ -26,7 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_host.h"
+
 using namespace brisk;
+using brisk::bench::cpu_model;
 
 namespace {
 
@@ -59,14 +62,6 @@ double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
 }
 
 }  // namespace

@@ -26,17 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_host.h"
+
 using namespace brisk;
+using brisk::bench::cpu_model;
 
 namespace {
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

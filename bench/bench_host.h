@@ -1,6 +1,6 @@
-// Helpers of the end-to-end checkpoint benchmarks (bench_checkpoint, bench_async_save): a
-// monotonic clock in seconds, the median of a few timings, the CPU's name for the report, and
-// the bytes a checkpoint folder holds.
+// Helpers of the end-to-end benchmarks (bench_checkpoint, bench_async_save, bench_allreduce,
+// bench_buckets): a monotonic clock in seconds, the median of a few timings, the CPU's name for
+// the report, and the bytes a checkpoint folder holds.
 #pragma once
 #include <algorithm>
 #include <chrono>
