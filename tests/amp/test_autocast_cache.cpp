@@ -22,7 +22,7 @@ using models::GPT2Config;
 namespace {
 
 // The bits of a floating tensor's values (f32 after a widening that is exact for every dtype).
-std::vector<uint32_t> bits(const Tensor& t) {
+std::vector<uint32_t> cache_test_bits(const Tensor& t) {
   const std::vector<float> v = t.detach().to_vector<float>();
   std::vector<uint32_t> out(v.size());
   std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
@@ -94,14 +94,14 @@ Trace train_gpt2(Casts casts, int steps, int micro) {
           loss = GPT2::loss(model(idx), targets) / static_cast<double>(micro);
         }
         loss.backward();
-        t.losses.push_back(bits(loss));
+        t.losses.push_back(cache_test_bits(loss));
       }
     }
     t.casts.push_back(weight_casts());
-    for (const Tensor& p : model.parameters()) t.grads.push_back(bits(p.grad()));
+    for (const Tensor& p : model.parameters()) t.grads.push_back(cache_test_bits(p.grad()));
     opt.step();
     opt.zero_grad();
-    for (const Tensor& p : model.parameters()) t.params.push_back(bits(p));
+    for (const Tensor& p : model.parameters()) t.params.push_back(cache_test_bits(p));
   }
   return t;
 }
@@ -159,7 +159,7 @@ TEST_F(AutocastCache, AWeightUsedTwiceGetsTheSameGradientAsTwoCasts) {
       loss = sum(net(x));
     }
     loss.backward();
-    for (const Tensor& p : net.parameters()) grads[cached].push_back(bits(p.grad()));
+    for (const Tensor& p : net.parameters()) grads[cached].push_back(cache_test_bits(p.grad()));
     EXPECT_EQ(weight_casts(), cached ? 4 : 0) << "a's weight and bias cast once for two uses, then b's";
     profiler::reset();
   }
@@ -182,8 +182,8 @@ TEST_F(AutocastCache, AParameterWrittenInPlaceIsCastAgain) {
     amp::Autocast nocache(DType::BF16, true, /*cache_enabled=*/false);
     fresh = fc(x);
   }
-  EXPECT_EQ(bits(y2), bits(fresh)) << "the cache served the weight from before the in-place write";
-  EXPECT_NE(bits(y1), bits(y2));
+  EXPECT_EQ(cache_test_bits(y2), cache_test_bits(fresh)) << "the cache served the weight from before the in-place write";
+  EXPECT_NE(cache_test_bits(y1), cache_test_bits(y2));
   // A new storage (set_data, as Module::to does) is a different tensor too.
   {
     NoGradGuard no_grad;
@@ -193,7 +193,7 @@ TEST_F(AutocastCache, AParameterWrittenInPlaceIsCastAgain) {
     amp::Autocast nocache(DType::BF16, true, false);
     fresh = fc(x);
   }
-  EXPECT_EQ(bits(fc(x)), bits(fresh));
+  EXPECT_EQ(cache_test_bits(fc(x)), cache_test_bits(fresh));
 }
 
 TEST_F(AutocastCache, AnOptimizerCopyIsNotServedAfterTheParameterChanges) {
@@ -208,7 +208,7 @@ TEST_F(AutocastCache, AnOptimizerCopyIsNotServedAfterTheParameterChanges) {
   }
   opt.step();
   ASSERT_TRUE(autograd::current_autocast_copy(fc.weight, DType::BF16).defined());
-  EXPECT_EQ(bits(autograd::current_autocast_copy(fc.weight, DType::BF16)), bits(fc.weight.detach().to(DType::BF16)))
+  EXPECT_EQ(cache_test_bits(autograd::current_autocast_copy(fc.weight, DType::BF16)), cache_test_bits(fc.weight.detach().to(DType::BF16)))
       << "AdamW's copy is the cast of the updated weight, bit for bit";
   {
     NoGradGuard no_grad;
@@ -225,7 +225,7 @@ TEST_F(AutocastCache, AnOptimizerCopyIsNotServedAfterTheParameterChanges) {
     amp::Autocast nocache(DType::BF16, true, false);
     fresh = fc(x);
   }
-  EXPECT_EQ(bits(served), bits(fresh)) << "a stale optimizer copy was served";
+  EXPECT_EQ(cache_test_bits(served), cache_test_bits(fresh)) << "a stale optimizer copy was served";
   EXPECT_EQ(weight_casts(), 1) << "the changed weight is cast again (the bias still has its copy)";
 }
 

@@ -20,19 +20,19 @@ using models::GPT2Config;
 
 namespace {
 
-struct StepCounts {
+struct CopyStepCounts {
   size_t launches = 0, casts = 0, adam = 0, syncs = 0, mallocs = 0;
   int64_t weight_casts = 0;  // the profiler's autocast_weight_cast calls
 };
 
-size_t launches_named(const cuda::recording::Session& rec, const std::string& name) {
+size_t launches_of_kernel(const cuda::recording::Session& rec, const std::string& name) {
   size_t n = 0;
   for (const auto& e : rec.entries(Kind::Launch)) n += e.name == name;
   return n;
 }
 
 template <class Step>
-StepCounts record_step(cuda::recording::Session& rec, Step&& step) {
+CopyStepCounts record_copies_step(cuda::recording::Session& rec, Step&& step) {
   rec.clear();
   profiler::reset();
   step();
@@ -42,13 +42,13 @@ StepCounts record_step(cuda::recording::Session& rec, Step&& step) {
   for (const profiler::Row& r : profiler::key_averages())
     if (r.name == "autocast_weight_cast") weight_casts = r.calls;
   // "copy" is the cast kernel (kernels::cast launches it for every dtype pair).
-  return {rec.count(Kind::Launch), launches_named(rec, "copy"), launches_named(rec, "adam_step"),
+  return {rec.count(Kind::Launch), launches_of_kernel(rec, "copy"), launches_of_kernel(rec, "adam_step"),
           rec.count(Kind::Sync),   rec.count(Kind::Malloc),     weight_casts};
 }
 
 // The first step and a steady-state step (the fourth) of GPT-2 tiny on the GPU: two micro-steps
 // of batch 2 x 32, each its own autocast region, then AdamW.
-std::pair<StepCounts, StepCounts> gpt2_steps(bool copies) {
+std::pair<CopyStepCounts, CopyStepCounts> gpt2_steps(bool copies) {
   cuda::recording::Session rec;
   profiler::enable();
   GPT2Config c = GPT2Config::preset("tiny");
@@ -72,10 +72,10 @@ std::pair<StepCounts, StepCounts> gpt2_steps(bool copies) {
     opt.step();
     opt.zero_grad();
   };
-  const StepCounts first = record_step(rec, step);
-  record_step(rec, step);
-  record_step(rec, step);
-  const StepCounts steady = record_step(rec, step);
+  const CopyStepCounts first = record_copies_step(rec, step);
+  record_copies_step(rec, step);
+  record_copies_step(rec, step);
+  const CopyStepCounts steady = record_copies_step(rec, step);
   profiler::disable();
   profiler::reset();
   return {first, steady};
