@@ -41,7 +41,6 @@ void StorageImpl::release() {
 void StorageImpl::allocate_again() {
   if (data_ || nbytes_ == 0) return;
   data_ = allocator_->allocate_on(device_, nbytes_);
-  ++allocations_;
   detail::count_alloc(device_.kind, category_, static_cast<int64_t>(nbytes_));
   if (profiler::enabled()) [[unlikely]]
     profiler::detail::on_alloc(static_cast<int64_t>(nbytes_));

@@ -7,7 +7,6 @@ TensorStamp::TensorStamp(const Tensor& t)
     : storage_(t.storage()),
       stamped_(t.storage() != nullptr),
       version_(t.version()),
-      allocations_(t.storage() ? t.storage()->allocations() : 0),
       offset_(t.offset()),
       dtype_(t.dtype()),
       sizes_(t.sizes()),
@@ -17,8 +16,8 @@ bool TensorStamp::matches(const Tensor& t) const {
   if (!stamped_ || !t.defined() || !t.storage()) return false;
   const Storage& s = t.storage();
   const bool same_storage = !storage_.owner_before(s) && !s.owner_before(storage_);
-  return same_storage && s->version() == version_ && s->allocations() == allocations_ && t.offset() == offset_ &&
-         t.dtype() == dtype_ && t.sizes() == sizes_ && t.strides() == strides_;
+  return same_storage && s->version() == version_ && t.offset() == offset_ && t.dtype() == dtype_ &&
+         t.sizes() == sizes_ && t.strides() == strides_;
 }
 
 }  // namespace brisk

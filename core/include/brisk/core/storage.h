@@ -31,10 +31,6 @@ class StorageImpl {
   // the value a saved tensor had when it was saved.
   uint32_t version() const { return version_; }
   void bump_version() { ++version_; }
-  // How many times bytes were allocated for this storage (1 after construction, +1 per
-  // allocate_again()): bytes refilled after a release are new contents even at the same version,
-  // which a copy made from the old ones (the autocast weight cache) must notice.
-  uint32_t allocations() const { return allocations_; }
 
   // Moves the counted bytes to another category (a tensor becomes a parameter, a gradient ...).
   void set_category(MemoryCategory c);
@@ -50,7 +46,6 @@ class StorageImpl {
   MemoryCategory category_;
   Allocator* allocator_;
   uint32_t version_ = 0;
-  uint32_t allocations_ = 0;
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

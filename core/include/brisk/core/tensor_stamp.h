@@ -2,7 +2,9 @@
 // later whether it still holds the same values (the autocast weight cache, an optimizer's
 // low-precision parameter copies). Core keeps no checksum: it trusts the storage's version
 // counter, which every in-place write through brisk bumps (kernels, optimizers, load_state_dict,
-// set_data), plus the storage's identity, its allocation count and the view metadata.
+// set_data), plus the storage's identity and the view metadata. Code that rewrites a storage's
+// bytes without bumping its version (ZeRO-3 refilling released parameters) must drop copies
+// itself (clear_autocast_cache).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,7 +18,7 @@ class TensorStamp {
   TensorStamp() = default;
   explicit TensorStamp(const Tensor& t);
   // True when `t` is the same view of the same storage as when stamped, and nothing wrote to that
-  // storage since: no in-place op, no set_data (a new storage), no release and refill.
+  // storage since through brisk's ops: no in-place op, no set_data (a new storage).
   bool matches(const Tensor& t) const;
 
  private:
@@ -25,7 +27,6 @@ class TensorStamp {
   std::weak_ptr<StorageImpl> storage_;
   bool stamped_ = false;
   uint32_t version_ = 0;
-  uint32_t allocations_ = 0;
   int64_t offset_ = 0;
   DType dtype_ = DType::F32;
   Shape sizes_;
