@@ -36,19 +36,6 @@ int64_t weight_casts() {
   return 0;
 }
 
-// The profiler records for the test's duration (it is how the casts are counted).
-class AutocastCache : public ::testing::Test {
- protected:
-  void SetUp() override {
-    profiler::enable();
-    profiler::reset();
-  }
-  void TearDown() override {
-    profiler::disable();
-    profiler::reset();
-  }
-};
-
 // A linear layer used twice in one forward (its weight has two uses), then a second one.
 struct TwiceNet : nn::CallableModule<TwiceNet> {
   nn::Linear a{8, 8}, b{8, 4};
@@ -122,6 +109,20 @@ int64_t gpt2_cast_parameters(const GPT2Config& c) {
 }
 
 }  // namespace
+
+// The profiler records for the test's duration (it is how the casts are counted). Outside the
+// anonymous namespace: the tests derive from it.
+class AutocastCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    profiler::enable();
+    profiler::reset();
+  }
+  void TearDown() override {
+    profiler::disable();
+    profiler::reset();
+  }
+};
 
 TEST_F(AutocastCache, Gpt2TrainsBitForBitAsWhenEveryOpCasts) {
   const Trace want = train_gpt2(Casts::EveryOp, 3, 2);
