@@ -113,7 +113,7 @@ TEST(AutocastCopies, OptimizersRegisterCurrentCopiesForAutocast) {
   for (int which = 0; which < 2; ++which) {
     SCOPED_TRACE(which == 0 ? "AdamW (fused)" : "SGD (a cast after the update)");
     manual_seed(2);
-    Tensor a = f32_leaf(randn({5, 3}).to_vector<float>()), b = f32_leaf({1.0f, 2.0f});
+    Tensor a = randn({5, 3}, {.requires_grad = true}), b = f32_leaf({1.0f, 2.0f});
     Tensor c = zeros({2}, {.dtype = DType::F64, .requires_grad = true});  // f64: no copy
     std::unique_ptr<optim::Optimizer> opt;
     if (which == 0)
