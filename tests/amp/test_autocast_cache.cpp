@@ -183,7 +183,8 @@ TEST_F(AutocastCache, AParameterWrittenInPlaceIsCastAgain) {
     amp::Autocast nocache(DType::BF16, true, /*cache_enabled=*/false);
     fresh = fc(x);
   }
-  EXPECT_EQ(cache_test_bits(y2), cache_test_bits(fresh)) << "the cache served the weight from before the in-place write";
+  EXPECT_EQ(cache_test_bits(y2), cache_test_bits(fresh))
+      << "the cache served the weight from before the in-place write";
   EXPECT_NE(cache_test_bits(y1), cache_test_bits(y2));
   // A new storage (set_data, as Module::to does) is a different tensor too.
   {
@@ -209,7 +210,8 @@ TEST_F(AutocastCache, AnOptimizerCopyIsNotServedAfterTheParameterChanges) {
   }
   opt.step();
   ASSERT_TRUE(autograd::current_autocast_copy(fc.weight, DType::BF16).defined());
-  EXPECT_EQ(cache_test_bits(autograd::current_autocast_copy(fc.weight, DType::BF16)), cache_test_bits(fc.weight.detach().to(DType::BF16)))
+  EXPECT_EQ(cache_test_bits(autograd::current_autocast_copy(fc.weight, DType::BF16)),
+            cache_test_bits(fc.weight.detach().to(DType::BF16)))
       << "AdamW's copy is the cast of the updated weight, bit for bit";
   {
     NoGradGuard no_grad;

@@ -43,7 +43,7 @@ CopyStepCounts record_copies_step(cuda::recording::Session& rec, Step&& step) {
     if (r.name == "autocast_weight_cast") weight_casts = r.calls;
   // "copy" is the cast kernel (kernels::cast launches it for every dtype pair).
   return {rec.count(Kind::Launch), launches_of_kernel(rec, "copy"), launches_of_kernel(rec, "adam_step"),
-          rec.count(Kind::Sync),   rec.count(Kind::Malloc),     weight_casts};
+          rec.count(Kind::Sync),   rec.count(Kind::Malloc),         weight_casts};
 }
 
 // The first step and a steady-state step (the fourth) of GPT-2 tiny on the GPU: two micro-steps
