@@ -37,6 +37,9 @@ struct Accelerator::OptimizerState {
   // With sharding zero1 / zero2: the optimizer steps this rank's shard (docs/sharding.md).
   // Shared with the optimizer's step wrapper, which may outlive the Accelerator.
   std::shared_ptr<accelerate::detail::ZeroEngine> zero;
+  // prepare turned the optimizer's autocast copies on (mixed precision without sharding);
+  // free_memory turns them off again.
+  bool autocast_copies = false;
 };
 
 struct Accelerator::LoaderState {

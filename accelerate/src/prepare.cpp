@@ -11,6 +11,7 @@
 #include "brisk/accelerate/config.h"
 #include "brisk/accelerate/env_vars.h"
 #include "brisk/accelerate/host.h"
+#include "brisk/amp/autocast.h"
 #include "brisk/autograd/autograd.h"
 #include "brisk/core/profiler.h"
 #include "brisk/core/rng.h"
@@ -61,7 +62,10 @@ void Accelerator::prepare_one(nn::Module& model) {
     for (auto& [name, t] : model.state_dict()) {
       Tensor x = t.is_contiguous() ? t : kernels::contiguous(t);
       pg_->broadcast(x, {.root = 0});
-      if (!x.is_same(t)) kernels::copy_(t, x);
+      if (!x.is_same(t))
+        kernels::copy_(t, x);
+      else
+        t.bump_version();  // written in place: copies made from the old values are stale
     }
     // Sharded: the optimizers' ZeRO engines reduce the gradients instead of a Reducer.
     if (s_.sharding != Sharding::None) {
@@ -125,6 +129,15 @@ void Accelerator::prepare_one(optim::Optimizer& optimizer) {
       TraceSpan span("optimizer step", "compute");
       update();
     });
+  }
+  // Under bf16/fp16 each step also writes the parameters' 16-bit copies that autocast then uses
+  // instead of casting every weight in every forward (docs/tour/04-mixed-precision.md). Not with
+  // sharding, where the optimizer steps shards rather than the parameters autocast sees.
+  bool autocast_on = false;
+  const DType autocast_dtype = amp::mixed_precision_dtype(s_.mixed_precision, &autocast_on);
+  if (autocast_on && s_.sharding == Sharding::None && optimizer.autocast_copies() == DType::F32) {
+    optimizer.keep_autocast_copies(autocast_dtype);
+    st->autocast_copies = true;
   }
   optimizers_.push_back(std::move(st));
 }
@@ -220,7 +233,10 @@ void Accelerator::prepare_one(data::DataLoader& loader) {
 }
 
 void Accelerator::free_memory() {
-  for (auto& o : optimizers_) o->opt->set_step_gate(nullptr);
+  for (auto& o : optimizers_) {
+    o->opt->set_step_gate(nullptr);
+    if (o->autocast_copies) o->opt->keep_autocast_copies(DType::F32);
+  }
   for (auto* s : schedulers_) s->set_step_gate(nullptr);
   for (auto& l : loaders_)
     if (!l->iterable) l->loader->set_batch_source(nullptr);

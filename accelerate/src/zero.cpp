@@ -6,6 +6,7 @@
 #include <string>
 
 #include "brisk/autograd/grad_mode.h"
+#include "brisk/core/autocast_cache.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/factory.h"
 #include "brisk/nn/layers.h"
@@ -154,6 +155,9 @@ struct ZeroEngine::Impl {
   void issue(Unit& u) {
     if (u.gathered) return;
     NoGradGuard no_grad;
+    // Refilled bytes keep the storage's version (a version bump would fail the saved-tensor checks
+    // of the backward), so casts the autocast weight cache made from the old ones must go.
+    clear_autocast_cache();
     for (size_t k : u.buckets) {
       Bucket& b = buckets[k];
       b.full.storage()->allocate_again();
@@ -641,6 +645,7 @@ void ZeroEngine::refresh_gathered() const {
   Impl& im = *impl_;
   if (im.stage != Sharding::Zero3) return;
   NoGradGuard no_grad;
+  clear_autocast_cache();  // the parameters' bytes are rewritten without a version bump (see issue())
   for (auto& u : im.units) {
     if (!u.gathered) continue;
     im.wait(u);

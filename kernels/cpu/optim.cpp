@@ -2,6 +2,7 @@
 // the flat work over threads cannot change results; norms reduce per tensor chunk then sum in a
 // fixed order. The per-element rules are shared with the GPU (brisk/kernels/device/optim.h).
 #include <cmath>
+#include <type_traits>
 
 #include "brisk/kernels/device/convert.h"
 #include "brisk/kernels/device/optim.h"
@@ -30,10 +31,14 @@ T* ptr(const std::vector<Tensor>& v, size_t i) {
   return v.empty() ? nullptr : static_cast<T*>(v[i].data_ptr());
 }
 
+// Marks "no low-precision copy" in adam_range.
+struct NoCopy {};
+
 // Adam's loop over one range with the rule's switches fixed at compile time, so the loop has no
-// control flow and vectorises (the same arithmetic per element, so the same bits).
-template <bool Decoupled, bool Amsgrad, bool Maximize, class T, class A>
-void adam_range(device::AdamRule<A> rule, T* p, const T* g, T* m, T* v, T* vmax, int64_t b, int64_t e) {
+// control flow and vectorises (the same arithmetic per element, so the same bits). With a copy
+// type C, the updated parameter is also stored rounded to C (from_acc, as cast does).
+template <bool Decoupled, bool Amsgrad, bool Maximize, class T, class A, class C>
+void adam_range(device::AdamRule<A> rule, T* p, const T* g, T* m, T* v, T* vmax, C* copy, int64_t b, int64_t e) {
   rule.decoupled = Decoupled;
   rule.amsgrad = Amsgrad;
   rule.maximize = Maximize;
@@ -45,15 +50,26 @@ void adam_range(device::AdamRule<A> rule, T* p, const T* g, T* m, T* v, T* vmax,
     m[i] = from_acc<T>(mv);
     v[i] = from_acc<T>(vv);
     if constexpr (Amsgrad) vmax[i] = from_acc<T>(xv);
+    if constexpr (!std::is_same_v<C, NoCopy>) copy[i] = from_acc<C>(pv);
   }
 }
 
-template <bool Decoupled, bool Amsgrad, class T, class A>
-void adam_range(const device::AdamRule<A>& rule, T* p, const T* g, T* m, T* v, T* vmax, int64_t b, int64_t e) {
+template <bool Decoupled, bool Amsgrad, class T, class A, class C>
+void adam_range(const device::AdamRule<A>& rule, T* p, const T* g, T* m, T* v, T* vmax, C* copy, int64_t b, int64_t e) {
   if (rule.maximize)
-    adam_range<Decoupled, Amsgrad, true>(rule, p, g, m, v, vmax, b, e);
+    adam_range<Decoupled, Amsgrad, true>(rule, p, g, m, v, vmax, copy, b, e);
   else
-    adam_range<Decoupled, Amsgrad, false>(rule, p, g, m, v, vmax, b, e);
+    adam_range<Decoupled, Amsgrad, false>(rule, p, g, m, v, vmax, copy, b, e);
+}
+
+template <class T, class A, class C>
+void adam_range(const device::AdamRule<A>& rule, T* p, const T* g, T* m, T* v, T* vmax, C* copy, int64_t b, int64_t e) {
+  if (rule.decoupled)
+    vmax ? adam_range<true, true>(rule, p, g, m, v, vmax, copy, b, e)
+         : adam_range<true, false>(rule, p, g, m, v, vmax, copy, b, e);
+  else
+    vmax ? adam_range<false, true>(rule, p, g, m, v, vmax, copy, b, e)
+         : adam_range<false, false>(rule, p, g, m, v, vmax, copy, b, e);
 }
 
 }  // namespace
@@ -82,7 +98,8 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
 }
 
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
-               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h) {
+               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h,
+               const std::vector<Tensor>& copies) {
   if (params.empty()) return;
   visit_float(params[0].dtype(), params[0].device(), "adam_step", [&](auto tag) {
     using T = decltype(tag);
@@ -95,12 +112,13 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
       T* m = ptr<T>(exp_avgs, t);
       T* v = ptr<T>(exp_avg_sqs, t);
       T* vmax = h.amsgrad ? ptr<T>(max_exp_avg_sqs, t) : nullptr;
-      if (rule.decoupled)
-        vmax ? adam_range<true, true>(rule, p, g, m, v, vmax, b, e)
-             : adam_range<true, false>(rule, p, g, m, v, vmax, b, e);
-      else
-        vmax ? adam_range<false, true>(rule, p, g, m, v, vmax, b, e)
-             : adam_range<false, false>(rule, p, g, m, v, vmax, b, e);
+      // Copies exist for f32 parameters only (checked by kernels/src/optim.cpp).
+      if constexpr (std::is_same_v<T, float>) {
+        if (!copies.empty() && copies[0].dtype() == DType::BF16)
+          return adam_range(rule, p, g, m, v, vmax, ptr<BFloat16>(copies, t), b, e);
+        if (!copies.empty()) return adam_range(rule, p, g, m, v, vmax, ptr<Half>(copies, t), b, e);
+      }
+      adam_range(rule, p, g, m, v, vmax, static_cast<NoCopy*>(nullptr), b, e);
     });
   });
 }

@@ -15,7 +15,8 @@ BRISK_CPU_KERNELS(
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_bufs, const SgdHyper& h);
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
-               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h);
+               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h,
+               const std::vector<Tensor>& copies);
 double sum_of_squares(const std::vector<Tensor>& tensors);
 double max_abs(const std::vector<Tensor>& tensors);
 // tensors[i] *= coef (computed from norm as clip_grads_with_norm_ documents) when coef < 1.

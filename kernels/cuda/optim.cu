@@ -7,6 +7,7 @@
 // order, so results are deterministic and need no atomics; nothing here waits for the GPU.
 #include <algorithm>
 #include <array>
+#include <type_traits>
 
 #include "brisk/kernels/device/convert.h"
 #include "brisk/kernels/device/multi_tensor.h"
@@ -34,12 +35,16 @@ constexpr int64_t kChunk = dev::kMultiTensorChunk;
 // nothing to do, e.g. no clipping needed) and operator()(A (&e)[Depth]) updating one element's
 // values from every list in place.
 //
-// meta: Depth lists of contiguous T tensors; block b updates chunk meta.block_chunk[b] of slot
-// meta.block_slot[b] (elements [chunk * kChunk, min(numel, (chunk + 1) * kChunk))). Writes `=`.
-template <class T, int Depth, class Op>
-__global__ void multi_tensor_apply_kernel(TensorListMeta<Depth> meta, Op op) {
+// meta: Depth lists of contiguous T tensors, then (when C is not void) one list of C tensors, the
+// low-precision copies: each gets list 0's updated value rounded to C (from_acc, as a cast does).
+// Block b updates chunk meta.block_chunk[b] of slot meta.block_slot[b] (elements
+// [chunk * kChunk, min(numel, (chunk + 1) * kChunk))). Writes `=`.
+template <class T, int Depth, class Op, class C = void>
+__global__ void multi_tensor_apply_kernel(TensorListMeta<Depth + (std::is_void_v<C> ? 0 : 1)> meta, Op op) {
   using A = acc_t<T>;
   constexpr int W = dev::vec_width<T>;
+  constexpr bool kCopy = !std::is_void_v<C>;
+  using CopyVector = dev::AlignedVector<std::conditional_t<kCopy, C, T>, W>;  // unused without copies
   Op local = op;
   if (!local.begin_block()) return;
   const int slot = meta.block_slot[blockIdx.x];
@@ -51,11 +56,17 @@ __global__ void multi_tensor_apply_kernel(TensorListMeta<Depth> meta, Op op) {
     base[d] = static_cast<T*>(meta.addr[d][slot]) + r.begin;
     aligned = aligned && dev::is_aligned(base[d], sizeof(T) * W);
   }
+  [[maybe_unused]] C* copy = nullptr;
+  if constexpr (kCopy) {
+    copy = static_cast<C*>(meta.addr[Depth][slot]) + r.begin;
+    aligned = aligned && dev::is_aligned(copy, sizeof(C) * W);
+  }
   const dev::ChunkSplit s = dev::chunk_split(r, W, aligned);
   for (int64_t v = threadIdx.x; v < s.vectors; v += blockDim.x) {
     dev::AlignedVector<T, W> x[Depth];
 #pragma unroll
     for (int d = 0; d < Depth; ++d) x[d] = dev::load_vector<T, W>(base[d], v);
+    [[maybe_unused]] CopyVector c;
 #pragma unroll
     for (int l = 0; l < W; ++l) {
       A e[Depth];
@@ -65,10 +76,12 @@ __global__ void multi_tensor_apply_kernel(TensorListMeta<Depth> meta, Op op) {
 #pragma unroll
       for (int d = 0; d < Depth; ++d)
         if (Op::kWrites & (1u << d)) x[d].v[l] = dev::from_acc<T>(e[d]);
+      if constexpr (kCopy) c.v[l] = dev::from_acc<C>(e[0]);
     }
 #pragma unroll
     for (int d = 0; d < Depth; ++d)
       if (Op::kWrites & (1u << d)) dev::store_vector<T, W>(base[d], v, x[d]);
+    if constexpr (kCopy) dev::store_vector<C, W>(copy, v, c);
   }
   const int64_t tail_end = s.end - r.begin;
   for (int64_t i = s.tail_begin - r.begin + threadIdx.x; i < tail_end; i += blockDim.x) {
@@ -79,6 +92,7 @@ __global__ void multi_tensor_apply_kernel(TensorListMeta<Depth> meta, Op op) {
 #pragma unroll
     for (int d = 0; d < Depth; ++d)
       if (Op::kWrites & (1u << d)) base[d][i] = dev::from_acc<T>(e[d]);
+    if constexpr (kCopy) copy[i] = dev::from_acc<C>(e[0]);
   }
 }
 
@@ -196,18 +210,37 @@ __global__ void combine_partials_kernel(const double* partials, int64_t n, doubl
 }
 
 // --- host side ----------------------------------------------------------------------------------
-// Plans and launches the element-wise kernel over Depth lists of equally many T tensors.
-template <class T, int Depth, class Op>
+// Plans and launches the element-wise kernel over Depth lists of equally many T tensors (and, when
+// C is not void, the C copies of list 0 in `copies`).
+template <class T, int Depth, class Op, class C = void>
 void apply_lists(const char* name, const std::array<const std::vector<Tensor>*, Depth>& lists, const Op& op,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const std::vector<Tensor>* copies = nullptr) {
+  constexpr int L = Depth + (std::is_void_v<C> ? 0 : 1);
   const std::vector<Tensor>& first = *lists[0];
-  dev::plan_multi_tensor<Depth>(
+  dev::plan_multi_tensor<L>(
       static_cast<int64_t>(first.size()), [&](int64_t t) { return first[static_cast<size_t>(t)].numel(); },
-      [&](int d, int64_t t) { return (*lists[static_cast<size_t>(d)])[static_cast<size_t>(t)].data_ptr(); }, kChunk,
-      [&](const TensorListMeta<Depth>& meta, int blocks, const int64_t*) {
-        launch(name, multi_tensor_apply_kernel<T, Depth, Op>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+      [&](int d, int64_t t) {
+        const std::vector<Tensor>& list = d < Depth ? *lists[static_cast<size_t>(d)] : *copies;
+        return list[static_cast<size_t>(t)].data_ptr();
+      },
+      kChunk,
+      [&](const TensorListMeta<L>& meta, int blocks, const int64_t*) {
+        launch(name, multi_tensor_apply_kernel<T, Depth, Op, C>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
                stream, meta, op);
       });
+}
+
+// Adam over Depth lists (4, or 5 with amsgrad), with the copies' dtype picked at run time: they
+// exist for f32 parameters only (kernels/src/optim.cpp checks).
+template <class T, int Depth, class Op>
+void apply_adam(const std::array<const std::vector<Tensor>*, Depth>& lists, const Op& op, cudaStream_t stream,
+                const std::vector<Tensor>& copies) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!copies.empty() && copies[0].dtype() == DType::BF16)
+      return apply_lists<T, Depth, Op, BFloat16>("adam_step", lists, op, stream, &copies);
+    if (!copies.empty()) return apply_lists<T, Depth, Op, Half>("adam_step", lists, op, stream, &copies);
+  }
+  apply_lists<T, Depth>("adam_step", lists, op, stream);
 }
 
 // The tensors of a list grouped by dtype, groups in order of first appearance.
@@ -279,7 +312,8 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
 }
 
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
-               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h) {
+               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h,
+               const std::vector<Tensor>& copies) {
   if (params.empty()) return;
   OpScope scope("adam_step", &params[0], &grads[0]);
   const int device = params[0].device().index;
@@ -296,9 +330,9 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
       op.beta1 = h.beta1, op.beta2 = h.beta2, op.eps = h.eps, op.weight_decay = h.weight_decay;
     }
     if (h.amsgrad) {
-      apply_lists<T, 5>("adam_step", {&params, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs}, op, stream);
+      apply_adam<T, 5>({&params, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs}, op, stream, copies);
     } else {
-      apply_lists<T, 4>("adam_step", {&params, &grads, &exp_avgs, &exp_avg_sqs}, op, stream);
+      apply_adam<T, 4>({&params, &grads, &exp_avgs, &exp_avg_sqs}, op, stream, copies);
     }
   });
 }

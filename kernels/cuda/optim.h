@@ -16,12 +16,14 @@ enum class NormReduction : uint8_t { SumOfSquares, Norm2, MaxAbs };
 
 BRISK_CUDA_API_BEGIN
 // In place on every params[i] (and momentum_bufs[i]); grads read only. Lists of equal length,
-// every tensor contiguous, one dtype.
+// every tensor contiguous, one dtype (adam_step's copies: empty, or f16/bf16 copies of f32
+// parameters written `=` in the same pass).
 BRISK_CUDA_FN void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                             const std::vector<Tensor>& momentum_bufs, const SgdHyper& h) BRISK_CUDA_BODY;
 BRISK_CUDA_FN void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                              const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                             const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h) BRISK_CUDA_BODY;
+                             const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h,
+                             const std::vector<Tensor>& copies) BRISK_CUDA_BODY;
 // out: 0-d f64 on the tensors' GPU = sum of squares (Norm2: its square root) or max |x| over
 // every element of every tensor (any floating dtypes, mixed). Per-block partials in a scratch
 // buffer, then one block combines them in a fixed order: deterministic for given sizes.

@@ -2,6 +2,7 @@
 #include "brisk/kernels/optim.h"
 
 #include <cmath>
+#include <string>
 
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
@@ -55,6 +56,26 @@ Device check_list(const char* op, const std::vector<Tensor>& ts) {
   return ts.empty() ? kCPU : ts[0].device();
 }
 
+// Empty, or one contiguous f16/bf16 tensor (all of one dtype) per f32 parameter, shaped like it
+// and on its device.
+void check_copies(const char* op, const std::vector<Tensor>& params, const std::vector<Tensor>& copies) {
+  if (copies.empty()) return;
+  BRISK_CHECK(copies.size() == params.size(), op, ": got ", copies.size(), " low-precision copies for ", params.size(),
+              " parameters");
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    const Tensor& c = copies[i];
+    BRISK_CHECK(p.dtype() == DType::F32, op, ": low-precision copies are written for f32 parameters; parameter ", i,
+                " is ", dtype_name(p.dtype()));
+    BRISK_CHECK(c.defined() && (c.dtype() == DType::BF16 || c.dtype() == DType::F16) &&
+                    c.dtype() == copies[0].dtype() && c.is_contiguous() && c.sizes() == p.sizes() &&
+                    c.device() == p.device(),
+                op, ": low-precision copy ", i, " must be a contiguous f16 or bf16 tensor (one dtype for all) shaped ",
+                p.sizes(), " on ", p.device().str(), "; got ", c.defined() ? dtype_name(c.dtype()) : "undefined", " ",
+                c.defined() ? c.sizes() : Shape{}, c.defined() ? " on " + c.device().str() : std::string());
+  }
+}
+
 void bump_versions(const std::vector<Tensor>& ts) {
   for (const Tensor& t : ts) t.bump_version();
 }
@@ -78,7 +99,8 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
 }
 
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
-               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h) {
+               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h,
+               const std::vector<Tensor>& low_precision_copies) {
   check_group("adam_step", params, {&grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs});
   BRISK_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() && exp_avg_sqs.size() == params.size(),
               "adam_step: needs one gradient, exp_avg and exp_avg_sq per parameter (", params.size(), " parameters, ",
@@ -93,12 +115,14 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
                 params[0].device().str(), ") with the learning rate at an index from 1 to numel - 1; got ", d.sizes(),
                 " ", dtype_name(d.dtype()), " on ", d.device().str(), ", lr_slot ", h.lr_slot);
   }
+  check_copies("adam_step", params, low_precision_copies);
   if (params.empty()) return;
   if (params[0].device().is_cuda())
-    cuda::adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, h);
+    cuda::adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, h, low_precision_copies);
   else
-    cpu::adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, h);
+    cpu::adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, h, low_precision_copies);
   bump_versions(params);
+  bump_versions(low_precision_copies);
   bump_versions(exp_avgs);
   bump_versions(exp_avg_sqs);
   if (h.amsgrad) bump_versions(max_exp_avg_sqs);

@@ -1,6 +1,7 @@
 // Adam / AdamW: validation and the fused update.
 #include "brisk/optim/adam.h"
 
+#include "brisk/autograd/autocast.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/optim.h"
@@ -73,9 +74,10 @@ AdamW::AdamW(std::vector<ParamGroup<AdamWOptions>> groups) : Adam(true) {
 }
 
 // One fused update of parameters given by global index (one dtype and device), with their
-// gradients cast to the parameters' dtype and their state.
+// gradients cast to the parameters' dtype and their state; with autocast copies on (f32
+// parameters), the same pass writes each parameter's 16-bit copy, registered for autocast after.
 void Adam::step_part(const std::vector<size_t>& part, const kernels::AdamHyper& hyper) {
-  std::vector<Tensor> ps, gs, m, v, vmax;
+  std::vector<Tensor> ps, gs, m, v, vmax, copies;
   for (size_t i : part) {
     const Tensor& p = flat_params_[i];
     Tensor grad = p.grad();
@@ -84,8 +86,10 @@ void Adam::step_part(const std::vector<size_t>& part, const kernels::AdamHyper& 
     m.push_back(state(kExpAvg, i));
     v.push_back(state(kExpAvgSq, i));
     if (hyper.amsgrad) vmax.push_back(state(kMaxExpAvgSq, i));
+    if (Tensor c = autocast_copy(i); c.defined()) copies.push_back(c);
   }
-  kernels::adam_step(ps, gs, m, v, vmax, hyper);
+  kernels::adam_step(ps, gs, m, v, vmax, hyper, copies);
+  for (size_t k = 0; k < copies.size(); ++k) autograd::set_autocast_copy(ps[k], copies[k]);
 }
 
 void Adam::set_capturable(bool capturable) {

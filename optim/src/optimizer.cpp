@@ -88,6 +88,7 @@ void Optimizer::replace_params(std::vector<std::vector<Tensor>> params) {
     first += groups_[g].params.size();
   }
   buckets_.clear();
+  copies_.clear();
   flat_.assign(state_names_.size(), {});
   views_.assign(state_names_.size(), {});
 }
@@ -220,6 +221,7 @@ void Optimizer::step() {
     wrapper_([this] { update(); });
   else
     update();
+  refresh_autocast_copies();
   ++steps_taken_;
   profiler::step();
 }

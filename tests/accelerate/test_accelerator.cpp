@@ -364,6 +364,19 @@ TEST(Accelerator, Bf16AutocastRunsTheModelInBf16) {
   EXPECT_EQ(net(ds->data()).dtype(), DType::BF16);
 }
 
+TEST(Accelerator, MixedPrecisionTurnsOnTheOptimizersAutocastCopies) {
+  for (MixedPrecision mp : {MixedPrecision::No, MixedPrecision::BF16, MixedPrecision::FP16}) {
+    Accelerator acc({.mixed_precision = mp});
+    TinyNet net;
+    optim::AdamW opt(net.parameters(), {.lr = 1e-2});
+    acc.prepare(net, opt);
+    const DType want = mp == MixedPrecision::BF16 ? DType::BF16 : mp == MixedPrecision::FP16 ? DType::F16 : DType::F32;
+    EXPECT_EQ(opt.autocast_copies(), want) << "the copies autocast reads instead of casting each weight";
+    acc.free_memory();
+    EXPECT_EQ(opt.autocast_copies(), DType::F32) << "free_memory frees them";
+  }
+}
+
 TEST(Accelerator, ClipGradNormReturnsTheTotalNorm) {
   Accelerator acc;
   TinyNet net;

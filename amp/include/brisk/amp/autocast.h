@@ -6,6 +6,11 @@
 //
 //   { amp::Autocast ac(DType::BF16); loss = nn::cross_entropy(net(x), y); }
 //   loss.backward();   // outside the guard, as in PyTorch
+//
+// As PyTorch's, the outermost guard keeps a weight cache: a parameter's cast is made once and
+// reused by every op until that guard ends, and an optimizer's autocast copies
+// (Optimizer::keep_autocast_copies) are used instead of casting at all (docs/tour/04-mixed-precision.md).
+// cache_enabled = false makes every op cast afresh.
 #pragma once
 #include <string>
 
@@ -16,7 +21,7 @@ namespace brisk::amp {
 
 class Autocast {
  public:
-  explicit Autocast(DType dtype = DType::BF16, bool enabled = true);
+  explicit Autocast(DType dtype = DType::BF16, bool enabled = true, bool cache_enabled = true);
   ~Autocast();
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;

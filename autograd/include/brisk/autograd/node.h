@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "brisk/core/tensor.h"
+#include "brisk/core/tensor_stamp.h"
 
 namespace brisk::autograd {
 
@@ -88,6 +89,11 @@ struct AutogradMeta : AutogradMetaBase {
   // The storage's version when grad_fn was set: a view whose storage changed since (its base was
   // updated in place) has a stale grad_fn, and using it in a new op is refused.
   uint32_t version_at_record = 0;
+  // Leaves: the copy of this tensor in a lower precision that an optimizer keeps for autocast
+  // (set_autocast_copy; held weakly, the optimizer owns it) and this tensor's stamp when the copy
+  // was last written: autocast uses the copy only while the stamp still matches.
+  std::weak_ptr<TensorImpl> autocast_copy;
+  TensorStamp autocast_copy_stamp;
 };
 
 // The meta of `t`, created on first use when `create`.

@@ -32,9 +32,13 @@ struct AdamHyper {
   Tensor device_scalars = Tensor();
   int64_t lr_slot = 1;
 };
-// max_exp_avg_sqs empty unless amsgrad.
+// max_exp_avg_sqs empty unless amsgrad. low_precision_copies: empty, or (f32 parameters only) one
+// contiguous f16 or bf16 tensor per parameter, all of one dtype, shaped like it, into which the
+// same pass writes the updated parameter rounded to that dtype: bit for bit cast(param, dtype),
+// read once and written twice (f32 and 16-bit) instead of a second pass (autocast copies).
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avgs,
-               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h);
+               const std::vector<Tensor>& exp_avg_sqs, const std::vector<Tensor>& max_exp_avg_sqs, const AdamHyper& h,
+               const std::vector<Tensor>& low_precision_copies = {});
 
 // counter[0] += 1 where counter lives (a capturable optimizer's step count), without a host
 // synchronisation. counter: a contiguous f64 tensor.

@@ -70,6 +70,18 @@ class Optimizer {
   // Counts updates that really ran.
   int64_t steps_taken() const { return steps_taken_; }
 
+  // Autocast copies (docs/tour/04-mixed-precision.md): with dtype bf16 or f16, every f32 parameter
+  // gets a copy in that dtype that each step rewrites right after updating the parameter (Adam
+  // and AdamW in the same fused pass, reading the parameter once; other optimizers with one cast
+  // after their update), and autocast uses the copy instead of casting the parameter in every
+  // forward, for as long as the parameter is unchanged (any other write to it makes autocast cast
+  // again). The first step writes every copy; parameters that skip a step keep a current one.
+  // Memory: 2 bytes per parameter element, counted as optimizer state, not saved in state dicts.
+  // F32 turns them off and frees them. The Accelerator turns them on for mixed_precision bf16 or
+  // fp16 without sharding.
+  void keep_autocast_copies(DType dtype);
+  DType autocast_copies() const { return copies_dtype_; }
+
  protected:
   // A group's hyper-parameters in a fixed order that each optimizer names once (Adam: lr, beta1,
   // ...); step() reads them by index (`g.hyper[kLr]`), never by name.
@@ -93,6 +105,10 @@ class Optimizer {
   virtual void update() = 0;
   // Called by set_lr after the group's learning rate changed (capturable optimizers copy it to the GPU).
   virtual void lr_changed(size_t /*group*/) {}
+  // Parameter i's autocast copy (global index): made on first use and remade when the parameter
+  // changed shape or device; undefined when copies are off or the parameter is not f32. An
+  // update that writes it registers it with autograd::set_autocast_copy.
+  Tensor autocast_copy(size_t i);
 
   // --- per-parameter state -------------------------------------------------------------
   // Kind k of every parameter lives in one flat, zero-filled buffer per (dtype, device) of the
@@ -136,6 +152,10 @@ class Optimizer {
   std::vector<int64_t> offset_;
   std::vector<std::vector<Tensor>> flat_;   // [kind][bucket]
   std::vector<std::vector<Tensor>> views_;  // [kind][parameter]
+  // After an update: rewrites (one cast each) and registers the copies the update did not write.
+  void refresh_autocast_copies();
+  DType copies_dtype_ = DType::F32;  // F32: no copies
+  std::vector<Tensor> copies_;       // by global parameter index, made on first use
   std::function<bool()> gate_;
   std::function<void(const std::function<void()>&)> wrapper_;
   int64_t steps_taken_ = 0;

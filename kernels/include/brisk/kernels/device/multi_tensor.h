@@ -44,15 +44,16 @@ BRISK_HOST_DEVICE constexpr ChunkSplit chunk_split(ChunkRange r, int width, bool
   return {r.begin, v, r.begin + v * width, r.end};
 }
 
-// Tensors per launch for `depth` pointer lists (params, grads, states...), sized so that the
-// kernel's argument struct stays under the 4 KiB every CUDA version accepts.
+// Tensors per launch for `depth` pointer lists (params, grads, states... and Adam's low-precision
+// copies: up to 6), sized so that the kernel's argument struct stays under the 4 KiB every CUDA
+// version accepts.
 BRISK_HOST_DEVICE constexpr int multi_tensor_max_tensors(int depth) {
-  return depth <= 1 ? 110 : depth == 2 ? 80 : depth == 3 ? 60 : depth == 4 ? 48 : 40;
+  return depth <= 1 ? 110 : depth == 2 ? 80 : depth == 3 ? 60 : depth == 4 ? 48 : depth == 5 ? 40 : 32;
 }
 inline constexpr int kMultiTensorMaxBlocks = 320;
 
 // The per-launch kernel argument. addr[d][s]: the first element of list d's tensor in slot s
-// (all lists share one dtype); numel[s]: its size. Block b handles chunk block_chunk[b] of slot
+// (one dtype per list); numel[s]: its size. Block b handles chunk block_chunk[b] of slot
 // block_slot[b]. first_block: how many blocks the launches before this one had (reductions write
 // one partial per block, at first_block + blockIdx.x).
 template <int Depth>
@@ -67,7 +68,7 @@ struct TensorListMeta {
 };
 static_assert(sizeof(TensorListMeta<1>) <= 3600 && sizeof(TensorListMeta<2>) <= 3600 &&
                   sizeof(TensorListMeta<3>) <= 3600 && sizeof(TensorListMeta<4>) <= 3600 &&
-                  sizeof(TensorListMeta<5>) <= 3600,
+                  sizeof(TensorListMeta<5>) <= 3600 && sizeof(TensorListMeta<6>) <= 3600,
               "multi-tensor kernel arguments must stay well under 4 KiB");
 static_assert(multi_tensor_max_tensors(1) <= 255, "block_slot is a uint8_t");
 
