@@ -119,7 +119,7 @@ const CaseRegistrar linalg_cases{
      .tolerance_scale = kGeluScale},
     {.op = "linear_gelu_aux",
      .variant = "GELU_AUX_BIAS and GELU_AUX epilogues; unfused for 20 features and one row",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor x = in(e, {2, 6, 33}, 60), w = in(e, {24, 33}, 61), b = in(e, {24}, 62);
@@ -134,7 +134,7 @@ const CaseRegistrar linalg_cases{
      .tolerance_scale = kGeluScale},
     {.op = "matmul_dgelu",
      .variant = "DGELU_BGRAD and DGELU epilogues; unfused for 20 features",
-     .dtypes = kAll,
+     .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {
            Tensor g = in(e, {2, 6, 24}, 67), w = in(e, {24, 32}, 68), pre = in(e, {2, 6, 32}, 69);

@@ -24,7 +24,7 @@ using cuda::recording::Kind;
 namespace {
 
 // How many cublasLtMatmul calls asked for each epilogue.
-std::map<std::string, int> lt_epilogues(const cuda::recording::Session& rec) {
+std::map<std::string, int> gelu_mlp_epilogues(const cuda::recording::Session& rec) {
   std::map<std::string, int> m;
   for (const auto& e : rec.entries(Kind::Library))
     if (e.name == "cublasLtMatmul") ++m[e.detail];
@@ -32,7 +32,7 @@ std::map<std::string, int> lt_epilogues(const cuda::recording::Session& rec) {
 }
 
 // Launched kernels the fused MLP must not need: GELU forward or backward, and reductions (a bias sum).
-std::string unfused_kernels(const cuda::recording::Session& rec) {
+std::string gelu_mlp_unfused_kernels(const cuda::recording::Session& rec) {
   std::string names;
   for (const auto& e : rec.entries(Kind::Launch)) {
     const bool gelu = e.name.find("gelu") != std::string::npos;
@@ -44,10 +44,10 @@ std::string unfused_kernels(const cuda::recording::Session& rec) {
 
 // A GPT-2 block's MLP (n_embd 64, hidden 256) and a (2, 16, 64) input that needs a gradient; one
 // step runs it forward under bf16 autocast and backward from a fixed bf16 output gradient.
-struct MlpStep {
+struct GeluMlpStep {
   nn::TransformerBlock block{64, 4};
   Tensor y, grad;
-  explicit MlpStep(Device d) {
+  explicit GeluMlpStep(Device d) {
     block.to(d);
     y = randn({2, 16, 64}).to(d).requires_grad_();
     grad = randn({2, 16, 64}).to(DType::BF16).to(d);
@@ -69,7 +69,7 @@ TEST(GeluMlpRecording, Bf16AutocastStepUsesTheGeluEpiloguesAndNothingElse) {
   SKIP_WITHOUT_RECORDING();
   cuda::recording::Session rec;
   manual_seed(3);
-  MlpStep step(cuda_device(0));
+  GeluMlpStep step(cuda_device(0));
   for (int i = 0; i < 3; ++i) step();  // warm-up: the caching allocator settles
   rec.clear();
   const Tensor out = step();
@@ -78,8 +78,8 @@ TEST(GeluMlpRecording, Bf16AutocastStepUsesTheGeluEpiloguesAndNothingElse) {
   // weight and bias gradients (the bias as a ones-vector product), d(pre) with b1's gradient in
   // one DGELU_BGRAD product, c_fc's input and weight gradients.
   const std::map<std::string, int> want = {{"GELU_AUX_BIAS", 1}, {"BIAS", 1}, {"DGELU_BGRAD", 1}, {"DEFAULT", 4}};
-  EXPECT_EQ(lt_epilogues(rec), want);
-  EXPECT_EQ(unfused_kernels(rec), "");
+  EXPECT_EQ(gelu_mlp_epilogues(rec), want);
+  EXPECT_EQ(gelu_mlp_unfused_kernels(rec), "");
   EXPECT_EQ(kernels::gelu_epilogue_fallback_reason(), "");
   EXPECT_EQ(rec.count(Kind::Malloc), 0u) << "cudaMalloc after warm-up";
   EXPECT_EQ(rec.count(Kind::Sync), 0u) << "a host wait in the MLP's step";
@@ -92,15 +92,16 @@ TEST(GeluMlpRecording, AHookOnCFcSeesTheHiddenLayerThroughTheUnfusedMlp) {
   SKIP_WITHOUT_RECORDING();
   cuda::recording::Session rec;
   manual_seed(3);
-  MlpStep step(cuda_device(0));
+  GeluMlpStep step(cuda_device(0));
   Shape seen;
   step.block.c_fc.register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) { seen = out.sizes(); });
   rec.clear();
   step();
   EXPECT_EQ(seen, (Shape{2, 16, 256})) << "c_fc's hook did not run";
-  const std::map<std::string, int> e = lt_epilogues(rec);
+  const std::map<std::string, int> e = gelu_mlp_epilogues(rec);
   EXPECT_EQ(e.count("GELU_AUX_BIAS") + e.count("DGELU_BGRAD"), 0u) << "fused although a hook must see c_fc's output";
-  EXPECT_NE(unfused_kernels(rec).find("gelu"), std::string::npos) << "the composite's GELU kernels did not run";
+  EXPECT_NE(gelu_mlp_unfused_kernels(rec).find("gelu"), std::string::npos)
+      << "the composite's GELU kernels did not run";
 }
 
 TEST(GeluMlpRecording, KernelsFallBackWithAReasonWhereCublasLtCannotFuse) {
@@ -171,19 +172,20 @@ TEST(GeluMlpRecording, KernelsFallBackWithAReasonWhereCublasLtCannotFuse) {
     const std::string why = kernels::gelu_epilogue_fallback_reason();
     if (*c.reason == '\0') {
       EXPECT_EQ(why, "");
-      EXPECT_EQ(unfused_kernels(rec), "");
+      EXPECT_EQ(gelu_mlp_unfused_kernels(rec), "");
     } else {
       EXPECT_NE(why.find(c.reason), std::string::npos) << why;
-      EXPECT_NE(unfused_kernels(rec).find("gelu"), std::string::npos) << "the unfused path runs GELU as a kernel";
+      EXPECT_NE(gelu_mlp_unfused_kernels(rec).find("gelu"), std::string::npos)
+          << "the unfused path runs GELU as a kernel";
     }
-    EXPECT_EQ(lt_epilogues(rec), c.epilogues);
+    EXPECT_EQ(gelu_mlp_epilogues(rec), c.epilogues);
   }
 }
 
 namespace {
 
 // max |a - b| / max |b| over the elements, both taken to f64 on the CPU.
-double relative_error(const Tensor& a, const Tensor& b) {
+double gelu_mlp_relative_error(const Tensor& a, const Tensor& b) {
   const Tensor a64 = a.detach().to(kCPU).to(DType::F64), b64 = b.detach().to(kCPU).to(DType::F64);
   return (a64 - b64).abs().max().item<double>() / std::max(b64.abs().max().item<double>(), 1e-30);
 }
@@ -223,7 +225,7 @@ TEST(GeluMlpOnTheGpu, MatchesTheCpuAndCublasLtAcceptsTheEpilogues) {
       const double tol = bf16 ? 3e-2 : 2e-3;
       const char* names[] = {"output",          "y.grad", "c_fc.weight.grad", "c_fc.bias.grad", "c_proj.weight.grad",
                              "c_proj.bias.grad"};
-      for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(relative_error(got[i], want[i]), tol) << names[i];
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(gelu_mlp_relative_error(got[i], want[i]), tol) << names[i];
     }
   }
 }
