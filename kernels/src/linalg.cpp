@@ -360,7 +360,7 @@ MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor&
   }
   // Unfused: linear's input gradient, GELU's backward, linear's bias gradient (autograd's ops).
   const Tensor dh = matmul(reshaped(grad, {rows, outf}), weight);
-  MatmulDgelu r{unary_backward(UnaryOp::GeluTanh, dh, reshaped(pre, {rows, in})), Tensor()};
+  MatmulDgelu r{unary_backward(UnaryOp::GeluTanh, dh, reshaped(pre, {rows, in}), Tensor()), Tensor()};
   if (bias_grad) r.grad_bias = matmul(full({rows}, 1.0, {r.grad_pre.dtype(), r.grad_pre.device()}), r.grad_pre);
   r.grad_pre = reshaped(r.grad_pre, pre.sizes());
   return r;
