@@ -1,5 +1,6 @@
 // matmul and linear: forward through the kernels' GEMM, backward as two more products on
-// transposed views (read in place by the GEMM, never copied).
+// transposed views (read in place by the GEMM, never copied). gelu_mlp: two linears and the GELU
+// between them as one node, so GELU can ride in the products' epilogues both ways.
 #include "brisk/autograd/ops_linalg.h"
 
 #include "brisk/autograd/autocast.h"
@@ -90,6 +91,43 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
            return {gx, gw, gb};
          },
          {x, weight});
+  return out;
+}
+
+Tensor gelu_mlp(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_in, const Tensor& w2_in,
+                const Tensor& b2_in) {
+  profiler::Scope prof_scope("gelu_mlp");
+  const auto cast = [](const Tensor& t) { return autograd::autocast(t, AutocastCategory::LowerPrecision); };
+  const Tensor x = cast(x_in), w1 = cast(w1_in), b1 = cast(b1_in), w2 = cast(w2_in), b2 = cast(b2_in);
+  if (!autograd::any_requires_grad({&x, &w1, &b1, &w2, &b2})) {
+    // Nothing will read the pre-activation: on the GPU linear's GELU epilogue (no auxiliary output).
+    const Tensor h = x.device().is_cuda() ? kernels::linear(x, w1, b1, kernels::LinearEpilogue::GeluTanh)
+                                          : kernels::unary(kernels::UnaryOp::GeluTanh, kernels::linear(x, w1, b1));
+    return kernels::linear(h, w2, b2);
+  }
+  // pre = x w1^T + b1 and h = gelu(pre): what the composite's GELU and second linear keep.
+  const kernels::LinearGeluAux fc = kernels::linear_gelu_aux(x, w1, b1);
+  const Tensor h = fc.out, pre = fc.pre;
+  Tensor out = kernels::linear(h, w2, b2);
+  record("gelu_mlp", {x, w1, b1, w2, b2}, out,
+         [x, w1, w2, h, pre](const GradCtx& g) -> std::vector<Tensor> {
+           const int64_t in = w1.size(1), hidden = w2.size(1), outf = w2.size(0);
+           const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
+           Tensor g2 = reshaped(g.grad(), {rows, outf});
+           Tensor gx, gw1, gb1, gw2, gb2;
+           // The second linear's weight and bias gradients, as linear's backward computes them.
+           if (g.needs(3)) gw2 = kernels::matmul(mT(g2), reshaped(h, {rows, hidden}));
+           if (g.needs(4)) gb2 = kernels::matmul(full({rows}, 1.0, {g2.dtype(), g2.device()}), g2);
+           if (g.needs(0) || g.needs(1) || g.needs(2)) {
+             // d(pre) = (g w2) * gelu'(pre), and b1's gradient (its column sums), in one product.
+             kernels::MatmulDgelu d = kernels::matmul_dgelu(g2, w2, reshaped(pre, {rows, hidden}), g.needs(2));
+             gb1 = d.grad_bias;
+             if (g.needs(0)) gx = reshaped(kernels::matmul(d.grad_pre, w1), x.sizes());
+             if (g.needs(1)) gw1 = kernels::matmul(mT(d.grad_pre), reshaped(x, {rows, in}));
+           }
+           return {gx, gw1, gb1, gw2, gb2};
+         },
+         {x, w1, w2});
   return out;
 }
 

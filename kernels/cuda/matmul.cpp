@@ -3,7 +3,9 @@
 // the whole product: cuBLASLt for f32, f16 and bf16 (fp32 compute and accumulation, TF32 only
 // when cuda::matmul_allow_tf32()), cuBLAS's GemmStridedBatchedEx for f64 and wherever cuBLASLt
 // has no algorithm. linear adds its bias (and GELU) in cuBLASLt's epilogue where it can, else
-// it preloads the output with the bias (beta = 1) and runs GELU as a separate pass.
+// it preloads the output with the bias (beta = 1) and runs GELU as a separate pass. The GELU MLP's
+// training products (linear_gelu_aux, matmul_dgelu) use the epilogues with an auxiliary matrix:
+// GELU_AUX_BIAS writes the pre-activation beside gelu(x W^T + b), DGELU(_BGRAD) reads it back.
 #include "cuda/matmul.h"
 
 #include <limits>
@@ -99,23 +101,64 @@ bool f32_uses_tf32(DType dt) {
   return dt == DType::F32 && brisk::cuda::matmul_allow_tf32();
 }
 
-// Runs g through cuBLASLt with `epilogue` (bias: (m) contiguous, for the BIAS epilogues). Returns
-// false, having enqueued nothing, when cuBLASLt offers no algorithm for it; throws on any other
-// failure. beta = 1 accumulates onto what c holds.
-bool lt_gemm(const Gemm& g, cublasLtEpilogue_t epilogue, const void* bias, bool accumulate) {
+// What cuBLASLt does after the product. bias: (m) contiguous, read by the BIAS epilogues, written
+// (the sum over the output's n columns) by DGELU_BGRAD. aux: an (m, n) column-major matrix with
+// leading dimension aux_ld, in the output's dtype: written by GELU_AUX(_BIAS) (the GELU's input),
+// read by DGELU(_BGRAD).
+struct LtEpilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  const void* aux = nullptr;
+  int64_t aux_ld = 0;
+};
+
+// The epilogue as cublasLt.h names it, less its CUBLASLT_EPILOGUE_ prefix (recording mode's log).
+const char* epilogue_name(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT:
+      return "DEFAULT";
+    case CUBLASLT_EPILOGUE_BIAS:
+      return "BIAS";
+    case CUBLASLT_EPILOGUE_GELU:
+      return "GELU";
+    case CUBLASLT_EPILOGUE_GELU_BIAS:
+      return "GELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+      return "GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+      return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DGELU:
+      return "DGELU";
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+      return "DGELU_BGRAD";
+    default:
+      return "OTHER";
+  }
+}
+
+void set_epilogue(LtMatmulDesc& desc, const LtEpilogue& e) {
+  if (e.kind == CUBLASLT_EPILOGUE_DEFAULT) return;
+  desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(e.kind));
+  if (e.bias) desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias);
+  if (e.aux) {
+    desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.aux);
+    desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, e.aux_ld);
+  }
+}
+
+// Runs g through cuBLASLt with epilogue `e`. Returns false, having enqueued nothing, when cuBLASLt
+// offers no algorithm for it; throws on any other failure. beta = 1 accumulates onto what c holds.
+bool lt_gemm(const Gemm& g, const LtEpilogue& e, bool accumulate) {
   const MatmulPlan& p = *g.plan;
   const cudaDataType_t type = blas_type(g.dtype);
   LtMatmulDesc desc(f32_uses_tf32(g.dtype) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
   desc.set(CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(op(p.b.trans)));
   desc.set(CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(op(p.a.trans)));
-  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-    desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(epilogue));
-    if (bias) desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  }
+  set_epilogue(desc, e);
   LtLayout la(type, p.b.rows, p.b.cols, p.b.ld, p.batch_count, p.b.batch_stride);
   LtLayout lb(type, p.a.rows, p.a.cols, p.a.ld, p.batch_count, p.a.batch_stride);
   LtLayout lc(type, p.m, p.n, p.ldc, p.batch_count, p.stride_c);
-  if (bd::recording_library_call("cublasLtMatmul", g.stream)) return true;
+  if (bd::recording_library_call("cublasLtMatmul", g.stream, epilogue_name(e.kind))) return true;
 
   cublasLtHandle_t handle = bd::cublaslt_handle(g.device);
   Tensor ws = bd::try_workspace(g.device, bd::blas_workspace_bytes(g.device));
@@ -139,7 +182,7 @@ bool lt_gemm(const Gemm& g, cublasLtEpilogue_t epilogue, const void* bias, bool 
   // NOT_SUPPORTED: no kernel for this problem. INVALID_VALUE: what the heuristic answers for some
   // epilogue shapes (a matrix with one row or column); cuBLAS then runs the plain product, and a
   // truly bad layout still fails there with cuBLAS's own error.
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_INVALID_VALUE && epilogue != CUBLASLT_EPILOGUE_DEFAULT))
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_INVALID_VALUE && e.kind != CUBLASLT_EPILOGUE_DEFAULT))
     return false;
   BRISK_CUBLAS_CHECK(st);
   if (found == 0) return false;
@@ -172,7 +215,7 @@ void cublas_gemm(const Gemm& g, bool accumulate) {
 
 // The plain product: cuBLASLt where it has an algorithm, else cuBLAS.
 void plain_gemm(const Gemm& g, bool accumulate) {
-  if (g.dtype != DType::F64 && g.plan->fits_int32 && lt_gemm(g, CUBLASLT_EPILOGUE_DEFAULT, nullptr, accumulate)) return;
+  if (g.dtype != DType::F64 && g.plan->fits_int32 && lt_gemm(g, {}, accumulate)) return;
   cublas_gemm(g, accumulate);
 }
 
@@ -209,6 +252,23 @@ MatmulPlan plan_and_prepare(Tensor& a, Tensor& b) {
   BRISK_CHECK(p.in_place(), "matmul: internal error: copied operands ", a.sizes(), " and ", b.sizes(),
               " still cannot be read in place");
   return p;
+}
+
+// The bias as cuBLASLt's epilogue reads it, a packed vector: a fresh (aligned) buffer unless it is one.
+Tensor packed_bias(const Tensor& bias) {
+  if (bias.defined() && (bias.stride(0) != 1 || bd::pointer_alignment(bias.data_ptr()) < 16))
+    return kernels::cast(bias, bias.dtype());
+  return bias;
+}
+
+// Why cuBLASLt's GELU epilogues with an auxiliary matrix cannot serve an (m, n) = (features, rows)
+// product over k in `dt` whose output and auxiliary matrix have leading dim m; nullptr when they can.
+const char* gelu_aux_refusal(DType dt, int64_t m, int64_t n, int64_t k) {
+  if (dt == DType::F64) return "f64 (cuBLASLt's epilogues serve f32, f16 and bf16)";
+  // As linear's epilogues (and PyTorch): a matrix with one row or column is refused or mishandled.
+  if (m <= 1 || n <= 1 || k <= 1) return "a product with a single row, column or summed dim";
+  if (m % 8 != 0) return "features not a multiple of 8 (the auxiliary matrix's leading dim must be)";
+  return nullptr;
 }
 
 Gemm make_gemm(const MatmulPlan& p, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -265,17 +325,61 @@ void linear(const Tensor& x_in, const Tensor& wt_in, const Tensor& bias_in, Line
   const bool fusable =
       (bias_in.defined() || gelu) && out.dtype() != DType::F64 && p.fits_int32 && p.m > 1 && p.n > 1 && p.k > 1;
   if (fusable) {
-    Tensor bias = bias_in;
-    // The bias is read as a packed vector; give it a fresh (aligned) buffer unless it is one.
-    if (bias.defined() && (bias.stride(0) != 1 || bd::pointer_alignment(bias.data_ptr()) < 16))
-      bias = kernels::cast(bias, bias.dtype());
+    const Tensor bias = packed_bias(bias_in);
     const cublasLtEpilogue_t e =
         bias.defined() ? (gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : CUBLASLT_EPILOGUE_GELU;
-    if (lt_gemm(g, e, bias.defined() ? bias.data_ptr() : nullptr, false)) return;
+    if (lt_gemm(g, {.kind = e, .bias = bias.defined() ? bias.data_ptr() : nullptr}, false)) return;
   }
   preload_bias();
   plain_gemm(g, bias_in.defined());
   if (gelu) detail::gelu_tanh_(out);
+}
+
+const char* linear_gelu_aux(const Tensor& x_in, const Tensor& wt_in, const Tensor& bias_in, const Tensor& out,
+                            const Tensor& pre) {
+  OpScope scope("linear_gelu_aux", &x_in, &wt_in, &bias_in);
+  brisk::cuda::DeviceGuard guard(out.device().index);
+  if (const char* why = gelu_aux_refusal(out.dtype(), out.size(1), out.size(0), x_in.size(1))) return why;
+  Tensor x = x_in, wt = wt_in;
+  const MatmulPlan p = plan_and_prepare(x, wt);
+  if (!p.fits_int32) return "a product too large for cuBLASLt's 32-bit sizes";
+  const Tensor bias = packed_bias(bias_in);
+  const LtEpilogue e{.kind = bias.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX,
+                     .bias = bias.defined() ? bias.data_ptr() : nullptr,
+                     .aux = pre.data_ptr(),
+                     .aux_ld = p.ldc};
+  if (!lt_gemm(make_gemm(p, x, wt, out), e, false)) return "cuBLASLt offers no algorithm with the GELU_AUX epilogue";
+  return nullptr;
+}
+
+const char* matmul_dgelu(const Tensor& grad_in, const Tensor& w_in, const Tensor& pre, const Tensor& grad_pre,
+                         const Tensor& grad_bias) {
+  OpScope scope("matmul_dgelu", &grad_in, &w_in, &pre);
+  brisk::cuda::DeviceGuard guard(grad_pre.device().index);
+  const int64_t rows = grad_pre.size(0), features = grad_pre.size(1);
+  if (const char* why = gelu_aux_refusal(grad_pre.dtype(), features, rows, grad_in.size(1))) return why;
+  if (pre.dtype() != grad_pre.dtype()) return "the pre-activation's dtype differs from the gradient's";
+  if (pre.stride(0) != features || pre.stride(1) != 1 || bd::pointer_alignment(pre.data_ptr()) < 16)
+    return "the pre-activation is not a contiguous, 16-byte aligned matrix";
+  Tensor grad = grad_in, w = w_in;
+  const MatmulPlan p = plan_and_prepare(grad, w);
+  if (!p.fits_int32) return "a product too large for cuBLASLt's 32-bit sizes";
+  const Gemm g = make_gemm(p, grad, w, grad_pre);
+  const LtEpilogue bgrad{.kind = CUBLASLT_EPILOGUE_DGELU_BGRAD,
+                         .bias = grad_bias.defined() ? grad_bias.data_ptr() : nullptr,
+                         .aux = pre.data_ptr(),
+                         .aux_ld = p.ldc};
+  if (grad_bias.defined() && lt_gemm(g, bgrad, false)) return nullptr;
+  if (!lt_gemm(g, {.kind = CUBLASLT_EPILOGUE_DGELU, .aux = pre.data_ptr(), .aux_ld = p.ldc}, false))
+    return "cuBLASLt offers no algorithm with the DGELU epilogue";
+  if (grad_bias.defined()) {
+    // DGELU_BGRAD refused, DGELU accepted: the bias gradient as linear's backward computes it, a
+    // ones-vector product (column sums without a transposed copy).
+    Tensor ones = empty({1, rows}, grad_pre.dtype(), grad_pre.device());
+    fill_(ones, 1.0);
+    matmul(ones, grad_pre, grad_bias.as_strided({1, features}, {features, 1}, grad_bias.offset()));
+  }
+  return nullptr;
 }
 
 }  // namespace brisk::kernels::cuda

@@ -16,6 +16,15 @@ BRISK_CUDA_FN void matmul(const Tensor& a, const Tensor& b, const Tensor& out) B
 // any strides (wt is usually the weight's .t() view), bias undefined or 1-D, all one dtype.
 BRISK_CUDA_FN void linear(const Tensor& x, const Tensor& wt, const Tensor& bias, LinearEpilogue epilogue,
                           const Tensor& out) BRISK_CUDA_BODY;
+// linear_gelu_aux and matmul_dgelu (brisk/kernels/linalg.h) as one cuBLASLt call each. Operands
+// as linear's (x (rows, in) and wt (in, out_f) any strides, bias undefined or 1-D) and matmul's
+// (grad (rows, out) @ w (out, in)); out, pre, grad_pre contiguous (rows, n); grad_bias
+// undefined or contiguous (in). Return nullptr when done, else why cuBLASLt's GELU epilogue
+// could not be used, having written nothing (the caller then runs the unfused ops).
+BRISK_CUDA_FN const char* linear_gelu_aux(const Tensor& x, const Tensor& wt, const Tensor& bias, const Tensor& out,
+                                          const Tensor& pre) BRISK_CUDA_BODY;
+BRISK_CUDA_FN const char* matmul_dgelu(const Tensor& grad, const Tensor& w, const Tensor& pre, const Tensor& grad_pre,
+                                       const Tensor& grad_bias) BRISK_CUDA_BODY;
 BRISK_CUDA_API_END
 #if defined(BRISK_WITH_CUDA)
 namespace detail {

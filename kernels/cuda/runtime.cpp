@@ -171,10 +171,15 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 }
 
 bool recording_library_call(const char* name, cudaStream_t stream) {
+  return recording_library_call(name, stream, "");
+}
+
+bool recording_library_call(const char* name, cudaStream_t stream, const char* detail) {
   if (!recording()) return false;
   Entry e;
   e.kind = Kind::Library;
   e.name = name;
+  e.detail = detail;
   e.device = tl_device;
   e.stream = recording::stream_id(stream);
   recording::record(std::move(e));

@@ -79,6 +79,8 @@ int shared_memory_optin(int device);
 
 // Logs a library call while recording and returns true (the caller then skips the call).
 bool recording_library_call(const char* name, cudaStream_t stream = nullptr);
+// The same, with what the call was asked to do beyond its name (Entry::detail).
+bool recording_library_call(const char* name, cudaStream_t stream, const char* detail);
 
 // Copies and memsets on `stream`; `sync` waits for the stream afterwards (what a blocking copy
 // needs). Directions are inferred by the driver (unified addressing).

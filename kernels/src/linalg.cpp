@@ -8,6 +8,7 @@
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
+#include "brisk/kernels/factory.h"
 #include "cpu/linalg_kernels.h"
 #include "cuda/matmul.h"
 
@@ -202,7 +203,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out.as_strided(result, contiguous_strides(result), out.offset());
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearEpilogue epilogue) {
+namespace {
+
+void check_linear_args(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   BRISK_CHECK(x.defined() && weight.defined(), "linear: undefined input or weight");
   BRISK_CHECK(x.dim() >= 1, "linear: input must have at least 1 dim, got a scalar");
   BRISK_CHECK(weight.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got ", weight.sizes());
@@ -219,6 +222,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearE
     BRISK_CHECK(bias.dtype() == x.dtype(), "linear: dtype mismatch: input ", dtype_name(x.dtype()), " vs bias ",
                 dtype_name(bias.dtype()));
   }
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearEpilogue epilogue) {
+  check_linear_args(x, weight, bias);
   BRISK_CHECK(epilogue == LinearEpilogue::None || epilogue == LinearEpilogue::GeluTanh, "linear: unknown epilogue ",
               static_cast<int>(epilogue));
   const DType dt = x.dtype();
@@ -288,6 +297,77 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearE
   });
   if (epilogue == LinearEpilogue::GeluTanh) out = unary(UnaryOp::GeluTanh, out);
   return bf16_dot ? cast(out, dt) : out;
+}
+
+namespace {
+
+// Why the calling thread's last GELU MLP product on the GPU ran unfused ("" when it did not).
+thread_local std::string tl_gelu_fallback;
+
+// t with new sizes (same numel): a view when its strides allow it, else a contiguous copy.
+Tensor reshaped(const Tensor& t, const Shape& sizes) {
+  Strides st;
+  if (compute_view_strides(t.sizes(), t.strides(), sizes, st)) return t.as_strided(sizes, st, t.offset());
+  Tensor c = contiguous(t);
+  return c.as_strided(sizes, contiguous_strides(sizes), c.offset());
+}
+
+}  // namespace
+
+LinearGeluAux linear_gelu_aux(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear_args(x, weight, bias);
+  tl_gelu_fallback.clear();
+  if (x.device().is_cuda()) {
+    const int64_t in = weight.size(1), outf = weight.size(0);
+    Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+    const int64_t rows = shape_numel(out_shape);
+    out_shape.push_back(outf);
+    LinearGeluAux r{empty(out_shape, x.dtype(), x.device()), empty(out_shape, x.dtype(), x.device())};
+    if (r.out.numel() == 0) return r;
+    const Tensor wt = weight.as_strided({in, outf}, {weight.stride(1), weight.stride(0)}, weight.offset());
+    const char* why = cuda::linear_gelu_aux(reshaped(x, {rows, in}), wt, bias, reshaped(r.out, {rows, outf}),
+                                            reshaped(r.pre, {rows, outf}));
+    if (why == nullptr) return r;
+    tl_gelu_fallback = why;
+  }
+  // Unfused: the ops (and so the bits) of gelu(linear(x, weight, bias)).
+  Tensor pre = linear(x, weight, bias);
+  return {unary(UnaryOp::GeluTanh, pre), pre};
+}
+
+MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor& pre, bool bias_grad) {
+  BRISK_CHECK(grad.defined() && weight.defined() && pre.defined(), "matmul_dgelu: undefined grad, weight or pre");
+  BRISK_CHECK(
+      weight.dim() == 2 && grad.dim() >= 1 && grad.size(-1) == weight.size(0) && pre.dim() >= 1 &&
+          pre.size(-1) == weight.size(1) &&
+          pre.numel() / std::max<int64_t>(weight.size(1), 1) == grad.numel() / std::max<int64_t>(weight.size(0), 1),
+      "matmul_dgelu: grad ", grad.sizes(), ", weight ", weight.sizes(), " and pre ", pre.sizes(),
+      " do not fit grad (..., out) @ weight (out, in) = pre (..., in)");
+  BRISK_CHECK(grad.dtype() == weight.dtype() && pre.dtype() == grad.dtype(), "matmul_dgelu: dtype mismatch: grad ",
+              dtype_name(grad.dtype()), ", weight ", dtype_name(weight.dtype()), ", pre ", dtype_name(pre.dtype()));
+  check_same_device("matmul_dgelu", grad, weight);
+  check_same_device("matmul_dgelu", grad, pre);
+  check_float("matmul_dgelu", grad);
+  tl_gelu_fallback.clear();
+  const int64_t in = weight.size(1), outf = weight.size(0), rows = pre.numel() / std::max<int64_t>(in, 1);
+  if (grad.device().is_cuda() && pre.numel() > 0) {
+    MatmulDgelu r{empty(pre.sizes(), pre.dtype(), pre.device()), Tensor()};
+    if (bias_grad) r.grad_bias = empty({in}, pre.dtype(), pre.device());
+    const char* why = cuda::matmul_dgelu(reshaped(grad, {rows, outf}), weight, reshaped(pre, {rows, in}),
+                                         reshaped(r.grad_pre, {rows, in}), r.grad_bias);
+    if (why == nullptr) return r;
+    tl_gelu_fallback = why;
+  }
+  // Unfused: linear's input gradient, GELU's backward, linear's bias gradient (autograd's ops).
+  const Tensor dh = matmul(reshaped(grad, {rows, outf}), weight);
+  MatmulDgelu r{unary_backward(UnaryOp::GeluTanh, dh, reshaped(pre, {rows, in}), Tensor()), Tensor()};
+  if (bias_grad) r.grad_bias = matmul(full({rows}, 1.0, {r.grad_pre.dtype(), r.grad_pre.device()}), r.grad_pre);
+  r.grad_pre = reshaped(r.grad_pre, pre.sizes());
+  return r;
+}
+
+std::string gelu_epilogue_fallback_reason() {
+  return tl_gelu_fallback;
 }
 
 }  // namespace brisk::kernels

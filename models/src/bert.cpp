@@ -166,8 +166,14 @@ Tensor BertLayer::forward(const Tensor& x, const Tensor& mask) {
   Tensor probs = attention_dropout_(softmax(scores, -1));
   Tensor context = matmul(probs.to(v.dtype()), v).transpose(1, 2).reshape({B, T, H});
   Tensor h = attention_norm.forward_residual(attention_output_dropout_(attention_dense(context)), x).y;
-  Tensor inner = activation(intermediate_dense(h), act_);
-  return output_norm.forward_residual(output_dropout_(output_dense(inner)), h).y;
+  // A tanh GELU between the two products makes them one gelu_mlp op (GELU in the products' epilogues
+  // on the GPU); BERT's default exact (erf) GELU is not cuBLASLt's, so it stays linear, gelu, linear.
+  const bool tanh_gelu = act_ == BertActivation::GeluNew || act_ == BertActivation::GeluPytorchTanh;
+  const Tensor ffn =
+      tanh_gelu && !intermediate_dense.has_hooks() && !output_dense.has_hooks()
+          ? gelu_mlp(h, intermediate_dense.weight, intermediate_dense.bias, output_dense.weight, output_dense.bias)
+          : output_dense(activation(intermediate_dense(h), act_));
+  return output_norm.forward_residual(output_dropout_(ffn), h).y;
 }
 
 BertModel::BertModel(BertConfig c, bool add_pooling_layer) : config((c.validate(), std::move(c))), embeddings(config) {

@@ -205,7 +205,7 @@ Tensor GPT2::forward_cached(const Tensor& idx, KVCache& cache) {
     att = softmax(att, -1);
     Tensor y = matmul(att, v).transpose(1, 2).reshape({B, n, C});
     auto [hx, y2] = b.ln_2.forward_residual(x, b.attn.c_proj(y));
-    Tensor mlp = b.c_proj(gelu(b.c_fc(y2), GeluApproximation::Tanh));
+    Tensor mlp = b.mlp(y2);
     if (fused) {
       AddLayerNormOutput o = (l + 1 < h.size() ? h[l + 1]->ln_1 : ln_f).forward_residual(hx, mlp);
       x = o.h;

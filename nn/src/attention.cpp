@@ -95,17 +95,24 @@ TransformerBlock::TransformerBlock(int64_t c, int64_t h, AttentionOptions o)
 // one after the MLP with the next LayerNorm in forward_fused.
 Tensor TransformerBlock::forward(const Tensor& x) {
   auto [h, y] = ln_2.forward_residual(x, attn(ln_1(x)));
-  return h + drop_(c_proj(gelu(c_fc(y), GeluApproximation::Tanh)));
+  return h + drop_(mlp(y));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask) {
   auto [h, y] = ln_2.forward_residual(x, attn(ln_1(x), attn_mask, key_padding_mask));
-  return h + drop_(c_proj(gelu(c_fc(y), GeluApproximation::Tanh)));
+  return h + drop_(mlp(y));
+}
+
+Tensor TransformerBlock::mlp(const Tensor& y) {
+  if (c_fc.has_hooks() || c_proj.has_hooks()) return c_proj(gelu(c_fc(y), GeluApproximation::Tanh));
+  BRISK_CHECK(y.dim() >= 1 && y.size(-1) == c_fc.in_features, "TransformerBlock: expected input with last dim ",
+              c_fc.in_features, ", got shape ", y.sizes());
+  return gelu_mlp(y, c_fc.weight, c_fc.bias, c_proj.weight, c_proj.bias);
 }
 
 AddLayerNormOutput TransformerBlock::forward_fused(const Tensor& x, const Tensor& ln_1_x, LayerNorm& next) {
   auto [h, y] = ln_2.forward_residual(x, attn(ln_1_x.defined() ? ln_1_x : ln_1(x)));
-  return next.forward_residual(h, drop_(c_proj(gelu(c_fc(y), GeluApproximation::Tanh))));
+  return next.forward_residual(h, drop_(mlp(y)));
 }
 
 }  // namespace brisk::nn

@@ -80,3 +80,64 @@ TEST(EmbeddingGrad, GradcheckWeightWithRepeatsAndPadding) {
   std::vector<double> g = wl.grad().to_vector<double>();
   EXPECT_EQ(g, (std::vector<double>{2, 2, 2, 0, 0, 0, 2, 2, 2, 4, 4, 4}));
 }
+
+// The GELU MLP as one op: central differences in f64 (with and without biases, any layout); and
+// on the CPU the same bits as the composite linear -> gelu(tanh) -> linear it replaces, for the
+// output and every gradient, in f32 and under bf16 autocast.
+TEST(GeluMlpGrad, GradcheckWithAndWithoutBiases) {
+  Generator gen(26);
+  Tensor x = randn({2, 3, 4}, {.dtype = DType::F64}, &gen);
+  Tensor w1 = randn({8, 4}, {.dtype = DType::F64}, &gen), b1 = randn({8}, {.dtype = DType::F64}, &gen);
+  Tensor w2 = randn({3, 8}, {.dtype = DType::F64}, &gen), b2 = randn({3}, {.dtype = DType::F64}, &gen);
+  expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return gelu_mlp(v[0], v[1], v[2], v[3], v[4]); },
+                           {x, w1, b1, w2, b2}, "gelu_mlp with biases");
+  expect_gradcheck_layouts([](const std::vector<Tensor>& v) { return gelu_mlp(v[0], v[1], Tensor(), v[2], Tensor()); },
+                           {x, w1, w2}, "gelu_mlp without biases");
+}
+
+TEST(GeluMlpGrad, SameBitsAsTheCompositeOnTheCpu) {
+  for (bool autocast : {false, true}) {
+    SCOPED_TRACE(autocast ? "bf16 autocast" : "f32");
+    Generator gen(27);
+    const Tensor x0 = randn({3, 5, 16}, {}, &gen), w10 = randn({64, 16}, {}, &gen), b10 = randn({64}, {}, &gen);
+    const Tensor w20 = randn({16, 64}, {}, &gen), b20 = randn({16}, {}, &gen), g = randn({3, 5, 16}, {}, &gen);
+    auto run = [&](bool fused) {
+      std::vector<Tensor> p;
+      for (const Tensor& t : {x0, w10, b10, w20, b20}) p.push_back(t.clone().detach().requires_grad_());
+      Tensor out;
+      {
+        amp::Autocast ac(DType::BF16, autocast);
+        out = fused ? gelu_mlp(p[0], p[1], p[2], p[3], p[4])
+                    : linear(gelu(linear(p[0], p[1], p[2]), GeluApproximation::Tanh), p[3], p[4]);
+      }
+      out.backward(g.to(out.dtype()));
+      std::vector<Tensor> r{out.to(DType::F32)};
+      for (const Tensor& t : p) r.push_back(t.grad());
+      return r;
+    };
+    const std::vector<Tensor> fused = run(true), composite = run(false);
+    const char* names[] = {"output", "x.grad", "w1.grad", "b1.grad", "w2.grad", "b2.grad"};
+    for (size_t i = 0; i < fused.size(); ++i)
+      EXPECT_EQ(fused[i].to_vector<float>(), composite[i].to_vector<float>()) << names[i];
+  }
+}
+
+TEST(GeluMlpGrad, NoGradForwardMatchesAndInPlaceChangesAreRefused) {
+  Generator gen(28);
+  Tensor x = randn({4, 8}, {}, &gen), w1 = randn({32, 8}, {}, &gen), b1 = randn({32}, {}, &gen);
+  Tensor w2 = randn({8, 32}, {}, &gen), b2 = randn({8}, {}, &gen);
+  const Tensor composite = linear(gelu(linear(x, w1, b1), GeluApproximation::Tanh), w2, b2);
+  {
+    NoGradGuard no_grad;
+    EXPECT_EQ(gelu_mlp(x, w1, b1, w2, b2).to_vector<float>(), composite.to_vector<float>());
+  }
+  // The op keeps x, w1 and w2 for backward: changing one in place after the forward is an error,
+  // as for the composite, not a silently wrong gradient.
+  w1.requires_grad_();
+  Tensor y = gelu_mlp(x, w1, b1, w2, b2);
+  {
+    NoGradGuard no_grad;
+    x.add_(1.0);
+  }
+  EXPECT_THROW(y.sum().backward(), Error);
+}

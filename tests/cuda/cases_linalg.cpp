@@ -1,8 +1,9 @@
 // CUDA cases of the linalg family: matmul (odd sizes, batched, broadcast batch dims, a shared
 // operand on either side, 1-D operands, transposed and strided operands, empty products) and
 // linear (with and without bias, the GELU epilogue fused and unfused, a transposed weight, no
-// input features). Inputs lie in [-1, 1]; the GPU sums in another order than Eigen, so the
-// tolerances are scaled (fp32: rtol 1.3e-5, atol 1e-4).
+// input features), and the GELU MLP's products (linear_gelu_aux and matmul_dgelu, through
+// cuBLASLt's auxiliary-matrix epilogues and unfused). Inputs lie in [-1, 1]; the GPU sums in another order than Eigen,
+// so the tolerances are scaled (fp32: rtol 1.3e-5, atol 1e-4).
 #include <brisk/kernels/linalg.h>
 
 #include "cuda/op_cases.h"
@@ -114,6 +115,35 @@ const CaseRegistrar linalg_cases{
                kernels::linear(x, w, b, g), kernels::linear(x, w, Tensor(), g),
                kernels::linear(in(e, {1, 33}, 56), w, b, g),                               // one row: not fused
                kernels::linear(in(e, {2, 0}, 57), in(e, {5, 0}, 58), in(e, {5}, 59), g)};  // gelu(bias)
+         },
+     .tolerance_scale = kGeluScale},
+    {.op = "linear_gelu_aux",
+     .variant = "GELU_AUX_BIAS and GELU_AUX epilogues; unfused for 20 features and one row",
+     .dtypes = kFloatingDTypes,
+     .run =
+         [](const CaseEnv& e) {
+           Tensor x = in(e, {2, 6, 33}, 60), w = in(e, {24, 33}, 61), b = in(e, {24}, 62);
+           const kernels::LinearGeluAux fused = kernels::linear_gelu_aux(x, w, b);
+           const kernels::LinearGeluAux no_bias = kernels::linear_gelu_aux(x, w, Tensor());
+           const kernels::LinearGeluAux odd =
+               kernels::linear_gelu_aux(in(e, {6, 33}, 63), in(e, {20, 33}, 64), in(e, {20}, 65));
+           const kernels::LinearGeluAux row = kernels::linear_gelu_aux(in(e, {1, 33}, 66), w, b);
+           return std::vector<Tensor>{fused.out, fused.pre, no_bias.out, no_bias.pre,
+                                      odd.out,   odd.pre,   row.out,     row.pre};
+         },
+     .tolerance_scale = kGeluScale},
+    {.op = "matmul_dgelu",
+     .variant = "DGELU_BGRAD and DGELU epilogues; unfused for 20 features",
+     .dtypes = kFloatingDTypes,
+     .run =
+         [](const CaseEnv& e) {
+           Tensor g = in(e, {2, 6, 24}, 67), w = in(e, {24, 32}, 68), pre = in(e, {2, 6, 32}, 69);
+           const kernels::MatmulDgelu with_bias = kernels::matmul_dgelu(g, w, pre, true);
+           const kernels::MatmulDgelu without = kernels::matmul_dgelu(g, w, pre, false);
+           const kernels::MatmulDgelu odd =
+               kernels::matmul_dgelu(in(e, {6, 24}, 70), in(e, {24, 20}, 71), in(e, {6, 20}, 72), true);
+           return std::vector<Tensor>{with_bias.grad_pre, with_bias.grad_bias, without.grad_pre, odd.grad_pre,
+                                      odd.grad_bias};
          },
      .tolerance_scale = kGeluScale},
 };

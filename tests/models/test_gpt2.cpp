@@ -1,6 +1,7 @@
 // GPT-2: presets and their parameter counts, shapes, the tied head, GPT-2's init, the AdamW
 // groups, cached generation against recomputing the prefix, a float64 gradient check, and the
-// residual adds fused with the LayerNorms after them against the unfused composition.
+// residual adds fused with the LayerNorms after them, and each MLP run as one gelu_mlp op, against
+// the unfused composition.
 #include <gtest/gtest.h>
 
 #include <brisk/amp/autocast.h>
@@ -324,8 +325,9 @@ TEST(GPT2, ActivationCheckpointingGivesTheSameGradientsWithLessMemory) {
 
 namespace {
 
-// GPT-2's forward written out with separate residual adds and LayerNorms (no dropout), as the
-// model computed it before the adds were fused with the norms after them.
+// GPT-2's forward written out with separate residual adds and LayerNorms (no dropout) and the MLP
+// as linear, gelu, linear, as the model computed it before the adds were fused with the norms after
+// them and the MLP became one op.
 Tensor unfused_forward(GPT2& m, const Tensor& idx) {
   Tensor x = m.wte(idx) + m.wpe(arange(idx.size(1), {.dtype = DType::I64}));
   for (auto& b : m.h) {

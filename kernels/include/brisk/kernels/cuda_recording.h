@@ -37,6 +37,9 @@ struct Entry {
   uint32_t block[3] = {0, 0, 0};
   uint64_t shared_bytes = 0;
   uint64_t bytes = 0;  // Copy, Memset, Malloc
+  // Library: what the call was asked to do beyond its name (cublasLtMatmul: the epilogue, as
+  // cublasLt.h names it without its prefix: "DEFAULT", "BIAS", "GELU_AUX_BIAS", "DGELU_BGRAD", ...).
+  std::string detail;
 };
 
 // True in a CUDA build (recording needs the CUDA layer to exist at all).

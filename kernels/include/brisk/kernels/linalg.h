@@ -90,4 +90,33 @@ enum class LinearEpilogue : uint8_t {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
               LinearEpilogue epilogue = LinearEpilogue::None);
 
+// The first product of a GELU MLP when training: out = gelu_tanh(x W^T + b) and pre = x W^T + b,
+// the pre-activation GELU's backward reads (both (..., out_features), contiguous, x's dtype; bias
+// may be undefined). On the GPU one cuBLASLt call writes both (its GELU_AUX_BIAS epilogue: bias
+// and GELU in the epilogue, pre as the auxiliary output) where cuBLASLt accepts it, else (see
+// gelu_epilogue_fallback_reason) linear then GELU, the values of the CPU's computation.
+struct LinearGeluAux {
+  Tensor out;
+  Tensor pre;
+};
+LinearGeluAux linear_gelu_aux(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// GELU's backward fused into the product that feeds it: grad_pre = (grad W) * gelu_tanh'(pre) with
+// grad (..., out), weight (out, in), pre (..., in) as linear_gelu_aux left it; and, when
+// `bias_grad`, grad_bias (in) = grad_pre summed over its rows (the gradient of the bias that made
+// pre). On the CPU: the product, GELU's backward and a ones-vector product for the sum, each as
+// the unfused ops compute them (the same bits). On the GPU one cuBLASLt call with the
+// DGELU_BGRAD (or DGELU) epilogue where cuBLASLt accepts it, else those three steps.
+struct MatmulDgelu {
+  Tensor grad_pre;
+  Tensor grad_bias;
+};
+MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor& pre, bool bias_grad);
+
+// Why the calling thread's last linear_gelu_aux or matmul_dgelu on the GPU did not run as one
+// cuBLASLt call with the GELU epilogue (f64, a single row, column or product dim, out_features
+// not a multiple of 8, a product too large for 32-bit sizes, or cuBLASLt offering no algorithm);
+// "" when it did, or when the last one ran on the CPU.
+std::string gelu_epilogue_fallback_reason();
+
 }  // namespace brisk::kernels

@@ -42,6 +42,9 @@ class TransformerBlock : public CallableModule<TransformerBlock> {
   // the previous block computed it so, or undefined (computed here). Calls no hooks of this
   // block; the caller uses it only where the blocks have none (GPT2::forward).
   AddLayerNormOutput forward_fused(const Tensor& x, const Tensor& ln_1_x, LayerNorm& next);
+  // The MLP, c_proj(gelu(c_fc(y), Tanh)) before dropout: one gelu_mlp op (GELU and its backward in
+  // the products' cuBLASLt epilogues on the GPU) unless a hook on c_fc or c_proj must see its call.
+  Tensor mlp(const Tensor& y);
   LayerNorm ln_1, ln_2;
   CausalSelfAttention attn;
   Linear c_fc, c_proj;
