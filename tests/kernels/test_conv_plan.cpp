@@ -141,6 +141,7 @@ TEST(ConvPlanCache, DeterministicModeRanksOnlyDeterministicAlgorithms) {
   };
   auto algos = [](const std::vector<ConvAlgoCandidate>& v) {
     std::vector<int> out;
+    out.reserve(v.size());
     for (const auto& c : v) out.push_back(c.algo);
     return out;
   };
