@@ -23,14 +23,6 @@ Tensor mT(const Tensor& t) {
   return t.as_strided(m.sizes, m.strides, m.offset);
 }
 
-// t with new sizes, as a view when its strides allow it, else as a contiguous copy.
-Tensor reshaped(const Tensor& t, const Shape& sizes) {
-  Strides st;
-  if (compute_view_strides(t.sizes(), t.strides(), sizes, st)) return t.as_strided(sizes, st, t.offset());
-  Tensor c = kernels::contiguous(t);
-  return c.as_strided(sizes, contiguous_strides(sizes), c.offset());
-}
-
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -42,28 +34,28 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   record("matmul", {a, b}, out,
          [a, b](const GradCtx& g) -> std::vector<Tensor> {
            // Work on >= 2-D operands: a 1-D a is a (1, K) row, a 1-D b a (K, 1) column.
-           Tensor a2 = a.dim() == 1 ? reshaped(a, {1, a.size(0)}) : a;
-           Tensor b2 = b.dim() == 1 ? reshaped(b, {b.size(0), 1}) : b;
+           Tensor a2 = a.dim() == 1 ? kernels::reshaped(a, {1, a.size(0)}) : a;
+           Tensor b2 = b.dim() == 1 ? kernels::reshaped(b, {b.size(0), 1}) : b;
            const int64_t M = a2.size(-2), N = b2.size(-1);
            // The gradient in the (batch..., M, N) form of the product.
            Shape full(g.grad().sizes());
            if (a.dim() == 1) full.insert(full.end() - (b.dim() > 1 ? 1 : 0), M);
            if (b.dim() == 1) full.push_back(N);
-           Tensor g2 = reshaped(g.grad(), full);
+           Tensor g2 = kernels::reshaped(g.grad(), full);
            Tensor ga, gb;
            if (g.needs(0)) {
              ga = autograd::sum_to(kernels::matmul(g2, mT(b2)), a2.sizes());
-             ga = reshaped(ga, a.sizes());
+             ga = kernels::reshaped(ga, a.sizes());
            }
            if (g.needs(1)) {
              if (b2.dim() == 2 && a2.dim() > 2) {
                // b is shared by the whole batch: one (K, rows) x (rows, N) product over every row.
                const int64_t K = a2.size(-1), rows = a2.numel() / std::max<int64_t>(K, 1);
-               gb = kernels::matmul(mT(reshaped(a2, {rows, K})), reshaped(g2, {rows, N}));
+               gb = kernels::matmul(mT(kernels::reshaped(a2, {rows, K})), kernels::reshaped(g2, {rows, N}));
              } else {
                gb = autograd::sum_to(kernels::matmul(mT(a2), g2), b2.sizes());
              }
-             gb = reshaped(gb, b.sizes());
+             gb = kernels::reshaped(gb, b.sizes());
            }
            return {ga, gb};
          },
@@ -82,10 +74,10 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
          [x, weight](const GradCtx& g) -> std::vector<Tensor> {
            const int64_t in = weight.size(1), outf = weight.size(0);
            const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
-           Tensor g2 = reshaped(g.grad(), {rows, outf});
+           Tensor g2 = kernels::reshaped(g.grad(), {rows, outf});
            Tensor gx, gw, gb;
-           if (g.needs(0)) gx = reshaped(kernels::matmul(g2, weight), x.sizes());  // g W
-           if (g.needs(1)) gw = kernels::matmul(mT(g2), reshaped(x, {rows, in}));  // g^T x
+           if (g.needs(0)) gx = kernels::reshaped(kernels::matmul(g2, weight), x.sizes());  // g W
+           if (g.needs(1)) gw = kernels::matmul(mT(g2), kernels::reshaped(x, {rows, in}));  // g^T x
            // Column sums as a ones-vector product: no transposed copy of the gradient.
            if (g.needs(2)) gb = kernels::matmul(full({rows}, 1.0, {g2.dtype(), g2.device()}), g2);
            return {gx, gw, gb};
@@ -113,17 +105,17 @@ Tensor gelu_mlp(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_in, co
          [x, w1, w2, h, pre](const GradCtx& g) -> std::vector<Tensor> {
            const int64_t in = w1.size(1), hidden = w2.size(1), outf = w2.size(0);
            const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
-           Tensor g2 = reshaped(g.grad(), {rows, outf});
+           Tensor g2 = kernels::reshaped(g.grad(), {rows, outf});
            Tensor gx, gw1, gb1, gw2, gb2;
            // The second linear's weight and bias gradients, as linear's backward computes them.
-           if (g.needs(3)) gw2 = kernels::matmul(mT(g2), reshaped(h, {rows, hidden}));
+           if (g.needs(3)) gw2 = kernels::matmul(mT(g2), kernels::reshaped(h, {rows, hidden}));
            if (g.needs(4)) gb2 = kernels::matmul(full({rows}, 1.0, {g2.dtype(), g2.device()}), g2);
            if (g.needs(0) || g.needs(1) || g.needs(2)) {
              // d(pre) = (g w2) * gelu'(pre), and b1's gradient (its column sums), in one product.
-             kernels::MatmulDgelu d = kernels::matmul_dgelu(g2, w2, reshaped(pre, {rows, hidden}), g.needs(2));
+             kernels::MatmulDgelu d = kernels::matmul_dgelu(g2, w2, kernels::reshaped(pre, {rows, hidden}), g.needs(2));
              gb1 = d.grad_bias;
-             if (g.needs(0)) gx = reshaped(kernels::matmul(d.grad_pre, w1), x.sizes());
-             if (g.needs(1)) gw1 = kernels::matmul(mT(d.grad_pre), reshaped(x, {rows, in}));
+             if (g.needs(0)) gx = kernels::reshaped(kernels::matmul(d.grad_pre, w1), x.sizes());
+             if (g.needs(1)) gw1 = kernels::matmul(mT(d.grad_pre), kernels::reshaped(x, {rows, in}));
            }
            return {gx, gw1, gb1, gw2, gb2};
          },

@@ -199,6 +199,13 @@ Tensor contiguous(const Tensor& x) {
   return out;
 }
 
+Tensor reshaped(const Tensor& x, const Shape& sizes) {
+  Strides st;
+  if (compute_view_strides(x.sizes(), x.strides(), sizes, st)) return x.as_strided(sizes, st, x.offset());
+  Tensor c = contiguous(x);
+  return c.as_strided(sizes, contiguous_strides(sizes), c.offset());
+}
+
 Tensor cast(const Tensor& x, DType dtype) {
   Tensor out = empty(x.sizes(), dtype, x.device());
   if (x.device().is_cpu())

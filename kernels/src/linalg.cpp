@@ -304,14 +304,6 @@ namespace {
 // Why the calling thread's last GELU MLP product on the GPU ran unfused ("" when it did not).
 thread_local std::string tl_gelu_fallback;
 
-// t with new sizes (same numel): a view when its strides allow it, else a contiguous copy.
-Tensor reshaped(const Tensor& t, const Shape& sizes) {
-  Strides st;
-  if (compute_view_strides(t.sizes(), t.strides(), sizes, st)) return t.as_strided(sizes, st, t.offset());
-  Tensor c = contiguous(t);
-  return c.as_strided(sizes, contiguous_strides(sizes), c.offset());
-}
-
 }  // namespace
 
 LinearGeluAux linear_gelu_aux(const Tensor& x, const Tensor& weight, const Tensor& bias) {

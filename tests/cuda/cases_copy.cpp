@@ -39,6 +39,16 @@ const CaseRegistrar copy_cases{
            return std::vector<Tensor>{kernels::contiguous(t), kernels::contiguous(x)};
          },
      .exact = true},
+    {.op = "reshaped",
+     .variant = "a view where the strides allow it, a copy of a transposed view",
+     .dtypes = {DType::F64, DType::F32, DType::F16, DType::BF16},
+     .run =
+         [](const CaseEnv& e) {
+           Tensor x = e.input({6, 9, 4}, 8);
+           Tensor t = x.as_strided({4, 9, 6}, {x.stride(2), x.stride(1), x.stride(0)}, x.offset());
+           return std::vector<Tensor>{kernels::reshaped(x, {54, 4}), kernels::reshaped(t, {36, 6})};
+         },
+     .exact = true},
     {.op = "cast",
      .variant = "to every dtype and back",
      .dtypes = {DType::F64, DType::F32, DType::F16, DType::BF16},

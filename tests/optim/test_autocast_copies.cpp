@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <vector>
+#include "common/gradcheck.h"
 
 using namespace brisk;
 
@@ -67,12 +68,6 @@ std::vector<float> special_values() {
   return v;
 }
 
-Tensor f32_leaf(const std::vector<float>& v) {
-  Tensor t = from_vector<float>(v, {static_cast<int64_t>(v.size())});
-  t.requires_grad_();
-  return t;
-}
-
 }  // namespace
 
 TEST(AutocastCopies, AdamStepWritesTheCastOfEachUpdatedParameter) {
@@ -113,7 +108,7 @@ TEST(AutocastCopies, OptimizersRegisterCurrentCopiesForAutocast) {
   for (int which = 0; which < 2; ++which) {
     SCOPED_TRACE(which == 0 ? "AdamW (fused)" : "SGD (a cast after the update)");
     manual_seed(2);
-    Tensor a = randn({5, 3}, {.requires_grad = true}), b = f32_leaf({1.0f, 2.0f});
+    Tensor a = randn({5, 3}, {.requires_grad = true}), b = brisk::testing::leaf(from_vector<float>({1.0f, 2.0f}, {2}));
     Tensor c = zeros({2}, {.dtype = DType::F64, .requires_grad = true});  // f64: no copy
     std::unique_ptr<optim::Optimizer> opt;
     if (which == 0)

@@ -62,6 +62,9 @@ Tensor clamp_backward(const Tensor& grad, const Tensor& x, std::optional<double>
 void copy_(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 // A contiguous tensor with the same values (returns x itself if already contiguous).
 Tensor contiguous(const Tensor& x);
+// x with new sizes (the same number of elements): a view when its strides allow it, else a
+// contiguous copy (no autograd history; autograd's reshape records one).
+Tensor reshaped(const Tensor& x, const Shape& sizes);
 // A contiguous copy in `dtype` (a copy even when the dtype is the same).
 Tensor cast(const Tensor& x, DType dtype);
 // A contiguous copy on `device` (non_blocking as in copy_).
