@@ -16,6 +16,7 @@ if ! command -v nvcc > /dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then expo
 mkdir -p "$dir"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CUDA_HOST_COMPILER=g++ \
   -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_BENCH=ON -DBRISK_BUILD_EXAMPLES=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+  -DBRISK_UNITY_LIBS=OFF -DBRISK_UNITY_TESTS=OFF \
   "${cuda_args[@]}" > "$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
 PYTHONPATH=scripts python3 - "$dir/compile_commands.json" "$pattern" << 'PY'
 import subprocess, sys

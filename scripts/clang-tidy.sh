@@ -25,7 +25,7 @@ if [[ ! -f $build/compile_commands.json ]]; then
   mkdir -p "$build"
   cc=$(command -v clang-14 || command -v clang) cxx=$(command -v clang++-14 || command -v clang++)
   # File by file (no unity batches): clang-tidy reads each test file's own compile command.
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRISK_CUDA=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DBRISK_UNITY_TESTS=OFF \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBRISK_CUDA=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DBRISK_UNITY_TESTS=OFF -DBRISK_UNITY_LIBS=OFF \
     -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" > "$build/configure.log" 2>&1 ||
     { cat "$build/configure.log" >&2; exit 1; }
 fi

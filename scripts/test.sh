@@ -5,4 +5,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/setup.sh
-ctest --test-dir "${BRISK_BUILD_DIR:-build}" --output-on-failure -j2 --timeout 900 "$@"
+# One test more than there are cores: the multi-process tests (two lanes, CMakeLists.txt) spend
+# most of their time waiting, and the single-process tests fill the cores meanwhile.
+jobs=$(($(nproc 2> /dev/null || echo 2) + 1))
+ctest --test-dir "${BRISK_BUILD_DIR:-build}" --output-on-failure -j "$jobs" --timeout 900 "$@"

@@ -213,13 +213,13 @@ Config config_from_yaml(const std::string& text, const std::string& source, std:
     BRISK_CHECK(v.kind == yaml::Value::Kind::Map || v.is_null(), source, ":", v.line, ": ", key,
                 ": expected a mapping such as {", wanted, ": ...}");
     for (const auto& [sub, sv] : v.entries) {
-      const std::string what = detail::str_cat(source, ":", sv.line, ": ", key, ".", sub);
+      const std::string what = ::brisk::detail::str_cat(source, ":", sv.line, ": ", key, ".", sub);
       if (sub == wanted && !sv.is_null()) {
         sharding_asked.emplace_back(what, sub == std::string("zero_stage")
                                               ? sharding_from_zero_stage(sv.as_int(what), what)
                                               : sharding_from_fsdp_strategy(sv.as_string(what), what));
       } else if (ignored && !is_off_value(sub, sv)) {
-        ignored->push_back(detail::str_cat(key, ".", sub));
+        ignored->push_back(::brisk::detail::str_cat(key, ".", sub));
       }
     }
   };

@@ -463,7 +463,7 @@ Metrics Trainer::evaluate(const std::shared_ptr<data::Dataset>& dataset, const s
   if (g.count > 0) m[prefix + "_loss"] = mean_loss;
   if (compute_metrics_)
     for (const auto& [k, v] : compute_metrics_({g.predictions, g.labels, mean_loss}))
-      m[k.rfind(prefix + "_", 0) == 0 ? k : detail::str_cat(prefix, "_", k)] = v;
+      m[k.rfind(prefix + "_", 0) == 0 ? k : ::brisk::detail::str_cat(prefix, "_", k)] = v;
   m[prefix + "_samples"] = static_cast<double>(g.count);
   m[prefix + "_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log(m);

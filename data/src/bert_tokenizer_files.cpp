@@ -15,12 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string json_quoted(std::string_view s) {
-  std::string out;
-  json::write_string(out, s);
-  return out;
-}
-
 // The lines of vocab.txt as transformers' load_vocab reads them: one token per line, the line
 // end ("\n" or "\r\n") removed, nothing else; a last line without a line end counts.
 std::vector<std::string> vocab_lines(std::string_view text) {
@@ -138,7 +132,7 @@ void BertTokenizer::Impl::finish() {
     return -1;
   };
   unk_id = vocab.contains(options.unk_token) ? vocab.find(options.unk_token)->second : -1;
-  BRISK_CHECK(unk_id >= 0, who, " has no unknown token ", json_quoted(options.unk_token),
+  BRISK_CHECK(unk_id >= 0, who, " has no unknown token ", json::quote(options.unk_token),
               " in its vocabulary: WordPiece needs one for words it cannot split");
   cls_id = id_of(options.cls_token);
   sep_id = id_of(options.sep_token);
@@ -165,7 +159,7 @@ BertTokenizer BertTokenizer::from_vocab(std::vector<std::string> tokens, const B
   m->vocab.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     auto [it, inserted] = m->vocab.emplace(tokens[i], static_cast<int32_t>(i));
-    BRISK_CHECK(inserted, "BertTokenizer: '", source, "': token ", json_quoted(tokens[i]), " appears twice, as id ",
+    BRISK_CHECK(inserted, "BertTokenizer: '", source, "': token ", json::quote(tokens[i]), " appears twice, as id ",
                 it->second, " (line ", it->second + 1, ") and id ", i, " (line ", i + 1,
                 "): each token must appear once");
   }
@@ -182,7 +176,7 @@ BertTokenizer BertTokenizer::from_vocab(std::vector<std::string> tokens, const B
   }
   m->finish();
   for (auto [name, what] : {std::pair{&options.cls_token, "cls_token"}, std::pair{&options.sep_token, "sep_token"}})
-    BRISK_CHECK(m->vocab.contains(*name), "BertTokenizer: '", source, "' has no ", json_quoted(*name),
+    BRISK_CHECK(m->vocab.contains(*name), "BertTokenizer: '", source, "' has no ", json::quote(*name),
                 " token, which BERT's template [CLS] text [SEP] needs (BertTokenizerOptions::", what,
                 " names it if the vocabulary calls it otherwise)");
   m->set_bert_template(m->cls_id, m->sep_id);

@@ -9,12 +9,6 @@ namespace brisk::data {
 
 namespace {
 
-std::string json_quoted(std::string_view s) {
-  std::string out;
-  json::write_string(out, s);
-  return out;
-}
-
 // Errors name the file and the JSON path of the value ("model.vocab").
 struct Reader {
   const std::string& source;
@@ -51,7 +45,7 @@ struct Reader {
 void read_model(const Reader& r, const json::Value& model, BertTokenizer::Impl& m) {
   const std::string type = model.contains("type") ? r.string(model.at("type"), "model.type") : "WordPiece";
   if (type != "WordPiece")
-    r.fail("model.type", json_quoted(type) +
+    r.fail("model.type", json::quote(type) +
                              " is not a WordPiece model: BertTokenizer reads WordPiece (BERT) tokenizers" +
                              (type == "BPE" ? " (GPT2Tokenizer::from_pretrained reads byte-level BPE ones)" : ""));
   m.options.unk_token = r.string(r.at(model, "model", "unk_token"), "model.unk_token");
@@ -68,11 +62,11 @@ void read_model(const Reader& r, const json::Value& model, BertTokenizer::Impl& 
   std::vector<uint8_t> have(n, 0);
   m.vocab.reserve(n);
   for (const auto& [token, id_value] : vocab.items()) {
-    const std::string where = "model.vocab[" + json_quoted(token) + "]";
+    const std::string where = "model.vocab[" + json::quote(token) + "]";
     const int64_t id = r.integer(id_value, where, 0, static_cast<int64_t>(n) - 1);
     if (have[static_cast<size_t>(id)])
       r.fail(where, "id " + std::to_string(id) + " is also the id of " +
-                        json_quoted(m.tokens[static_cast<size_t>(id)]) + ": the ids must number the " +
+                        json::quote(m.tokens[static_cast<size_t>(id)]) + ": the ids must number the " +
                         std::to_string(n) + " tokens 0.." + std::to_string(n - 1));
     have[static_cast<size_t>(id)] = 1;
     m.tokens[static_cast<size_t>(id)] = token;
@@ -87,7 +81,7 @@ void read_normalizer(const Reader& r, const json::Value& v, BertTokenizer::Impl&
   }
   const std::string type = r.string(r.at(v, "normalizer", "type"), "normalizer.type");
   if (type != "BertNormalizer")
-    r.fail("normalizer.type", json_quoted(type) + " is not supported: BertTokenizer reads BertNormalizer (or null)");
+    r.fail("normalizer.type", json::quote(type) + " is not supported: BertTokenizer reads BertNormalizer (or null)");
   BertNormalization& n = m.options.normalization;
   r.flag(v, "normalizer", "clean_text", n.clean_text);
   r.flag(v, "normalizer", "handle_chinese_chars", n.handle_chinese_chars);
@@ -101,7 +95,7 @@ void read_normalizer(const Reader& r, const json::Value& v, BertTokenizer::Impl&
 void read_pre_tokenizer(const Reader& r, const json::Value& v) {
   const std::string type = v.is_null() ? "null" : r.string(r.at(v, "pre_tokenizer", "type"), "pre_tokenizer.type");
   if (type != "BertPreTokenizer")
-    r.fail("pre_tokenizer", json_quoted(type) + " is not supported: BertTokenizer reads BertPreTokenizer");
+    r.fail("pre_tokenizer", json::quote(type) + " is not supported: BertTokenizer reads BertPreTokenizer");
 }
 
 std::vector<TemplatePiece> read_template(const Reader& r, const json::Value& v, const std::string& where,
@@ -115,7 +109,7 @@ std::vector<TemplatePiece> read_template(const Reader& r, const json::Value& v, 
     TemplatePiece p;
     if (const json::Value* s = piece.is_object() ? piece.find("Sequence") : nullptr) {
       const std::string id = r.string(r.at(*s, w, "id"), w + ".Sequence.id");
-      if (id != "A" && id != "B") r.fail(w, "sequence " + json_quoted(id) + " is neither A nor B");
+      if (id != "A" && id != "B") r.fail(w, "sequence " + json::quote(id) + " is neither A nor B");
       p.sequence = id == "A" ? 0 : 1;
       ++seen[p.sequence];
       p.type_id = static_cast<int32_t>(r.integer(r.at(*s, w, "type_id"), w + ".Sequence.type_id", 0, INT32_MAX));
@@ -123,7 +117,7 @@ std::vector<TemplatePiece> read_template(const Reader& r, const json::Value& v, 
       const std::string id = r.string(r.at(*t, w, "id"), w + ".SpecialToken.id");
       p.type_id = static_cast<int32_t>(r.integer(r.at(*t, w, "type_id"), w + ".SpecialToken.type_id", 0, INT32_MAX));
       const json::Value* spec = specials.is_object() ? specials.find(id) : nullptr;
-      if (spec == nullptr) r.fail(w, "special token " + json_quoted(id) + " is not in post_processor.special_tokens");
+      if (spec == nullptr) r.fail(w, "special token " + json::quote(id) + " is not in post_processor.special_tokens");
       const json::Value& ids = r.at(*spec, "post_processor.special_tokens." + id, "ids");
       if (!ids.is_array() || ids.size() == 0) r.fail("post_processor.special_tokens." + id, "has no ids");
       for (size_t k = 0; k < ids.size(); ++k)
@@ -165,7 +159,7 @@ void read_post_processor(const Reader& r, const json::Value& v, BertTokenizer::I
     return;
   }
   r.fail("post_processor.type",
-         json_quoted(type) + " is not supported: BertTokenizer reads TemplateProcessing, BertProcessing (or null)");
+         json::quote(type) + " is not supported: BertTokenizer reads TemplateProcessing, BertProcessing (or null)");
 }
 
 void read_decoder(const Reader& r, const json::Value& v, BertTokenizer::Impl& m) {
@@ -175,11 +169,11 @@ void read_decoder(const Reader& r, const json::Value& v, BertTokenizer::Impl& m)
   }
   const std::string type = r.string(r.at(v, "decoder", "type"), "decoder.type");
   if (type != "WordPiece")
-    r.fail("decoder.type", json_quoted(type) + " is not supported: BertTokenizer reads WordPiece");
+    r.fail("decoder.type", json::quote(type) + " is not supported: BertTokenizer reads WordPiece");
   if (const json::Value* p = v.find("prefix");
       p != nullptr && r.string(*p, "decoder.prefix") != m.options.continuing_subword_prefix)
-    r.fail("decoder.prefix", json_quoted(p->as_string()) + " differs from the model's continuing_subword_prefix " +
-                                 json_quoted(m.options.continuing_subword_prefix));
+    r.fail("decoder.prefix", json::quote(p->as_string()) + " differs from the model's continuing_subword_prefix " +
+                                 json::quote(m.options.continuing_subword_prefix));
   m.has_decoder = true;
   r.flag(v, "decoder", "cleanup", m.decoder_cleanup);
 }
@@ -198,18 +192,18 @@ void read_added_tokens(const Reader& r, const json::Value& v, BertTokenizer::Imp
     for (const char* key : {"single_word", "lstrip", "rstrip"}) {
       bool on = false;
       r.flag(t, w, key, on);
-      if (on) r.fail(w, json_quoted(a.content) + " has " + key + " true, which BertTokenizer does not support");
+      if (on) r.fail(w, json::quote(a.content) + " has " + key + " true, which BertTokenizer does not support");
     }
     const size_t id = static_cast<size_t>(a.id);
     if (id < m.tokens.size()) {
       if (m.tokens[id] != a.content)
-        r.fail(w, json_quoted(a.content) + " has id " + std::to_string(id) + ", which is " + json_quoted(m.tokens[id]) +
+        r.fail(w, json::quote(a.content) + " has id " + std::to_string(id) + ", which is " + json::quote(m.tokens[id]) +
                       " in model.vocab");
       m.tokens[id] = a.content;
     } else if (id == m.tokens.size()) {
       m.tokens.push_back(a.content);  // a token past the vocabulary: it takes the next id
     } else {
-      r.fail(w, json_quoted(a.content) + " has id " + std::to_string(id) + ", leaving ids " +
+      r.fail(w, json::quote(a.content) + " has id " + std::to_string(id) + ", leaving ids " +
                     std::to_string(m.tokens.size()) + ".." + std::to_string(id - 1) + " without a token");
     }
     m.added.push_back(std::move(a));

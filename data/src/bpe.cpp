@@ -4,19 +4,20 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <unordered_map>
 
+#include "bpe_pair_table.h"
 #include "brisk/util/error.h"
 #include "brisk/util/json.h"
+#include "read_file.h"
 
 namespace brisk::data {
+
+using detail::MergeRule;
+using detail::pair_key;
+using detail::PairTable;
 
 namespace {
 
@@ -155,12 +156,6 @@ const ByteAlphabet& alphabet() {
   return a;
 }
 
-std::string quoted(std::string_view s) {
-  std::string out;
-  json::write_string(out, s);
-  return out;
-}
-
 // A vocabulary or merges string (byte-level characters, as UTF-8) back to the bytes it stands
 // for; false when it is not valid UTF-8 or has a character outside the 256 of the alphabet.
 bool unmap_bytes(std::string_view s, std::string& out) {
@@ -185,73 +180,6 @@ bool unmap_bytes(std::string_view s, std::string& out) {
   }
   return true;
 }
-
-std::string read_whole_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  BRISK_CHECK(f.is_open(), "GPT2Tokenizer: cannot open the ", what, " file '", path, "': ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  BRISK_CHECK(!f.bad(), "GPT2Tokenizer: cannot read the ", what, " file '", path, "'");
-  return ss.str();
-}
-
-struct MergeRule {
-  uint32_t rank;
-  int32_t merged;
-};
-
-inline uint64_t pair_key(int32_t a, int32_t b) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-}
-
-// The merge rules by token pair: open addressing with linear probing in a power-of-two table at
-// most half full (the merge loop's lookups are most of an encode's time; std::unordered_map's
-// node chasing and modulo cost more).
-class PairTable {
- public:
-  // Inserts or replaces.
-  void set(uint64_t key, MergeRule rule) {
-    if (2 * (size_ + 1) > slots_.size()) grow();
-    Slot& s = probe(key);
-    if (s.key == kEmpty) ++size_;
-    s.key = key;
-    s.rule = rule;
-  }
-  const MergeRule* find(uint64_t key) const {
-    if (slots_.empty()) return nullptr;
-    const size_t mask = slots_.size() - 1;
-    for (size_t i = index(key);; i = (i + 1) & mask) {
-      const Slot& s = slots_[i];
-      if (s.key == key) return &s.rule;
-      if (s.key == kEmpty) return nullptr;
-    }
-  }
-
- private:
-  static constexpr uint64_t kEmpty = UINT64_MAX;  // no pair of non-negative ids has this key
-  struct Slot {
-    uint64_t key = kEmpty;
-    MergeRule rule{};
-  };
-  std::vector<Slot> slots_;
-  int shift_ = 64;
-  size_t size_ = 0;
-  size_t index(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
-  Slot& probe(uint64_t key) {
-    const size_t mask = slots_.size() - 1;
-    for (size_t i = index(key);; i = (i + 1) & mask)
-      if (slots_[i].key == key || slots_[i].key == kEmpty) return slots_[i];
-  }
-  void grow() {
-    std::vector<Slot> old = std::move(slots_);
-    const size_t cap = std::max<size_t>(16, 2 * old.size());
-    slots_.assign(cap, Slot{});
-    shift_ = 64 - std::countr_zero(cap);
-    size_ = 0;
-    for (const Slot& s : old)
-      if (s.key != kEmpty) set(s.key, s.rule);
-  }
-};
 
 }  // namespace
 
@@ -394,8 +322,8 @@ struct GPT2Tokenizer::Impl {
 };
 
 GPT2Tokenizer GPT2Tokenizer::from_files(const std::string& vocab_json_path, const std::string& merges_txt_path) {
-  const std::string vocab = read_whole_file(vocab_json_path, "vocabulary (vocab.json)");
-  const std::string merges = read_whole_file(merges_txt_path, "merges (merges.txt)");
+  const std::string vocab = read_whole_file(vocab_json_path, "GPT2Tokenizer (vocabulary, vocab.json)");
+  const std::string merges = read_whole_file(merges_txt_path, "GPT2Tokenizer (merges, merges.txt)");
   return from_strings(vocab, merges, vocab_json_path, merges_txt_path);
 }
 
@@ -412,11 +340,12 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_json, std::stri
     for (std::string key; r.next_key(key);) {
       const size_t at = r.key_offset();
       if (r.next_type() != json::Type::Number)
-        r.fail("token " + quoted(key) + " maps to a " + json::type_name(r.next_type()) + ", not an id", at);
+        r.fail("token " + json::quote(key) + " maps to a " + json::type_name(r.next_type()) + ", not an id", at);
       json::Value v = r.read_value();
       if (!v.is_integer() || (v.type() == json::Type::Number && v.as_double() < 0))
-        r.fail("token " + quoted(key) + " has an id that is not a non-negative integer", at);
-      if (v.as_double() > static_cast<double>(INT32_MAX)) r.fail("token " + quoted(key) + " has an id past 2^31", at);
+        r.fail("token " + json::quote(key) + " has an id that is not a non-negative integer", at);
+      if (v.as_double() > static_cast<double>(INT32_MAX))
+        r.fail("token " + json::quote(key) + " has an id past 2^31", at);
       entries.emplace_back(std::move(key), v.as_int());
     }
     r.finish();
@@ -430,16 +359,16 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_json, std::stri
   std::vector<bool> have(static_cast<size_t>(n), false);
   std::string bytes;
   for (auto& [key, id] : entries) {
-    BRISK_CHECK(id < n, "GPT2Tokenizer: vocabulary file '", vocab_name, "': token ", quoted(key), " has id ", id,
+    BRISK_CHECK(id < n, "GPT2Tokenizer: vocabulary file '", vocab_name, "': token ", json::quote(key), " has id ", id,
                 ", outside [0, ", n, "): the ids must number the ", n, " tokens 0..", n - 1);
     BRISK_CHECK(!have[id], "GPT2Tokenizer: vocabulary file '", vocab_name, "': id ", id, " is given to two tokens (",
-                quoted(key), " and another)");
-    BRISK_CHECK(unmap_bytes(key, bytes), "GPT2Tokenizer: vocabulary file '", vocab_name, "': token ", quoted(key),
+                json::quote(key), " and another)");
+    BRISK_CHECK(unmap_bytes(key, bytes), "GPT2Tokenizer: vocabulary file '", vocab_name, "': token ", json::quote(key),
                 " (id ", id, ") has a character outside GPT-2's byte alphabet");
     have[id] = true;
     const int32_t id32 = static_cast<int32_t>(id);
     BRISK_CHECK(impl->ids.emplace(bytes, id32).second, "GPT2Tokenizer: vocabulary file '", vocab_name, "': token ",
-                quoted(key), " (id ", id, ") appears twice");
+                json::quote(key), " (id ", id, ") appears twice");
     impl->tokens[id] = bytes;
     if (key == kEndOfText) impl->eot = id32;
   }
@@ -468,18 +397,18 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_json, std::stri
     BRISK_CHECK(sp != std::string_view::npos && sp > 0 && sp + 1 < line.size() &&
                     line.find(' ', sp + 1) == std::string_view::npos,
                 "GPT2Tokenizer: merges file '", merges_name, "' line ", line_no,
-                ": expected two tokens separated by one space, got ", quoted(line));
+                ": expected two tokens separated by one space, got ", json::quote(line));
     const std::string_view a = line.substr(0, sp), b = line.substr(sp + 1);
     for (auto [part, out] : {std::pair{a, &a_bytes}, std::pair{b, &b_bytes}})
       BRISK_CHECK(unmap_bytes(part, *out), "GPT2Tokenizer: merges file '", merges_name, "' line ", line_no, ": token ",
-                  quoted(part), " has a character outside GPT-2's byte alphabet");
+                  json::quote(part), " has a character outside GPT-2's byte alphabet");
     auto ia = impl->ids.find(a_bytes), ib = impl->ids.find(b_bytes);
     BRISK_CHECK(ia != impl->ids.end() && ib != impl->ids.end(), "GPT2Tokenizer: merges file '", merges_name, "' line ",
-                line_no, ": token ", quoted(ia == impl->ids.end() ? a : b), " is not in the vocabulary '", vocab_name,
-                "'");
+                line_no, ": token ", json::quote(ia == impl->ids.end() ? a : b), " is not in the vocabulary '",
+                vocab_name, "'");
     auto im = impl->ids.find(a_bytes + b_bytes);
     BRISK_CHECK(im != impl->ids.end(), "GPT2Tokenizer: merges file '", merges_name, "' line ", line_no,
-                ": the merged token ", quoted(std::string(a) + std::string(b)), " is not in the vocabulary '",
+                ": the merged token ", json::quote(std::string(a) + std::string(b)), " is not in the vocabulary '",
                 vocab_name, "'");
     BRISK_CHECK(rank < UINT32_MAX - 1, "GPT2Tokenizer: merges file '", merges_name, "' has too many merges");
     // A pair listed twice takes its last rank, as encoder.py's dict(zip(merges, range(...))) does.

@@ -13,10 +13,9 @@ namespace brisk::kernels {
 namespace {
 
 using detail::make_reduction;
-using detail::Reduction;
 using detail::require_float;
 
-void check_nonempty(const char* op, const Tensor& x, const Reduction& r) {
+void check_nonempty(const char* op, const Tensor& x, const detail::Reduction& r) {
   BRISK_CHECK(r.n_red > 0 || r.n_out == 0, op, ": cannot reduce over zero elements (input shape ", x.sizes(),
               "); there is no identity for ", op);
 }
@@ -28,7 +27,7 @@ DType sum_dtype(const Tensor& x) {
 
 template <bool Max>
 Tensor extreme(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  const Reduction r = make_reduction(op, x, dims, keepdim);
+  const auto r = make_reduction(op, x, dims, keepdim);
   check_nonempty(op, x, r);
   Tensor out = empty(r.out, x.dtype(), x.device());
   if (x.device().is_cuda()) {
@@ -50,7 +49,7 @@ ValuesIndices arg_extreme(const char* op, bool is_max, const Tensor& x, std::opt
                           bool want_values) {
   std::vector<int64_t> dims;
   if (dim) dims.push_back(*dim);
-  const Reduction r = make_reduction(op, x, dims, keepdim);
+  const auto r = make_reduction(op, x, dims, keepdim);
   check_nonempty(op, x, r);
   ValuesIndices vi;
   vi.indices = empty(r.out, DType::I64, x.device());
@@ -66,7 +65,7 @@ Tensor var_impl(const char* op, const Tensor& x, const std::vector<int64_t>& dim
                 bool take_sqrt) {
   require_float(op, x);
   BRISK_CHECK(correction >= 0, op, ": correction must be >= 0, got ", correction, " (input shape ", x.sizes(), ")");
-  const Reduction r = make_reduction(op, x, dims, keepdim);
+  const auto r = make_reduction(op, x, dims, keepdim);
   Tensor out = empty(r.out, x.dtype(), x.device());
   if (x.device().is_cuda())
     cuda::var(x, r.reduced, correction, take_sqrt, out);
@@ -78,7 +77,7 @@ Tensor var_impl(const char* op, const Tensor& x, const std::vector<int64_t>& dim
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  const Reduction r = make_reduction("sum", x, dims, keepdim);
+  const auto r = make_reduction("sum", x, dims, keepdim);
   Tensor out = empty(r.out, sum_dtype(x), x.device());
   if (x.device().is_cuda())
     cuda::sum(x, r.reduced, out);
@@ -89,7 +88,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   require_float("mean", x);
-  const Reduction r = make_reduction("mean", x, dims, keepdim);
+  const auto r = make_reduction("mean", x, dims, keepdim);
   Tensor out = empty(r.out, x.dtype(), x.device());
   if (x.device().is_cuda())
     cuda::mean(x, r.reduced, out);
@@ -99,7 +98,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  const Reduction r = make_reduction("prod", x, dims, keepdim);
+  const auto r = make_reduction("prod", x, dims, keepdim);
   Tensor out = empty(r.out, sum_dtype(x), x.device());
   if (x.device().is_cuda())
     cuda::prod(x, r.reduced, out);
@@ -137,7 +136,7 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   require_float("logsumexp", x);
-  const Reduction r = make_reduction("logsumexp", x, dims, keepdim);
+  const auto r = make_reduction("logsumexp", x, dims, keepdim);
   Tensor out = empty(r.out, x.dtype(), x.device());
   if (x.device().is_cuda())
     cuda::logsumexp(x, r.reduced, out);

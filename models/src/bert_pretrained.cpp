@@ -15,9 +15,8 @@ namespace brisk::models {
 
 namespace {
 
-const std::vector<std::string> kArchitectures = {"BertModel", "BertForPreTraining", "BertForMaskedLM",
-                                                 "BertForSequenceClassification"};
-constexpr int64_t kMaxSize = int64_t{1} << 31;
+const std::vector<std::string> kBertArchitectures = {"BertModel", "BertForPreTraining", "BertForMaskedLM",
+                                                     "BertForSequenceClassification"};
 
 const std::vector<std::pair<std::string, BertActivation>> kActivations = {
     {"gelu", BertActivation::Gelu},
@@ -67,21 +66,21 @@ std::vector<std::string> read_labels(hf::ConfigReader& r, const json::Value& map
 // transformers' BertConfig defaults stand in for absent keys (its config.json leaves out the values
 // equal to PretrainedConfig's defaults, such as the two default labels).
 BertConfig read_config(hf::ConfigReader& r) {
-  hf::check_model_kind(r, "bert", kArchitectures);
+  hf::check_model_kind(r, "bert", kBertArchitectures);
   BertConfig c;
-  c.vocab_size = r.integer("vocab_size", c.vocab_size, 1, kMaxSize);
-  c.hidden_size = r.integer("hidden_size", c.hidden_size, 1, kMaxSize);
+  c.vocab_size = r.integer("vocab_size", c.vocab_size, 1, hf::kMaxConfigSize);
+  c.hidden_size = r.integer("hidden_size", c.hidden_size, 1, hf::kMaxConfigSize);
   c.num_hidden_layers = r.integer("num_hidden_layers", c.num_hidden_layers, 1, 100000);
   c.num_attention_heads = r.integer("num_attention_heads", c.num_attention_heads, 1, c.hidden_size);
   if (c.hidden_size % c.num_attention_heads != 0)
     r.fail("hidden_size", detail::str_cat("must be divisible by num_attention_heads (", c.num_attention_heads, ")"));
-  c.intermediate_size = r.integer("intermediate_size", c.intermediate_size, 1, kMaxSize);
+  c.intermediate_size = r.integer("intermediate_size", c.intermediate_size, 1, hf::kMaxConfigSize);
   c.hidden_act = value_of(kActivations, r.choice("hidden_act", "gelu", names_of(kActivations)));
   c.hidden_dropout_prob = r.number("hidden_dropout_prob", c.hidden_dropout_prob, 0, 1, true);
   c.attention_probs_dropout_prob = r.number("attention_probs_dropout_prob", c.attention_probs_dropout_prob, 0, 1, true);
   c.classifier_dropout = r.optional_number("classifier_dropout", 0, 1, true);
-  c.max_position_embeddings = r.integer("max_position_embeddings", c.max_position_embeddings, 1, kMaxSize);
-  c.type_vocab_size = r.integer("type_vocab_size", c.type_vocab_size, 1, kMaxSize);
+  c.max_position_embeddings = r.integer("max_position_embeddings", c.max_position_embeddings, 1, hf::kMaxConfigSize);
+  c.type_vocab_size = r.integer("type_vocab_size", c.type_vocab_size, 1, hf::kMaxConfigSize);
   c.initializer_range = r.number("initializer_range", c.initializer_range, 0, 1000);
   c.layer_norm_eps = r.number("layer_norm_eps", c.layer_norm_eps, 0, 1);
   if (c.layer_norm_eps <= 0) r.fail("layer_norm_eps", "must be positive");

@@ -15,21 +15,20 @@ namespace brisk::models {
 
 namespace {
 
-const std::vector<std::string> kArchitectures = {"GPT2LMHeadModel", "GPT2Model"};
-constexpr int64_t kMaxSize = int64_t{1} << 31;
+const std::vector<std::string> kGpt2Architectures = {"GPT2LMHeadModel", "GPT2Model"};
 
 // transformers' GPT2Config defaults stand in for absent keys (its config.json omits none of these
 // in practice). `dropout` replaces the three dropout rates, which brisk cannot hold apart.
 GPT2Config read_config(hf::ConfigReader& r, std::optional<double> dropout) {
-  hf::check_model_kind(r, "gpt2", kArchitectures);
+  hf::check_model_kind(r, "gpt2", kGpt2Architectures);
   GPT2Config c;
-  c.vocab_size = r.integer("vocab_size", 50257, 1, kMaxSize);
-  c.block_size = r.integer("n_positions", 1024, 1, kMaxSize);
-  c.n_embd = r.integer("n_embd", 768, 1, kMaxSize);
+  c.vocab_size = r.integer("vocab_size", 50257, 1, hf::kMaxConfigSize);
+  c.block_size = r.integer("n_positions", 1024, 1, hf::kMaxConfigSize);
+  c.n_embd = r.integer("n_embd", 768, 1, hf::kMaxConfigSize);
   c.n_layer = r.integer("n_layer", 12, 1, 100000);
   c.n_head = r.integer("n_head", 12, 1, c.n_embd);
   if (c.n_embd % c.n_head != 0) r.fail("n_embd", detail::str_cat("must be divisible by n_head (", c.n_head, ")"));
-  if (auto inner = r.optional_integer("n_inner", std::nullopt, 1, kMaxSize); inner && *inner != 4 * c.n_embd)
+  if (auto inner = r.optional_integer("n_inner", std::nullopt, 1, hf::kMaxConfigSize); inner && *inner != 4 * c.n_embd)
     r.fail("n_inner", detail::str_cat("must be null or 4 * n_embd = ", 4 * c.n_embd, " (brisk's MLP width)"));
   r.choice("activation_function", "gelu_new", {"gelu_new", "gelu_pytorch_tanh"});
   r.keep("activation_function");  // both are GELU's tanh form: written back as it was

@@ -13,6 +13,9 @@
 
 namespace brisk::models::hf {
 
+// The largest size (a dimension, a count) brisk takes from a config.json: 2^31.
+constexpr int64_t kMaxConfigSize = int64_t{1} << 31;
+
 class ConfigReader {
  public:
   // Reads <dir>/config.json; `who` ("BertModel::from_pretrained") starts every error.

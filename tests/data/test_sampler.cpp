@@ -72,6 +72,7 @@ TEST(DistributedSampler, DropLastCutsTheTail) {
   V cut(p.begin(), p.begin() + 9);
   for (int64_t r = 0; r < 3; ++r) {
     DistributedSampler s(10, 3, r, true, 7, /*drop_last=*/true);
+    EXPECT_TRUE(s.drop_last());
     EXPECT_EQ(s.size(), 3);
     EXPECT_EQ(s.indices(0), stride_take(cut, static_cast<size_t>(r), 3));
   }

@@ -307,6 +307,12 @@ void write_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+std::string quote(std::string_view s) {
+  std::string out;
+  write_string(out, s);
+  return out;
+}
+
 void Value::dump_to(std::string& out, int indent, int depth) const {
   auto newline = [&](int d) {
     if (indent < 0) return;

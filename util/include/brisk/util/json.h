@@ -168,5 +168,7 @@ class Reader {
 bool valid_utf8(std::string_view s, size_t* bad_at = nullptr);
 // Appends `s` as a JSON string literal (quotes and escapes as serde_json writes them).
 void write_string(std::string& out, std::string_view s);
+// `s` as a JSON string literal: how error messages show a token or key exactly.
+std::string quote(std::string_view s);
 
 }  // namespace brisk::json
