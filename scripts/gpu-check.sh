@@ -10,6 +10,12 @@
 #             backward, into OUT/sdpa_bench.jsonl (BRISK_BUILD_TARGETS="test_cuda bench_gpu"
 #             gpu-check.sh DEPS OUT env sdpa). Each half is left out when the test or bench stage
 #             runs too (they cover it).
+#   norm      layer norm and softmax (issue 31), for a short window: the layer-norm, softmax and
+#             every-op tests (OUT/norm_test.xml, OUT/norm_test.log), then bench_gpu's copy and rows
+#             groups (rows of 50,304 now and before, layer norm's backward in one pass against the
+#             split kernels at GPT-2 124M's shape) into OUT/bench_gpu.jsonl
+#             (BRISK_BUILD_TARGETS="test_cuda bench_gpu" gpu-check.sh DEPS OUT env norm). Each half
+#             is left out when the test or bench stage runs too.
 #   bench     bench/gpu/bench_gpu (copy bandwidth, elementwise, rows, matmul vs cuBLASLt, fused vs
 #             blocked attention, CNN), and the CNN's per-op host profile (BRISK_PROFILE) into
 #             OUT/cnn_profile.txt
@@ -48,7 +54,7 @@ deps=$1
 out=$2
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(env test sdpa bench torch memcheck train trainsh aln gpt2 zero profile)
+((${#stages[@]})) || stages=(env test sdpa norm bench torch memcheck train trainsh aln gpt2 zero profile)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -136,6 +142,12 @@ if has sdpa; then
     --gtest_output="xml:$2/sdpa_test.xml" > "$2/sdpa_test.log" 2>&1; rc=$?; tail -30 "$2/sdpa_test.log"; exit $rc' \
     _ "$build/tests/test_cuda" "$out"
   has bench || stage sdpa_bench 60 "$build/bench/gpu/bench_gpu" --only attention --json "$out/sdpa_bench.jsonl"
+fi
+if has norm; then
+  has test || stage norm_test 60 bash -c '"$1" --gtest_filter="*LayerNorm*:*Softmax*:CudaOps.EveryOpMatchesTheCpu" \
+    --gtest_output="xml:$2/norm_test.xml" > "$2/norm_test.log" 2>&1; rc=$?; tail -30 "$2/norm_test.log"; exit $rc' \
+    _ "$build/tests/test_cuda" "$out"
+  has bench || stage norm_bench 60 "$build/bench/gpu/bench_gpu" --only copy,rows --json "$out/bench_gpu.jsonl"
 fi
 if has bench; then
   stage bench 60 "$build/bench/gpu/bench_gpu" --only "${BRISK_BENCH_ONLY:-copy,elementwise,rows,matmul,attention,cnn}" \

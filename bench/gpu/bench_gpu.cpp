@@ -2,7 +2,13 @@
 //   copy        device-to-device copy bandwidth: cudaMemcpyAsync (the reference) and brisk's copy_
 //   elementwise add, mul (fp32 and bf16) and GELU on 256 MiB tensors, as a fraction of the copy
 //               bandwidth (bytes read + written / time)
-//   rows        softmax and layer_norm over rows of 768, 4096 and 50304 (>= 256 MiB in total)
+//   rows        softmax and layer_norm over rows of 768, 4096 and 50304 (>= 256 MiB in total); at
+//               50304, also each against its previous kernels (BRISK_CUDA_ROW_SPLIT_BARRIER=0,
+//               BRISK_CUDA_LN_VECTOR_AFFINE=0) in alternating rounds; and layer norm's backward
+//               with its weight sums at GPT-2 124M's shape (16,384 x 768, f32 and bf16, with and
+//               without h's gradient as add_layer_norm has it): the one-pass kernel against the
+//               split kernels (BRISK_CUDA_FUSED_LN_BACKWARD=0), alternating, GB/s of the bytes
+//               either must move (grad, x, grad_h read once, dx written once)
 //   matmul      brisk's matmul against cuBLASLt called directly (bf16; fp32 with TF32), n^3 for
 //               n = 4096 and 8192: TFLOP/s and the ratio
 //   attention   scaled_dot_product_attention at GPT-2 124M's shape (B 16, H 12, T 1024, D 64, bf16,
@@ -25,6 +31,7 @@
 #include <brisk/kernels/conv.h>
 #include <brisk/kernels/conv_plan.h>
 #include <brisk/kernels/cuda.h>
+#include <brisk/kernels/nn.h>
 #include <brisk/kernels/settings.h>
 #include <brisk/util/cli.h>
 #include <algorithm>
@@ -151,6 +158,36 @@ void elementwise(double copy_gbs) {
   }
 }
 
+// Sets the row kernels' switches (each read at every call) for the calls that follow.
+void row_switches(bool current) {
+  const char* v = current ? "1" : "0";
+  setenv("BRISK_CUDA_ROW_SPLIT_BARRIER", v, 1);
+  setenv("BRISK_CUDA_LN_VECTOR_AFFINE", v, 1);
+}
+
+// layer_norm's backward with dx and the weight and bias sums (add: with grad_h, as
+// add_layer_norm_backward), one pass against the split kernels, in alternating rounds.
+void layer_norm_backward_pair(DType dt, bool add, double copy_gbs) {
+  const int64_t R = 16 * 1024, D = 768;
+  const TensorOptions o{.dtype = dt, .device = cuda_device()};
+  const Tensor x = randn({R, D}, o), g = randn({R, D}, o), gh = randn({R, D}, o), w = randn({D}, o);
+  const kernels::LayerNormResult f = kernels::layer_norm(x, {D}, w, Tensor(), 1e-5);
+  auto call = [&](bool one_pass) {
+    setenv("BRISK_CUDA_FUSED_LN_BACKWARD", one_pass ? "1" : "0", 1);
+    if (add)
+      (void)kernels::add_layer_norm_backward(g, gh, x, f.mean, f.rstd, w, {true, true, true});
+    else
+      (void)kernels::layer_norm_backward(g, x, f.mean, f.rstd, w, {true, true, true});
+  };
+  const auto [t_one, t_split] = time_pair([&] { call(true); }, [&] { call(false); });
+  unsetenv("BRISK_CUDA_FUSED_LN_BACKWARD");
+  const double bytes = static_cast<double>(R * D) * static_cast<double>(dtype_size(dt)) * (add ? 4 : 3);
+  const std::string name = std::string(add ? "add_layer_norm" : "layer_norm") + " bwd " + dtype_name(dt) + " 16384x768";
+  emit("rows", name + " 1-pass vs split", "GB/s", bytes / t_one / 1e9, "split kernels", bytes / t_split / 1e9);
+  emit("rows", name + " 1-pass vs copy", "GB/s", bytes / t_one / 1e9, "copy bandwidth", copy_gbs);
+  std::printf("%-12s %-34s %.1f us one pass, %.1f us split\n", "rows", name.c_str(), t_one * 1e6, t_split * 1e6);
+}
+
 void rows(double copy_gbs) {
   NoGradGuard ng;
   for (int64_t cols : {int64_t{768}, int64_t{4096}, int64_t{50304}}) {
@@ -158,13 +195,32 @@ void rows(double copy_gbs) {
     const double bytes = 2.0 * static_cast<double>(r * cols) * 4;
     Tensor x = randn({r, cols}, {.device = cuda_device()});
     Tensor w = ones({cols}, {.device = cuda_device()}), b = zeros({cols}, {.device = cuda_device()});
+    const std::string shape = std::to_string(r) + "x" + std::to_string(cols);
     double t = time_per_call([&] { (void)softmax(x, 1); });
-    emit("rows", "softmax f32 " + std::to_string(r) + "x" + std::to_string(cols), "GB/s", bytes / t / 1e9,
-         "copy bandwidth", copy_gbs);
+    emit("rows", "softmax f32 " + shape, "GB/s", bytes / t / 1e9, "copy bandwidth", copy_gbs);
     t = time_per_call([&] { (void)layer_norm(x, {cols}, w, b); });
-    emit("rows", "layer_norm f32 " + std::to_string(r) + "x" + std::to_string(cols), "GB/s", bytes / t / 1e9,
-         "copy bandwidth", copy_gbs);
+    emit("rows", "layer_norm f32 " + shape, "GB/s", bytes / t / 1e9, "copy bandwidth", copy_gbs);
+    if (cols != 50304) continue;
+    // The cluster kernels against their previous form, alternating (ratio > 1: the change pays).
+    auto pair = [&](const char* what, const std::function<void()>& fn) {
+      const auto [t_new, t_old] = time_pair(
+          [&] {
+            row_switches(true);
+            fn();
+          },
+          [&] {
+            row_switches(false);
+            fn();
+          });
+      emit("rows", std::string(what) + " f32 " + shape + " now", "GB/s", bytes / t_new / 1e9, "previous kernels",
+           bytes / t_old / 1e9);
+    };
+    pair("softmax", [&] { (void)softmax(x, 1); });
+    pair("layer_norm", [&] { (void)layer_norm(x, {cols}, w, b); });
+    row_switches(true);
   }
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool add : {false, true}) layer_norm_backward_pair(dt, add, copy_gbs);
 }
 
 // C = A B for row-major n x n matrices, through cuBLASLt directly: column-major C^T = B^T A^T, so

@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "brisk/core/tensor.h"
 #include "brisk/kernels/device/convert.h"
 #include "brisk/kernels/device/nn.h"
 #include "brisk/kernels/device/vec.h"
@@ -71,6 +72,16 @@ __device__ __forceinline__ A inv_sqrt(A v) {
     return 1.0f / sqrtf(v);
   else
     return 1.0 / sqrt(v);
+}
+
+// A tensor's data as T (null for an undefined tensor: an output not asked for, an absent weight).
+template <class T>
+const T* cptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T>
+T* mptr(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
 }  // namespace brisk::kernels::cuda::nn_common

@@ -1,7 +1,7 @@
-// CUDA layer norm and batch norm, forward and backward. Layer norm: a group of threads per row
-// (device/nn.h's RowPlan), Welford statistics combined in the block tree, 128-bit loads when rows
-// are aligned; dweight/dbias are column sums in two kernels (chunks of rows, then chunks in
-// order), never atomics. Batch norm: each channel is cut into chunks (device/nn.h's
+// CUDA layer norm forward and batch norm, forward and backward. Layer norm: rows held on chip
+// (row_cache.cuh) when they fit, else a group of threads per row (device/nn.h's RowPlan), Welford
+// statistics combined in the block tree, 128-bit loads when rows are aligned; its backward is in
+// nn_layer_norm_backward.cu. Batch norm: each channel is cut into chunks (device/nn.h's
 // ChannelChunks), a block per chunk, and a second kernel combines a channel's chunks in order.
 // Statistics are f32 (f64 for f64 data); results do not depend on timing.
 #include "brisk/kernels/device/convert.h"
@@ -19,8 +19,10 @@ namespace {
 
 namespace rt = brisk::cuda::detail;
 namespace dv = brisk::kernels::device;
+using nn_common::cptr;
 using nn_common::inv_sqrt;
 using nn_common::kMaxRowsPerBlock;
+using nn_common::mptr;
 
 // --- layer norm --------------------------------------------------------------------------------
 
@@ -106,20 +108,35 @@ __device__ inline A row_sum(A v, A* scratch, A* total) {
 }
 
 // y = (x - mean) * rstd (* weight + bias) over the pieces this lane holds (first element `at` of
-// the row's part in `c`, whose element 0 is the row's element `offset`).
+// the row's part in `c`, whose element 0 is the row's element `offset`, a multiple of W).
+// affine_vectors: weight and bias (where defined) are 16-byte aligned and read a vector at a time
+// (the same values, so the same bits as W scalar reads; a quarter of the load instructions for
+// f32, and whole 16-byte pieces where rows too long for the L1 cache read them from L2).
 template <int W, class T, bool Shared>
 __device__ inline void layer_norm_write(const row_cache::RowCache<T, W, Shared>& c, int64_t offset, acc_t<T> mu,
-                                        acc_t<T> rs, const T* __restrict__ weight, const T* __restrict__ bias,
-                                        T* __restrict__ yr) {
+                                        acc_t<T> rs, bool affine_vectors, const T* __restrict__ weight,
+                                        const T* __restrict__ bias, T* __restrict__ yr) {
   using A = acc_t<T>;
   using Vec = dv::AlignedVector<T, W>;
   c.for_each([&](int64_t i, const Vec& v) {
+    Vec wv, bv;
+    const int64_t at = offset + i;
+    if (affine_vectors) {
+      if (weight) wv = dv::load_vector<T, W>(weight, at / W);
+      if (bias) bv = dv::load_vector<T, W>(bias, at / W);
+    } else {
+#pragma unroll
+      for (int l = 0; l < W; ++l) {
+        if (weight) wv.v[l] = weight[at + l];
+        if (bias) bv.v[l] = bias[at + l];
+      }
+    }
     Vec o;
 #pragma unroll
     for (int l = 0; l < W; ++l) {
       A val = (dv::to_acc(v.v[l]) - mu) * rs;
-      if (weight) val *= dv::to_acc(weight[offset + i + l]);
-      if (bias) val += dv::to_acc(bias[offset + i + l]);
+      if (weight) val *= dv::to_acc(wv.v[l]);
+      if (bias) val += dv::to_acc(bv.v[l]);
       o.v[l] = dv::from_acc<T>(val);
     }
     *reinterpret_cast<Vec*>(yr + i) = o;
@@ -132,9 +149,10 @@ __device__ inline void layer_norm_write(const row_cache::RowCache<T, W, Shared>&
 // for rows of up to 8 pieces per lane, or (kSharedLanes, 1) when Shared.
 template <int W, class T, bool Shared, bool Add>
 __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::kMaxRegisterThreads)
-    layer_norm_held_kernel(int64_t R, int64_t D, const T* __restrict__ x, const T* __restrict__ residual,
-                           T* __restrict__ h, const T* __restrict__ weight, const T* __restrict__ bias, acc_t<T> eps,
-                           T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd) {
+    layer_norm_held_kernel(int64_t R, int64_t D, bool affine_vectors, const T* __restrict__ x,
+                           const T* __restrict__ residual, T* __restrict__ h, const T* __restrict__ weight,
+                           const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
+                           acc_t<T>* __restrict__ rstd) {
   using A = acc_t<T>;
   using Vec = dv::AlignedVector<T, W>;
   __shared__ A scratch[kMaxRowsPerBlock][dv::kWarp];
@@ -175,7 +193,7 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
       mean[r] = mu;
       rstd[r] = rs;
     }
-    layer_norm_write<W, T, Shared>(c, 0, mu, rs, weight, bias, y + r * D);
+    layer_norm_write<W, T, Shared>(c, 0, mu, rs, affine_vectors, weight, bias, y + r * D);
   }
 }
 
@@ -183,12 +201,13 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
 // holding pieces [k * chunk, (k + 1) * chunk) in registers. Each block computes its chunk's mean
 // and sum of squared deviations from the held values; the blocks' (mean, m2, count) are merged
 // with Chan's formula over the cluster in rank order (row_cache::cluster_combine), one exchange
-// per row.
+// per row; `split`: its second barrier overlaps the writes (row_cache::split_barrier_enabled).
 template <int W, class T, bool Add>
 __global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterBlocksPerSm)
-    layer_norm_cluster_kernel(int64_t D, int64_t chunk, const T* __restrict__ x, const T* __restrict__ residual,
-                              T* __restrict__ h, const T* __restrict__ weight, const T* __restrict__ bias, acc_t<T> eps,
-                              T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd) {
+    layer_norm_cluster_kernel(int64_t D, int64_t chunk, bool split, bool affine_vectors, const T* __restrict__ x,
+                              const T* __restrict__ residual, T* __restrict__ h, const T* __restrict__ weight,
+                              const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y, acc_t<T>* __restrict__ mean,
+                              acc_t<T>* __restrict__ rstd) {
   using A = acc_t<T>;
   using Vec = dv::AlignedVector<T, W>;
   __shared__ A scratch[dv::kWarp];
@@ -224,148 +243,14 @@ __global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterB
   });
   q = row_sum(q, scratch, &total);
   const dv::WelfordState<A> st =
-      row_cache::cluster_combine<dv::WelfordOp<A>>(dv::WelfordState<A>{local_mean, q, count}, &slot);
+      row_cache::cluster_combine<dv::WelfordOp<A>>(dv::WelfordState<A>{local_mean, q, count}, &slot, split);
   const A mu = st.mean, rs = inv_sqrt(st.m2 / static_cast<A>(D) + eps);
   if (rank == 0 && threadIdx.x == 0) {
     mean[r] = mu;
     rstd[r] = rs;
   }
-  layer_norm_write<W, T, false>(c, first * W, mu, rs, weight, bias, y + r * D + first * W);
-}
-
-// a + b rounded once, never contracted with a product before it into an FMA (as `a + b` may be),
-// so it rounds as the separate add kernel does.
-__device__ __forceinline__ float add_rn(float a, float b) {
-  return __fadd_rn(a, b);
-}
-__device__ __forceinline__ double add_rn(double a, double b) {
-  return __dadd_rn(a, b);
-}
-
-// grad, x, dx: (R, D); weight: (D) or null; mean, rstd: (R). dx = rstd * (gh - mean(gh) -
-// xhat * mean(gh * xhat)) with gh = grad * weight, `=`. AddH (add_layer_norm's backward, x is
-// h): dx = grad_h + that, the latter rounded to T first, then the sum in acc_t<T> rounded once,
-// as the autograd engine adds h's two gradients; without AddH, grad_h is null (and is not read).
-template <int W, class T, bool AddH>
-__global__ void __launch_bounds__(dv::kMaxRowThreads)
-    layer_norm_dx_kernel(int64_t R, int64_t D, const T* __restrict__ grad, const T* __restrict__ grad_h,
-                         const T* __restrict__ x, const T* __restrict__ weight, const acc_t<T>* __restrict__ mean,
-                         const acc_t<T>* __restrict__ rstd, T* __restrict__ dx) {
-  using A = acc_t<T>;
-  using Op = dv::PairSumOp<A>;
-  __shared__ dv::Pair<A> scratch[kMaxRowsPerBlock][dv::kWarp];
-  __shared__ A row_s1[kMaxRowsPerBlock], row_s2[kMaxRowsPerBlock];
-  const int tx = threadIdx.x, ty = threadIdx.y, tpr = blockDim.x;
-  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < R;
-       first += static_cast<int64_t>(gridDim.x) * blockDim.y) {
-    const int64_t r = first + ty;
-    const bool active = r < R;
-    const int64_t base = (active ? r : 0) * D;
-    const T* gr = grad + base;
-    const T* xr = x + base;
-    const A mu = active ? mean[r] : A(0), rs = active ? rstd[r] : A(0);
-    auto gh_at = [&](int64_t j, T g) { return dv::to_acc(g) * (weight ? dv::to_acc(weight[j]) : A(1)); };
-    dv::Pair<A> p = Op::identity();
-    if (active) {
-      auto add = [&](int64_t j, T g, T xv) {
-        const A gh = gh_at(j, g);
-        p.a += gh;
-        p.b += gh * ((dv::to_acc(xv) - mu) * rs);
-      };
-      dv::for_each_owned<W>(
-          D, tx, tpr,
-          [&](int64_t v) {
-            const auto ga = dv::load_vector<T, W>(gr, v);
-            const auto xa = dv::load_vector<T, W>(xr, v);
-#pragma unroll
-            for (int l = 0; l < W; ++l) add(v * W + l, ga.v[l], xa.v[l]);
-          },
-          [&](int64_t j) { add(j, gr[j], xr[j]); });
-    }
-    p = dv::block_reduce<Op>(p, scratch[ty]);
-    if (tx == 0) {
-      row_s1[ty] = p.a / static_cast<A>(D);
-      row_s2[ty] = p.b / static_cast<A>(D);
-    }
-    __syncthreads();
-    if (active) {
-      const A s1 = row_s1[ty], s2 = row_s2[ty];
-      T* dr = dx + base;
-      auto value = [&](int64_t j, T g, T xv) {
-        const A xh = (dv::to_acc(xv) - mu) * rs;
-        const T d = dv::from_acc<T>(rs * (gh_at(j, g) - s1 - xh * s2));
-        if constexpr (AddH)  // an add nvcc never contracts with the product above into an FMA
-          return dv::from_acc<T>(add_rn(dv::to_acc(d), dv::to_acc(grad_h[base + j])));
-        else
-          return d;
-      };
-      dv::for_each_owned<W>(
-          D, tx, tpr,
-          [&](int64_t v) {
-            const auto ga = dv::load_vector<T, W>(gr, v);
-            const auto xa = dv::load_vector<T, W>(xr, v);
-            dv::AlignedVector<T, W> o;
-#pragma unroll
-            for (int l = 0; l < W; ++l) o.v[l] = value(v * W + l, ga.v[l], xa.v[l]);
-            dv::store_vector<T, W>(dr, v, o);
-          },
-          [&](int64_t j) { dr[j] = value(j, gr[j], xr[j]); });
-    }
-    __syncthreads();
-  }
-}
-
-// First kernel of dweight/dbias: block (kColumnTile, kColumnLanes) over (column tile
-// blockIdx.x, chunk blockIdx.y); part_w/part_b: (chunks, D), `=`: the chunk's sums of
-// grad * xhat and grad per column.
-template <class T>
-__global__ void layer_norm_columns_kernel(int64_t R, int64_t D, dv::ColumnChunks cc, const T* __restrict__ grad,
-                                          const T* __restrict__ x, const acc_t<T>* __restrict__ mean,
-                                          const acc_t<T>* __restrict__ rstd, acc_t<T>* __restrict__ part_w,
-                                          acc_t<T>* __restrict__ part_b) {
-  using A = acc_t<T>;
-  __shared__ A sw[dv::kColumnLanes][dv::kColumnTile], sb[dv::kColumnLanes][dv::kColumnTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * dv::kColumnTile + tx, chunk = blockIdx.y;
-  A aw = 0, ab = 0;
-  if (col < D) {
-    dv::for_each_chunk_row(cc, R, chunk, ty, [&](int64_t r) {
-      const A g = dv::to_acc(grad[r * D + col]);
-      aw += g * (dv::to_acc(x[r * D + col]) - mean[r]) * rstd[r];
-      ab += g;
-    });
-  }
-  sw[ty][tx] = aw;
-  sb[ty][tx] = ab;
-  __syncthreads();
-  if (ty == 0 && col < D) {
-    A tw = 0, tb = 0;
-    for (int l = 0; l < dv::kColumnLanes; ++l) {
-      tw += sw[l][tx];
-      tb += sb[l][tx];
-    }
-    part_w[chunk * D + col] = tw;
-    part_b[chunk * D + col] = tb;
-  }
-}
-
-// Second kernel: one thread per column adds the chunks' partials in chunk order; dweight,
-// dbias: (D) or null, `=`.
-template <class T>
-__global__ void layer_norm_columns_finish_kernel(int64_t D, int64_t chunks, const acc_t<T>* __restrict__ part_w,
-                                                 const acc_t<T>* __restrict__ part_b, T* __restrict__ dweight,
-                                                 T* __restrict__ dbias) {
-  using A = acc_t<T>;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < D; col += step) {
-    A tw = 0, tb = 0;
-    for (int64_t k = 0; k < chunks; ++k) {
-      tw += part_w[k * D + col];
-      tb += part_b[k * D + col];
-    }
-    if (dweight) dweight[col] = dv::from_acc<T>(tw);
-    if (dbias) dbias[col] = dv::from_acc<T>(tb);
-  }
+  layer_norm_write<W, T, false>(c, first * W, mu, rs, affine_vectors, weight, bias, y + r * D + first * W);
+  row_cache::cluster_release(split);
 }
 
 // --- batch norm --------------------------------------------------------------------------------
@@ -510,22 +395,15 @@ __global__ void batch_norm_dx_kernel(int64_t total, int64_t M, bool training, dv
   }
 }
 
-template <class T>
-const T* cptr(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
-}
-template <class T>
-T* mptr(const Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
-}
-
 unsigned channel_blocks(int64_t C) {
   return rt::blocks_for(C, 128);
 }
 
-}  // namespace
-
-namespace {
+// BRISK_CUDA_LN_VECTOR_AFFINE=0 (read at each call) reads weight and bias an element at a time in
+// the held-row kernels, as before, to time one against the other.
+bool affine_vectors_enabled() {
+  return brisk::envvar::get_bool("BRISK_CUDA_LN_VECTOR_AFFINE", true);
+}
 
 // layer_norm's launches (Add false; residual and h undefined) and add_layer_norm's (Add true): the
 // same plan over the same kernels, so add_layer_norm's y, mean and rstd are bit for bit
@@ -559,73 +437,30 @@ void launch_layer_norm(const char* name, const Tensor& x, const Tensor& residual
     while (lanes < row_cache::kMaxRegisterThreads && int64_t{lanes} * row_cache::kRowRegisterPieces < pieces)
       lanes *= 2;
     const row_cache::HoldPlan hp = row_cache::plan_hold(pieces, lanes, sizeof(dv::AlignedVector<T, W>), device);
+    const bool affine_vectors = hp.hold != row_cache::Hold::None && affine_vectors_enabled() &&
+                                (!weight.defined() || dv::is_aligned(weight.data_ptr(), dv::kVecBytes)) &&
+                                (!bias.defined() || dv::is_aligned(bias.data_ptr(), dv::kVecBytes));
     if (hp.hold == row_cache::Hold::Registers) {
       const int rows_per_block = std::max(1, 256 / lanes);
       const int64_t groups = (R + rows_per_block - 1) / rows_per_block;
       const dim3 grid(static_cast<unsigned>(std::min<int64_t>(groups, int64_t{rt::multiprocessor_count(device)} * 64)));
       go(layer_norm_held_kernel<W, T, false, Add>, grid,
-         dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(rows_per_block)), 0, R, D);
+         dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(rows_per_block)), 0, R, D, affine_vectors);
     } else if (hp.hold == row_cache::Hold::Cluster) {
       rt::launch_clusters(name, layer_norm_cluster_kernel<W, T, Add>, dim3(static_cast<unsigned>(R * hp.cluster)),
-                          dim3(row_cache::kClusterLanes), hp.cluster, stream, D, hp.chunk_pieces, cptr<T>(x),
-                          cptr<T>(residual), mptr<T>(h), cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps),
-                          mptr<T>(y), mptr<A>(mean), mptr<A>(rstd));
+                          dim3(row_cache::kClusterLanes), hp.cluster, stream, D, hp.chunk_pieces,
+                          row_cache::split_barrier_enabled(), affine_vectors, cptr<T>(x), cptr<T>(residual), mptr<T>(h),
+                          cptr<T>(weight), cptr<T>(bias), static_cast<A>(eps), mptr<T>(y), mptr<A>(mean),
+                          mptr<A>(rstd));
     } else if (hp.hold == row_cache::Hold::Shared) {
       const dim3 grid(static_cast<unsigned>(std::min<int64_t>(R, int64_t{rt::multiprocessor_count(device)} * 8)));
-      go(layer_norm_held_kernel<W, T, true, Add>, grid, dim3(row_cache::kSharedLanes), hp.smem_bytes, R, D);
+      go(layer_norm_held_kernel<W, T, true, Add>, grid, dim3(row_cache::kSharedLanes), hp.smem_bytes, R, D,
+         affine_vectors);
     } else if (l.vectorized) {
       go(layer_norm_kernel<W, T, Add>, l.grid, l.block, 0, R, D);
     } else {
       go(layer_norm_kernel<1, T, Add>, l.grid, l.block, 0, R, D);
     }
-  });
-}
-
-// layer_norm_backward (grad_h undefined) and add_layer_norm_backward (x is h): the input
-// gradient in one row kernel (grad_h added there), the weight and bias gradients as column sums
-// (chunks of rows, then the chunks in order: no atomics).
-template <bool AddH>
-void launch_layer_norm_backward(const char* name, const Tensor& grad, const Tensor& grad_h, const Tensor& x,
-                                const Tensor& mean, const Tensor& rstd, const Tensor& weight, const Tensor& dx,
-                                const Tensor& dweight, const Tensor& dbias) {
-  OpScope scope(name, &grad, &x, &weight);
-  const int64_t R = mean.numel(), D = R ? x.numel() / R : 0;
-  if (R == 0 || D == 0) return;
-  const int device = x.device().index;
-  brisk::cuda::DeviceGuard guard(device);
-  cudaStream_t stream = rt::current_native_stream(device);
-  visit_float(x.dtype(), x.device(), name, [&](auto tag) {
-    using T = decltype(tag);
-    using A = acc_t<T>;
-    if (dx.defined()) {
-      const auto l = nn_common::row_launch(
-          R, D, sizeof(T),
-          {grad.data_ptr(), grad_h.defined() ? grad_h.data_ptr() : nullptr, x.data_ptr(), dx.data_ptr()}, device);
-      // add_layer_norm_backward without h's own gradient (grad_h undefined) is layer norm's.
-      const bool add_h = AddH && grad_h.defined();
-      const char* dx_name = add_h ? "add_layer_norm_dx" : "layer_norm_dx";
-      auto go = [&](auto kernel) {
-        rt::launch(dx_name, kernel, l.grid, l.block, 0, stream, R, D, cptr<T>(grad), cptr<T>(grad_h), cptr<T>(x),
-                   cptr<T>(weight), cptr<A>(mean), cptr<A>(rstd), mptr<T>(dx));
-      };
-      constexpr int W = dv::vec_width<T>;
-      if (l.vectorized)
-        add_h ? go(layer_norm_dx_kernel<W, T, true>) : go(layer_norm_dx_kernel<W, T, false>);
-      else
-        add_h ? go(layer_norm_dx_kernel<1, T, true>) : go(layer_norm_dx_kernel<1, T, false>);
-    }
-    if (!dweight.defined() && !dbias.defined()) return;
-    const dv::ColumnChunks cc = dv::column_chunks(R);
-    Tensor part = empty({2, cc.chunks, D}, dtype_of_v<A>, x.device());
-    A* pw = mptr<A>(part);
-    A* pb = pw + cc.chunks * D;
-    const dim3 grid(static_cast<unsigned>((D + dv::kColumnTile - 1) / dv::kColumnTile),
-                    static_cast<unsigned>(cc.chunks));
-    rt::launch("layer_norm_columns", layer_norm_columns_kernel<T>, grid, dim3(dv::kColumnTile, dv::kColumnLanes), 0,
-               stream, R, D, cc, cptr<T>(grad), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd), pw, pb);
-    rt::launch("layer_norm_columns_finish", layer_norm_columns_finish_kernel<T>, dim3(rt::blocks_for(D, 256)),
-               dim3(256), 0, stream, D, cc.chunks, static_cast<const A*>(pw), static_cast<const A*>(pb),
-               mptr<T>(dweight), mptr<T>(dbias));
   });
 }
 
@@ -639,18 +474,6 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
 void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps,
                     const Tensor& h, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   launch_layer_norm<true>("add_layer_norm", x, residual, h, weight, bias, eps, y, mean, rstd);
-}
-
-void layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
-  launch_layer_norm_backward<false>("layer_norm backward", grad, Tensor(), x, mean, rstd, weight, dx, dweight, dbias);
-}
-
-void add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_h, const Tensor& h, const Tensor& mean,
-                             const Tensor& rstd, const Tensor& weight, const Tensor& dinput, const Tensor& dweight,
-                             const Tensor& dbias) {
-  launch_layer_norm_backward<true>("add_layer_norm backward", grad_y, grad_h, h, mean, rstd, weight, dinput, dweight,
-                                   dbias);
 }
 
 void batch_norm(const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor& weight, const Tensor& bias,

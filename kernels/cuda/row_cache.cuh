@@ -112,8 +112,13 @@ inline constexpr int kMaxCluster = 8;  // the portable cluster size
 
 // Combines each block's `value` (the same in every thread of the block) over the cluster, in
 // block-rank order; every thread gets the result. `slot`: one A of the block's shared memory.
+// The other blocks read this block's slot, so it must outlive their reads. With `split` false a
+// second full cluster barrier waits for every read before returning (the kernel then writes its
+// chunk). With `split` true each thread only signals that its reads are done (the barrier's
+// arrive) and the kernel calls cluster_release(true) after its writes, just before it exits (the
+// wait): the writes overlap the barrier instead of following it.
 template <class Op, class A>
-__device__ inline A cluster_combine(A value, A* slot) {
+__device__ inline A cluster_combine(A value, A* slot, bool split) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -121,12 +126,27 @@ __device__ inline A cluster_combine(A value, A* slot) {
   cluster.sync();
   A v = Op::identity();
   for (unsigned r = 0; r < cluster.num_blocks(); ++r) v = Op::combine(v, *cluster.map_shared_rank(slot, r));
-  cluster.sync();  // every block has read every slot before any is rewritten or its block exits
+  if (split)
+    asm volatile("barrier.cluster.arrive;" ::: "memory");  // release: this thread's reads are done
+  else
+    cluster.sync();  // every block has read every slot before any is rewritten or its block exits
   return v;
 #else
   __trap();  // launched only on sm_90 and newer
   return value;
 #endif
+}
+// The other half of a split cluster_combine: waits until every thread of the cluster has read the
+// slots (nothing when `split` is false). Every thread calls it once, after its last write.
+__device__ inline void cluster_release(bool split) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (split) asm volatile("barrier.cluster.wait;" ::: "memory");
+#endif
+}
+// BRISK_CUDA_ROW_SPLIT_BARRIER=0 (read at each call) runs cluster_combine with two full barriers,
+// as before the split, to time one against the other.
+inline bool split_barrier_enabled() {
+  return brisk::envvar::get_bool("BRISK_CUDA_ROW_SPLIT_BARRIER", true);
 }
 // The block's rank in its cluster and the cluster's size (0 and 1 before sm_90).
 __device__ inline unsigned cluster_rank() {

@@ -117,10 +117,12 @@ __global__ void __launch_bounds__(Shared ? row_cache::kSharedLanes : row_cache::
 // The same for rows too long for one block: a cluster of blocks per row (grid.x = rows *
 // cluster), block r holding pieces [r * chunk, (r + 1) * chunk) in registers. Each block reduces
 // its chunk's max and sum of exp(x - that max); the blocks' (max, sum) states are merged over
-// the cluster in rank order (row_cache::cluster_combine), one exchange per row.
+// the cluster in rank order (row_cache::cluster_combine), one exchange per row; `split`: its
+// second barrier overlaps the writes (row_cache::split_barrier_enabled).
 template <class T, int W, bool Log>
 __global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterBlocksPerSm)
-    softmax_rows_cluster_kernel(const kd::SoftmaxPlan p, int64_t chunk, const T* __restrict__ x, T* __restrict__ y) {
+    softmax_rows_cluster_kernel(const kd::SoftmaxPlan p, int64_t chunk, bool split, const T* __restrict__ x,
+                                T* __restrict__ y) {
   using A = acc_t<T>;
   using Vec = kd::AlignedVector<T, W>;
   __shared__ A scratch[kd::kWarp];
@@ -149,7 +151,8 @@ __global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterB
     });
   }
   s = reduce_row<kd::SumOp<A>>(static_cast<int>(blockDim.x), s, scratch, &total);
-  const kd::SoftmaxState<A> st = row_cache::cluster_combine<kd::OnlineSoftmaxOp<A>>(kd::SoftmaxState<A>{m, s}, &slot);
+  const kd::SoftmaxState<A> st =
+      row_cache::cluster_combine<kd::OnlineSoftmaxOp<A>>(kd::SoftmaxState<A>{m, s}, &slot, split);
   const kd::SoftmaxNorm<A> norm = kd::softmax_norm(st, Log);
   T* yr = y + row * p.n + first * W;
   c.for_each([&](int64_t i, const Vec& v) {
@@ -158,6 +161,7 @@ __global__ void __launch_bounds__(row_cache::kClusterLanes, row_cache::kClusterB
     for (int k = 0; k < W; ++k) out.v[k] = kd::from_acc<T>(kd::softmax_value(kd::to_acc(v.v[k]), norm, Log));
     *reinterpret_cast<Vec*>(yr + i) = out;
   });
+  row_cache::cluster_release(split);
 }
 
 // x, y: (outer, n, inner) contiguous, inner > 1; y written (=). One thread per (outer, inner).
@@ -272,9 +276,10 @@ void softmax_typed(const Tensor& x, const DimGeom& g, const Tensor& y) {
     if (h.hold == row_cache::Hold::Registers)
       launch(name, softmax_rows_held_kernel<T, W, Log, false>, dim3(p.grid_x), block, 0, stream, p, px, py);
     else if (h.hold == row_cache::Hold::Cluster)
-      brisk::cuda::detail::launch_clusters(
-          name, softmax_rows_cluster_kernel<T, W, Log>, dim3(static_cast<unsigned>(p.rows * h.cluster)),
-          dim3(row_cache::kClusterLanes), h.cluster, stream, p, h.chunk_pieces, px, py);
+      brisk::cuda::detail::launch_clusters(name, softmax_rows_cluster_kernel<T, W, Log>,
+                                           dim3(static_cast<unsigned>(p.rows * h.cluster)),
+                                           dim3(row_cache::kClusterLanes), h.cluster, stream, p, h.chunk_pieces,
+                                           row_cache::split_barrier_enabled(), px, py);
     else if (h.hold == row_cache::Hold::Shared)
       launch(name, softmax_rows_held_kernel<T, W, Log, true>, dim3(static_cast<unsigned>(p.rows)),
              dim3(row_cache::kSharedLanes), h.smem_bytes, stream, p, px, py);

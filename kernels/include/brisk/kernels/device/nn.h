@@ -129,6 +129,75 @@ BRISK_HOST_DEVICE inline void for_each_chunk_row(const ColumnChunks& c, int64_t 
   for (int64_t r = chunk * c.rows_per_chunk + lane; r < end; r += kColumnLanes) f(r);
 }
 
+// --- layer norm backward in one pass: dx and the chunks' weight sums ---------------------------
+
+// One kernel reads grad and x once for dx and for dweight/dbias: block b takes chunk b of the rows
+// (column_chunks' cut) and runs rows_per_block row groups of `lanes` threads. Group g takes the
+// chunk's rows g, g + rows_per_block, ... (for_each_group_row); lane t of every group owns the
+// same pieces of every row (for_each_lane_piece: t, t + lanes, ..., at most max_pieces of them; a
+// piece is a W-element vector, or one element when the rows are not read as vectors), so it keeps
+// those columns' sums of grad * xhat and grad in registers across its rows. At the chunk's end the
+// groups add their sums in group order into part[b] (the first group's sums, plus the second's,
+// ...), and a second kernel adds each column's chunks in a fixed order (for_each_finish_chunk).
+// Nothing depends on the GPU or on timing: the same shape gives the same bits.
+// Sums a lane keeps: 32 columns of f32 each (16 of f64), two sums per column. Rows not read as
+// vectors keep 8 (a lane's 32 scalar pieces, each loaded apart, made nvcc keep the sums in local
+// memory instead of registers).
+template <class A>
+inline constexpr int kFusedColumnsPerLane = sizeof(A) > 4 ? 16 : 32;
+// The most pieces of W elements (statistics type A) one lane owns.
+template <class A, int W>
+inline constexpr int kFusedPiecesPerLane = W > 1 ? kFusedColumnsPerLane<A> / W : 8;
+struct FusedNormPlan {
+  bool fits = false;       // false: the rows are too long for the registers (the split kernels run)
+  int lanes = kWarp;       // threads per row: a power of two from 32 to kMaxRowThreads
+  int rows_per_block = 8;  // lanes * rows_per_block = 256, or 1 row per block of 256 or 512 lanes
+  ColumnChunks chunks;     // one block per chunk
+};
+// pieces: per row; max_pieces: the most one lane may own (kFusedPiecesPerLane).
+BRISK_HOST_DEVICE inline FusedNormPlan fused_norm_plan(int64_t rows, int64_t pieces, int max_pieces) {
+  FusedNormPlan p;
+  while (p.lanes < kMaxRowThreads && int64_t{p.lanes} * max_pieces < pieces) p.lanes *= 2;
+  p.fits = pieces > 0 && int64_t{p.lanes} * max_pieces >= pieces;
+  p.rows_per_block = p.lanes >= 256 ? 1 : 256 / p.lanes;
+  p.chunks = column_chunks(rows);
+  return p;
+}
+// The rows of `chunk`: [begin, end).
+struct RowRange {
+  int64_t begin = 0, end = 0;
+};
+BRISK_HOST_DEVICE inline RowRange fused_chunk_rows(const FusedNormPlan& p, int64_t rows, int64_t chunk) {
+  const int64_t begin = chunk * p.chunks.rows_per_chunk, end = begin + p.chunks.rows_per_chunk;
+  return {begin, end < rows ? end : rows};
+}
+// f(r) for the rows of `chunk` that row group `group` takes, in its order (the kernel walks the
+// same rows with its groups in step).
+template <class F>
+BRISK_HOST_DEVICE inline void for_each_group_row(const FusedNormPlan& p, int64_t rows, int64_t chunk, int group,
+                                                 F&& f) {
+  const RowRange range = fused_chunk_rows(p, rows, chunk);
+  for (int64_t r = range.begin + group; r < range.end; r += p.rows_per_block) f(r);
+}
+// f(k, j): the lane's k-th piece is piece j of the row (k < MaxPieces, j < pieces). Unrolled on the
+// device, so the lane's sums stay in registers indexed by k.
+template <int MaxPieces, class F>
+BRISK_HOST_DEVICE inline void for_each_lane_piece(int64_t pieces, int lane, int lanes, F&& f) {
+  BRISK_DEVICE_UNROLL
+  for (int k = 0; k < MaxPieces; ++k) {
+    const int64_t j = lane + static_cast<int64_t>(k) * lanes;
+    if (j < pieces) f(k, j);
+  }
+}
+// The second kernel: blocks of kColumnTile x kFinishLanes threads, one column tile each; lane y
+// adds chunks y, y + kFinishLanes, ... of its column (for_each_finish_chunk), then the block adds
+// its lanes in lane order.
+inline constexpr int kFinishLanes = 16;
+template <class F>
+BRISK_HOST_DEVICE inline void for_each_finish_chunk(int64_t chunks, int lane, F&& f) {
+  for (int64_t k = lane; k < chunks; k += kFinishLanes) f(k);
+}
+
 // --- channels (batch norm) ---------------------------------------------------------------------
 
 // Batch norm reduces each channel c of x: (N, C, S) contiguous over its m = N * S elements
