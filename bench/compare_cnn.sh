@@ -27,6 +27,7 @@ thread_counts=("$@")
 brisk=$build/examples/fashion_mnist
 torch=$build/bench/libtorch_cnn
 require_built "$brisk"
+build_target "$build" libtorch_cnn
 require_built "$torch" "apt-get install libtorch-dev, then re-run cmake"
 machine_line
 measure_peak "$build"

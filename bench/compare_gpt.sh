@@ -22,6 +22,7 @@ thread_counts=("$@")
 brisk=$build/bench/gpt_bench
 torch=$build/bench/libtorch_gpt
 require_built "$brisk"
+build_target "$build" libtorch_gpt
 require_built "$torch" "apt-get install libtorch-dev, then re-run cmake"
 field() { sed -n "s|.*$1: \([0-9.]*\).*|\1|p" <<<"$2" | head -1; }
 machine_line

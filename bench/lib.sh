@@ -17,6 +17,11 @@ help_if_asked() {
     exit 0
   fi
 }
+# Builds a target that is outside the default build (the libtorch peers, bench/CMakeLists.txt);
+# where it does not exist (no libtorch-dev), require_built says what to install.
+build_target() { # build-dir target
+  cmake --build "$1" --target "$2" > /dev/null 2>&1 || true
+}
 require_built() {
   if [[ ! -x $1 ]]; then
     echo "$(basename "${BASH_SOURCE[1]}" .sh): $1 not built${2:+ ($2)}" >&2
