@@ -16,6 +16,13 @@
 #             split kernels at GPT-2 124M's shape) into OUT/bench_gpu.jsonl
 #             (BRISK_BUILD_TARGETS="test_cuda bench_gpu" gpu-check.sh DEPS OUT env norm). Each half
 #             is left out when the test or bench stage runs too.
+#   det       issue 31's determinism and nan_watch checks, for a short window: with deterministic on,
+#             two trainings of the example CNN and of GPT-2 tiny (fp32 and bf16) give the same
+#             parameter bytes, and nan_watch names the first non-finite gradient as the CPU does
+#             (tests/cuda/test_determinism_gpu.cpp, with the recording-mode counts of
+#             test_step_checks_recorded.cpp) into OUT/det_test.xml and OUT/det_test.log
+#             (BRISK_BUILD_TARGETS=test_cuda gpu-check.sh DEPS OUT env det). Left out when the test
+#             stage runs too (it covers them).
 #   bench     bench/gpu/bench_gpu (copy bandwidth, elementwise, rows, matmul vs cuBLASLt, fused vs
 #             blocked attention, CNN), and the CNN's per-op host profile (BRISK_PROFILE) into
 #             OUT/cnn_profile.txt
@@ -54,7 +61,7 @@ deps=$1
 out=$2
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(env test sdpa norm bench torch memcheck train trainsh aln gpt2 zero profile)
+((${#stages[@]})) || stages=(env test sdpa norm det bench torch memcheck train trainsh aln gpt2 zero profile)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -148,6 +155,11 @@ if has norm; then
     --gtest_output="xml:$2/norm_test.xml" > "$2/norm_test.log" 2>&1; rc=$?; tail -30 "$2/norm_test.log"; exit $rc' \
     _ "$build/tests/test_cuda" "$out"
   has bench || stage norm_bench 60 "$build/bench/gpu/bench_gpu" --only copy,rows --json "$out/bench_gpu.jsonl"
+fi
+if has det; then
+  has test || stage det_test 60 bash -c '"$1" --gtest_filter="DeterministicTrainingOnTheGpu.*:NanWatchOnTheGpu.*:StepChecksRecorded.*" \
+    --gtest_output="xml:$2/det_test.xml" > "$2/det_test.log" 2>&1; rc=$?; tail -30 "$2/det_test.log"; exit $rc' \
+    _ "$build/tests/test_cuda" "$out"
 fi
 if has bench; then
   stage bench 60 "$build/bench/gpu/bench_gpu" --only "${BRISK_BENCH_ONLY:-copy,elementwise,rows,matmul,attention,cnn}" \

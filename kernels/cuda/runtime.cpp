@@ -196,6 +196,14 @@ void log_simple(Kind k, const char* name, cudaStream_t stream, uint64_t bytes) {
   e.bytes = bytes;
   recording::record(std::move(e));
 }
+
+// A recorded copy's name: which way it went ("DtoH" is a host read of device data, the kind of
+// copy a training step must count).
+const char* copy_direction(const void* dst, const void* src) {
+  const bool from_device = is_device_pointer(src), to_device = is_device_pointer(dst);
+  if (from_device) return to_device ? "DtoD" : "DtoH";
+  return to_device ? "HtoD" : "HtoH";
+}
 }  // namespace
 
 void memcpy_async(void* dst, const void* src, size_t nbytes, cudaStream_t stream, bool sync) {
@@ -208,7 +216,7 @@ void memcpy_async(void* dst, const void* src, size_t nbytes, cudaStream_t stream
     // All "device" memory is host memory while recording: the copy is real, so host code
     // reading back what it uploaded behaves; kernels never ran, so their outputs are zeros.
     std::memmove(dst, src, nbytes);
-    log_simple(Kind::Copy, "memcpy", stream, nbytes);
+    log_simple(Kind::Copy, copy_direction(dst, src), stream, nbytes);
     if (sync) log_simple(Kind::Sync, "stream", stream, 0);
     return;
   }
