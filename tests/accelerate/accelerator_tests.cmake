@@ -1,7 +1,8 @@
 # The Accelerator's multi-process tests (included from cli_tests.cmake): accelerator_worker runs
 # one scenario per mpirun job through brisk_test_job (tests/tools/test_job.cpp); run_resume.sh compares a straight
 # training run with one that is saved, stopped and resumed in a new process (and one killed while
-# saving). They hold the cpu_cores lock and use one OpenMP thread per process.
+# saving). They hold the cpu_cores lock (the two lanes: brisk_locked_tests_first in CMakeLists.txt) and use
+# one OpenMP thread per process.
 add_executable(accelerator_worker ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/programs/accelerator_worker.cpp)
 target_link_libraries(accelerator_worker PRIVATE brisk::brisk brisk_options)
 if(TARGET brisk_dist_mpi)

@@ -1,6 +1,6 @@
 # CTest runs of the real `brisk` executable (included from tests/CMakeLists.txt).
-# Multi-process tests hold the "cpu_cores" lock and use one OpenMP thread per process so they do
-# not fight over the machine's cores.
+# Multi-process tests hold the "cpu_cores" lock (at most two at once: brisk_locked_tests_first in
+# CMakeLists.txt) and use one OpenMP thread per process so they do not fight over the cores.
 add_executable(brisk_test_rank_exit ${CMAKE_CURRENT_SOURCE_DIR}/accelerate/programs/rank_exit.cpp)
 target_link_libraries(brisk_test_rank_exit PRIVATE brisk_options)
 
