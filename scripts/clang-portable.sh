@@ -17,8 +17,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 dir=${BRISK_CLANG_PORTABLE_DIR:-build-clang-portable}
 pattern=${1:-}
 mkdir -p "$dir"
+# File by file (no unity batches): which files depend on the instruction set is read from each one.
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 -DBRISK_NATIVE=OFF -DBRISK_CUDA=OFF \
   -DBRISK_BUILD_TESTS=ON -DBRISK_BUILD_BENCH=ON -DBRISK_BUILD_EXAMPLES=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+  -DBRISK_UNITY_LIBS=OFF -DBRISK_UNITY_TESTS=OFF \
   > "$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
 grep -q "BRISK_CPU_DISPATCH:BOOL=ON" "$dir/CMakeCache.txt" || { echo "clang-portable: the configuration has no ISA dispatch"; exit 1; }
 PYTHONPATH=scripts python3 - "$dir/compile_commands.json" "$pattern" "${BRISK_JOBS:-2}" << 'PY'
