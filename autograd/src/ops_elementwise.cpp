@@ -5,9 +5,14 @@
 #include "brisk/autograd/node.h"
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
+#include "kernel_calls.h"
 #include "reuse.h"
 
 namespace brisk {
+
+using autograd::detail::kdiv;
+using autograd::detail::kmul;
+using autograd::detail::scalar_like;
 
 using autograd::GradCtx;
 using autograd::record;
@@ -20,12 +25,6 @@ namespace {
 
 Tensor kbin(BinaryOp op, const Tensor& a, const Tensor& b) {
   return kernels::binary(op, a, b);
-}
-Tensor kmul(const Tensor& a, const Tensor& b) {
-  return kbin(BinaryOp::Mul, a, b);
-}
-Tensor kdiv(const Tensor& a, const Tensor& b) {
-  return kbin(BinaryOp::Div, a, b);
 }
 Tensor kscal(BinaryOp op, const Tensor& a, double s) {
   return kernels::binary_scalar(op, a, s);
@@ -112,12 +111,6 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name
 }
 
 using GradPair = std::pair<Tensor, Tensor>;
-
-Tensor scalar_like(const Tensor& t, double s) {
-  Tensor r = empty({}, t.dtype(), t.device());
-  kernels::fill_(r, s);
-  return r;
-}
 
 }  // namespace
 

@@ -10,8 +10,13 @@
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/elementwise.h"
 #include "brisk/kernels/reduce.h"
+#include "kernel_calls.h"
 
 namespace brisk {
+
+using autograd::detail::kdiv;
+using autograd::detail::kmul;
+using autograd::detail::scalar_like;
 
 using autograd::GradCtx;
 using autograd::record;
@@ -35,20 +40,8 @@ Tensor as_keepdim(const Tensor& t, const Shape& kshape) {
   return c.as_strided(kshape, contiguous_strides(kshape), c.offset());
 }
 
-Tensor kmul(const Tensor& a, const Tensor& b) {
-  return kernels::binary(BinaryOp::Mul, a, b);
-}
-Tensor kdiv(const Tensor& a, const Tensor& b) {
-  return kernels::binary(BinaryOp::Div, a, b);
-}
 Tensor ksub(const Tensor& a, const Tensor& b) {
   return kernels::binary(BinaryOp::Sub, a, b);
-}
-
-Tensor scalar_like(const Tensor& t, double v) {
-  Tensor s = empty({}, t.dtype(), t.device());
-  kernels::fill_(s, v);
-  return s;
 }
 
 // g broadcast to `in` (a fresh contiguous tensor).

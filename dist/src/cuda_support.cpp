@@ -60,13 +60,6 @@ void host_free(void* p) {
   ::operator delete (p, std::align_val_t{64});
 }
 
-namespace {
-std::string message_of(const std::exception& e) {
-  if (auto* be = dynamic_cast<const Error*>(&e)) return be->message();
-  return e.what();
-}
-}  // namespace
-
 #if BRISK_DIST_NCCL
 
 #define BRISK_NCCL_CHECK(call)                                                        \

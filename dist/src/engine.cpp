@@ -31,10 +31,6 @@ bool env_debug() {
   return envvar::get_bool("BRISK_DEBUG", false);
 }
 
-std::string message_of(const std::exception& e) {
-  if (auto* be = dynamic_cast<const Error*>(&e)) return be->message();
-  return e.what();
-}
 }  // namespace
 
 // --- Signature -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,9 +21,16 @@
 
 #include "algorithms.h"
 #include "brisk/dist/process_group.h"
+#include "brisk/util/error.h"
 #include "transport.h"
 
 namespace brisk::dist::detail {
+
+// An exception's text: brisk::Error's message without the source location, else what().
+inline std::string message_of(const std::exception& e) {
+  if (auto* be = dynamic_cast<const Error*>(&e)) return be->message();
+  return e.what();
+}
 
 // What a collective looks like, exchanged across ranks in debug mode. Plain bytes.
 struct Signature {
