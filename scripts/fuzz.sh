@@ -50,7 +50,7 @@ configure() {
     -DBRISK_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=ON \
     "-DCMAKE_CXX_FLAGS_SANITIZE=-O1 -gline-tables-only -Wno-pass-failed" \
     "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
-    -DBRISK_BUILD_CUDA_TESTS=OFF -DBRISK_FAULT_TIME_LIMIT=30 \
+    -DBRISK_BUILD_CUDA_TESTS=OFF -DBRISK_FAULT_TIME_LIMIT=30 -DBRISK_TEST_LANES=1 \
     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
     > "$build_dir/configure.log" || { cat "$build_dir/configure.log"; exit 1; }
 }
