@@ -12,6 +12,7 @@
 #include "brisk/core/tensor.h"
 #include "brisk/kernels/device/convert.h"
 #include "brisk/kernels/device/nn.h"
+#include "brisk/kernels/device/reduce.h"
 #include "brisk/kernels/device/vec.h"
 #include "cuda/launch.cuh"
 
@@ -82,6 +83,18 @@ const T* cptr(const Tensor& t) {
 template <class T>
 T* mptr(const Tensor& t) {
   return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+// Op's reduction of v over a row's lanes (blockDim.x of them), in every lane: a warp's shuffles
+// when the row has one warp, else the block tree (every thread of the block calls it) and a
+// broadcast through `total`.
+template <class Op, class A>
+__device__ inline A row_reduce(A v, A* scratch, A* total) {
+  if (blockDim.x == device::kWarp) return device::warp_reduce<Op>(v);
+  v = device::block_reduce<Op>(v, scratch);
+  if (threadIdx.x == 0) *total = v;
+  __syncthreads();
+  return *total;
 }
 
 }  // namespace brisk::kernels::cuda::nn_common

@@ -164,16 +164,11 @@ __global__ void layer_norm_columns_finish_kernel(int64_t D, int64_t chunks, cons
 
 // --- one pass: dx and the chunks' weight sums ----------------------------------------------------
 
-// The sums of (grad * weight) and (grad * weight * xhat) over a row's lanes, in every lane: a
-// warp's shuffles when the row has one warp, else the block tree (every thread of the block calls
-// it) and a broadcast through `total`.
+// The sums of (grad * weight) and (grad * weight * xhat) over a row's lanes, in every lane
+// (nn_common::row_reduce; every thread of the block calls it).
 template <class A>
 __device__ inline dv::Pair<A> row_pair_sum(dv::Pair<A> v, dv::Pair<A>* scratch, dv::Pair<A>* total) {
-  if (blockDim.x == dv::kWarp) return dv::warp_reduce<dv::PairSumOp<A>>(v);
-  v = dv::block_reduce<dv::PairSumOp<A>>(v, scratch);
-  if (threadIdx.x == 0) *total = v;
-  __syncthreads();
-  return *total;
+  return nn_common::row_reduce<dv::PairSumOp<A>>(v, scratch, total);
 }
 
 // grad, x, dx: (R, D); grad_h: (R, D) when AddH (added to dx as in layer_norm_dx_kernel), else

@@ -96,15 +96,10 @@ __global__ void __launch_bounds__(dv::kMaxRowThreads)
   }
 }
 
-// The sum of v over the row's lanes (blockDim.x of them), in every lane: a warp's shuffles when
-// the row has one warp, else the block tree and a broadcast through `total`.
+// The sum of v over the row's lanes, in every lane (nn_common::row_reduce).
 template <class A>
 __device__ inline A row_sum(A v, A* scratch, A* total) {
-  if (blockDim.x == dv::kWarp) return dv::warp_reduce<dv::SumOp<A>>(v);
-  v = dv::block_reduce<dv::SumOp<A>>(v, scratch);
-  if (threadIdx.x == 0) *total = v;
-  __syncthreads();
-  return *total;
+  return nn_common::row_reduce<dv::SumOp<A>>(v, scratch, total);
 }
 
 // y = (x - mean) * rstd (* weight + bias) over the pieces this lane holds (first element `at` of
