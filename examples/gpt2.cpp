@@ -14,6 +14,7 @@
 // <output_dir>/metrics.jsonl, a checkpoint (save_state) at each evaluation, --resume from the
 // newest one. docs/gpt2.md describes the flags, the data formats and an example run.
 #include <brisk/brisk.h>
+#include <brisk/kernels/attention.h>
 
 #include <chrono>
 #include <cmath>
@@ -548,6 +549,15 @@ class TrainStep {
   int64_t capture_peak_ = 0;
 };
 
+// Which attention ran (a figure means little without it): the backend in force, cuDNN's plan
+// counters, and why the last call fell back to brisk's kernels, if it did.
+void print_attention_path(Accelerator& acc) {
+  const kernels::AttentionPlanStats st = kernels::attention_plan_stats();
+  const std::string why = kernels::attention_fallback_reason();
+  acc.print("attention: ", kernels::attention_backend_name(kernels::attention_backend()), ", cuDNN plans built ",
+            st.built, ", reused ", st.reused, why.empty() ? std::string() : ", last call fell back: " + why);
+}
+
 // --bench's report: tokens/s over the timed steps (`s` seconds), on a GPU the model FLOPs
 // utilisation, and the main process's peak bytes by category.
 void print_bench(Accelerator& acc, const Model& m, const TrainStep& step, const Args& a, double s) {
@@ -565,6 +575,7 @@ void print_bench(Accelerator& acc, const Model& m, const TrainStep& step, const 
     const double flops_per_token = 6.0 * n_matmul + 12.0 * static_cast<double>(cfg.n_layer * cfg.n_embd * T);
     acc.print("MFU: ", 100.0 * tokens_s / static_cast<double>(N) * flops_per_token / (a.peak_tflops * 1e12), " % of ",
               a.peak_tflops, " TFLOP/s per GPU, step ", 1e3 * s / static_cast<double>(a.bench), " ms");
+    print_attention_path(acc);
   }
   // Peak bytes of the main process by category over the timed steps (activations are counted as
   // "other" here).

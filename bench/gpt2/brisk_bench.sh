@@ -40,6 +40,7 @@ row = dict(mode="bench", impl="brisk", preset="124M", batch=16, seq=1024, mixed_
            steps=int(sys.argv[3]), tokens_per_s=num(r"train tokens/s: ([0-9.]+)"),
            mfu=(lambda v: v / 100 if v is not None else None)(num(r"MFU: ([0-9.]+) %")),
            step_ms=num(r"step ([0-9.]+) ms"),
+           attention=(lambda m: m.group(1) if m else None)(re.search(r"attention: ([^\n]+)", t)),
            # --cuda_graph: the peak up to the end of the capture (the replays allocate nothing).
            peak_bytes=num(r"end of the capture.*total ([0-9]+)") or num(r", total ([0-9]+)"))
 if row["tokens_per_s"] is None:
