@@ -36,14 +36,20 @@
 #             with --cuda_graph) and PyTorch eager in alternating rounds, into OUT/gpt2_bench.jsonl;
 #             and Hugging Face tokenizers' own small BPE and encodings (scripts/hf_bpe_fixtures.py)
 #             into OUT/bpe_hf, to be committed as tests/data/fixtures/bpe_hf
+#   dgelu     GPT-2 124M's step under each BRISK_CUDA_DGELU_EPILOGUE (bgrad, dgelu, off: how the MLP's
+#             GELU backward runs) and PyTorch eager, in alternating rounds, into OUT/gpt2_dgelu.jsonl
+#   gpt2_350m GPT-2 350M at the largest batch of BRISK_GPT2_350M_BATCHES (48 32 16) at which brisk and
+#             PyTorch eager both run, into OUT/gpt2_350m.jsonl (the compile stage adds torch.compile
+#             at that batch)
 #   aln       bench/bench_add_layer_norm's GPU cases (the fused residual add + LayerNorm against the
 #             unfused kernels), into OUT/add_layer_norm.json (needs Google Benchmark to run there)
 #   zero      the same brisk step under BRISK_SHARDING none, zero1, zero2, zero3 (a world of one:
 #             the sharded code paths on the GPU), into OUT/zero_gpu.jsonl
 #   profile   bench/gpt2/kernel_profile.sh: every kernel of GPT-2 124M's training step, brisk's and
 #             PyTorch's, under Nsight Compute, summed per kind of work (OUT/profile/table.txt)
-#   compile   torch.compile's GPT-2 step (torch_gpt2.py bench --compile) into OUT/gpt2_bench.jsonl;
-#             last of all: its compilation takes minutes.
+#   compile   torch.compile's GPT-2 step (torch_gpt2.py bench --compile) into OUT/gpt2_bench.jsonl
+#             (124M; with gpt2_350m, 350M at its batch into OUT/gpt2_350m.jsonl instead); last of
+#             all: its compilation takes minutes.
 # OUT/check.log holds everything printed; OUT/summary.json what scripts/gpu-results.py needs to
 # write bench/results/gpu-<date>.json.
 # Usage: scripts/gpu-check.sh DEPS OUT [stage...]
@@ -63,7 +69,7 @@ deps=$1
 out=$2
 shift 2
 stages=("$@")
-((${#stages[@]})) || stages=(env test sdpa norm det bench torch memcheck train trainsh aln gpt2 zero profile compile)
+((${#stages[@]})) || stages=(env test sdpa norm det bench torch memcheck train trainsh aln gpt2 dgelu gpt2_350m zero profile compile)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -226,6 +232,28 @@ if has gpt2; then
       "$out/gpt2_bench.jsonl"
   done
 fi
+if has dgelu; then
+  for ((round = 1; round <= ${BRISK_GPT2_ROUNDS:-2}; round++)); do
+    for mode in bgrad dgelu off; do
+      BRISK_CUDA_DGELU_EPILOGUE=$mode stage "gpt2_dgelu_${mode}_round$round" 30 bash bench/gpt2/brisk_bench.sh "$build" \
+        "$out/gpt2_dgelu.jsonl"
+    done
+    stage "gpt2_dgelu_torch_round$round" 30 python3 bench/gpt2/torch_gpt2.py bench --json "$out/gpt2_dgelu.jsonl"
+  done
+fi
+big_batch=""
+if has gpt2_350m; then
+  for b in ${BRISK_GPT2_350M_BATCHES:-48 32 16}; do
+    if BRISK_GPT2_PRESET=350M BRISK_GPT2_BATCH=$b stage "gpt2_350m_brisk_b$b" 30 bash bench/gpt2/brisk_bench.sh \
+      "$build" "$out/gpt2_350m.jsonl" 10 &&
+      stage "gpt2_350m_torch_b$b" 30 python3 bench/gpt2/torch_gpt2.py bench --preset 350M --batch "$b" --steps 10 \
+        --json "$out/gpt2_350m.jsonl"; then
+      big_batch=$b
+      put gpt2_350m_batch "$b"
+      break
+    fi
+  done
+fi
 if has zero; then
   for s in none zero1 zero2 zero3; do
     BRISK_SHARDING=$s stage "zero_$s" 10 bash bench/gpt2/brisk_bench.sh "$build" "$out/zero_gpu.jsonl" 10
@@ -238,7 +266,12 @@ if has profile; then
   tail -40 "$out/profile/table.txt" 2> /dev/null || true
 fi
 if has compile; then
-  stage gpt2_torch_compile 0 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
+  if [[ -n $big_batch ]]; then
+    stage gpt2_350m_torch_compile 0 python3 bench/gpt2/torch_gpt2.py bench --compile --preset 350M --batch "$big_batch" \
+      --steps 10 --json "$out/gpt2_350m.jsonl"
+  else
+    stage gpt2_torch_compile 0 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
+  fi
 fi
 echo "  \"done\": true" >> "$summary"
 echo "}" >> "$summary"

@@ -16,7 +16,9 @@ import re
 import sys
 
 KINDS = [  # (kind, pattern on the lower-cased kernel name); the first match wins
-    ("attention", r"flash|fmha|attention|attn|sdpa"),
+    # cuDNN's SDPA backward runs helpers beside its flash kernel: rowsum(dO * O), and dQ either as
+    # its own product (matmul_dq) or an f32 accumulator converted at the end (convert_dq).
+    ("attention", r"flash|fmha|attention|attn|sdpa|cudnn::(matmul_dq|compute_dot_do_o|convert_dq)"),
     ("matmul", r"gemm|nvjet|cutlass|xmma|sm90_|cublas|splitk|matmul"),
     ("layer norm", r"layer_?norm|ln_"),
     ("softmax / cross-entropy", r"softmax|cross_entropy|nll|log_?softmax"),

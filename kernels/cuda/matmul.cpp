@@ -361,6 +361,8 @@ const char* matmul_dgelu(const Tensor& grad_in, const Tensor& w_in, const Tensor
   if (pre.dtype() != grad_pre.dtype()) return "the pre-activation's dtype differs from the gradient's";
   if (pre.stride(0) != features || pre.stride(1) != 1 || bd::pointer_alignment(pre.data_ptr()) < 16)
     return "the pre-activation is not a contiguous, 16-byte aligned matrix";
+  const DgeluEpilogue mode = dgelu_epilogue();
+  if (mode == DgeluEpilogue::Off) return "switched off (BRISK_CUDA_DGELU_EPILOGUE=off)";
   Tensor grad = grad_in, w = w_in;
   const MatmulPlan p = plan_and_prepare(grad, w);
   if (!p.fits_int32) return "a product too large for cuBLASLt's 32-bit sizes";
@@ -369,11 +371,11 @@ const char* matmul_dgelu(const Tensor& grad_in, const Tensor& w_in, const Tensor
                          .bias = grad_bias.defined() ? grad_bias.data_ptr() : nullptr,
                          .aux = pre.data_ptr(),
                          .aux_ld = p.ldc};
-  if (grad_bias.defined() && lt_gemm(g, bgrad, false)) return nullptr;
+  if (grad_bias.defined() && mode == DgeluEpilogue::Bgrad && lt_gemm(g, bgrad, false)) return nullptr;
   if (!lt_gemm(g, {.kind = CUBLASLT_EPILOGUE_DGELU, .aux = pre.data_ptr(), .aux_ld = p.ldc}, false))
     return "cuBLASLt offers no algorithm with the DGELU epilogue";
   if (grad_bias.defined()) {
-    // DGELU_BGRAD refused, DGELU accepted: the bias gradient as linear's backward computes it, a
+    // DGELU_BGRAD refused or not asked for, DGELU accepted: the bias gradient as linear's backward computes it, a
     // ones-vector product (column sums without a transposed copy).
     Tensor ones = empty({1, rows}, grad_pre.dtype(), grad_pre.device());
     fill_(ones, 1.0);

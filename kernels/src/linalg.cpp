@@ -3,7 +3,9 @@
 // dispatch (f16/bf16 through f32 on the CPU) and the device switch.
 #include "brisk/kernels/linalg.h"
 
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/dispatch.h"
@@ -356,6 +358,18 @@ MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor&
   if (bias_grad) r.grad_bias = matmul(full({rows}, 1.0, {r.grad_pre.dtype(), r.grad_pre.device()}), r.grad_pre);
   r.grad_pre = reshaped(r.grad_pre, pre.sizes());
   return r;
+}
+
+DgeluEpilogue dgelu_epilogue() {
+  const char* env = std::getenv("BRISK_CUDA_DGELU_EPILOGUE");
+  if (env == nullptr || *env == 0) return DgeluEpilogue::Bgrad;
+  const std::string_view v(env);
+  if (v == "bgrad") return DgeluEpilogue::Bgrad;
+  if (v == "dgelu") return DgeluEpilogue::Dgelu;
+  if (v == "off") return DgeluEpilogue::Off;
+  BRISK_THROW("BRISK_CUDA_DGELU_EPILOGUE: unknown value '", v,
+              "'; valid values are bgrad (DGELU_BGRAD, the default), dgelu (DGELU, the bias gradient apart) and off "
+              "(no epilogue: the product, GELU's backward, the bias sum)");
 }
 
 std::string gelu_epilogue_fallback_reason() {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compare.h"
 #include "cuda/gpu_skip.h"
 
 using namespace brisk;
@@ -183,6 +184,48 @@ TEST(GeluMlpRecording, KernelsFallBackWithAReasonWhereCublasLtCannotFuse) {
   }
 }
 
+TEST(GeluMlpRecording, TheDgeluSwitchPicksTheBackwardsEpilogueOrNone) {
+  SKIP_WITHOUT_RECORDING();
+  cuda::recording::Session rec;
+  const Device gpu = cuda_device(0);
+  auto t = [&](const Shape& s) { return randn(s).to(DType::BF16).to(gpu); };
+  const Tensor grad = t({6, 16}), w = t({16, 24}), pre = t({6, 24});
+  struct Case {
+    const char* value;
+    std::map<std::string, int> epilogues;  // dgelu: DGELU, then the ones-vector product for the bias
+    const char* reason;                    // a piece of the fallback reason; "" when fused
+  };
+  const std::vector<Case> cases = {{"", {{"DGELU_BGRAD", 1}}, ""},
+                                   {"bgrad", {{"DGELU_BGRAD", 1}}, ""},
+                                   {"dgelu", {{"DGELU", 1}, {"DEFAULT", 1}}, ""},
+                                   {"off", {{"DEFAULT", 2}}, "BRISK_CUDA_DGELU_EPILOGUE=off"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string("BRISK_CUDA_DGELU_EPILOGUE=") + c.value);
+    brisk::testing::ScopedEnv env("BRISK_CUDA_DGELU_EPILOGUE", c.value);
+    rec.clear();
+    const kernels::MatmulDgelu r = kernels::matmul_dgelu(grad, w, pre, true);
+    EXPECT_TRUE(r.grad_bias.defined());
+    EXPECT_EQ(gelu_mlp_epilogues(rec), c.epilogues);
+    const std::string why = kernels::gelu_epilogue_fallback_reason();
+    if (*c.reason == '\0')
+      EXPECT_EQ(why, "");
+    else
+      EXPECT_NE(why.find(c.reason), std::string::npos) << why;
+    EXPECT_EQ(gelu_mlp_unfused_kernels(rec).find("gelu") != std::string::npos, *c.reason != '\0')
+        << "GELU's backward kernel runs only with the epilogue off";
+  }
+  brisk::testing::ScopedEnv bad("BRISK_CUDA_DGELU_EPILOGUE", "fast");
+  try {
+    kernels::matmul_dgelu(grad, w, pre, true);
+    ADD_FAILURE() << "an unknown value was accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("BRISK_CUDA_DGELU_EPILOGUE"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'fast'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bgrad"), std::string::npos) << msg;
+  }
+}
+
 namespace {
 
 // max |a - b| / max |b| over the elements, both taken to f64 on the CPU.
@@ -195,38 +238,47 @@ double gelu_mlp_relative_error(const Tensor& a, const Tensor& b) {
 
 TEST(GeluMlpOnTheGpu, MatchesTheCpuAndCublasLtAcceptsTheEpilogues) {
   SKIP_WITHOUT_GPU();
-  // GPT-2 124M's MLP (768 -> 3072 -> 768) over 2 x 64 tokens, and the test block's (64 -> 256 -> 64).
-  for (int64_t c : {768, 64}) {
-    for (bool bf16 : {false, true}) {
-      SCOPED_TRACE(std::to_string(c) + (bf16 ? " bf16 autocast" : " f32"));
-      manual_seed(11);
-      nn::TransformerBlock cpu_block(c, 4);
-      nn::TransformerBlock gpu_block(c, 4);
-      gpu_block.load_state_dict(cpu_block.state_dict());
-      gpu_block.to(cuda_device(0));
-      const Tensor y = randn({2, 64, c}), grad = randn({2, 64, c});
-      auto run = [&](nn::TransformerBlock& b, const Device& d, std::string* reason) {
-        const Tensor yd = y.to(d).requires_grad_();
-        Tensor out;
-        {
-          amp::Autocast ac(DType::BF16, bf16);
-          out = b.mlp(yd);
-        }
-        if (reason) *reason = kernels::gelu_epilogue_fallback_reason();
-        out.backward(grad.to(out.dtype()).to(d));
-        if (reason && reason->empty()) *reason = kernels::gelu_epilogue_fallback_reason();
-        return std::vector<Tensor>{
-            out, yd.grad(), b.c_fc.weight.grad(), b.c_fc.bias.grad(), b.c_proj.weight.grad(), b.c_proj.bias.grad()};
-      };
-      std::string reason;
-      const std::vector<Tensor> want = run(cpu_block, kCPU, nullptr), got = run(gpu_block, cuda_device(0), &reason);
-      EXPECT_EQ(reason, "") << "cuBLASLt refused a GELU epilogue";
-      // f32: the GPU sums in another order and cuBLASLt's tanh is less exact than std::tanh; bf16:
-      // one bf16 rounding of the hidden layer and of d(pre) apart.
-      const double tol = bf16 ? 3e-2 : 2e-3;
-      const char* names[] = {"output",          "y.grad", "c_fc.weight.grad", "c_fc.bias.grad", "c_proj.weight.grad",
-                             "c_proj.bias.grad"};
-      for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(gelu_mlp_relative_error(got[i], want[i]), tol) << names[i];
+  // GPT-2 124M's MLP (768 -> 3072 -> 768) over 2 x 64 tokens, and the test block's (64 -> 256 -> 64),
+  // with each of BRISK_CUDA_DGELU_EPILOGUE's backward paths.
+  for (const char* dgelu : {"bgrad", "dgelu", "off"}) {
+    brisk::testing::ScopedEnv env("BRISK_CUDA_DGELU_EPILOGUE", dgelu);
+    for (int64_t c : {768, 64}) {
+      for (bool bf16 : {false, true}) {
+        SCOPED_TRACE(std::to_string(c) + (bf16 ? " bf16 autocast" : " f32") + ", dgelu epilogue " + dgelu);
+        manual_seed(11);
+        nn::TransformerBlock cpu_block(c, 4);
+        nn::TransformerBlock gpu_block(c, 4);
+        gpu_block.load_state_dict(cpu_block.state_dict());
+        gpu_block.to(cuda_device(0));
+        const Tensor y = randn({2, 64, c}), grad = randn({2, 64, c});
+        auto run = [&](nn::TransformerBlock& b, const Device& d, std::string* reason) {
+          // A leaf of its own on each device: y.to(kCPU) is y itself, and marking y would make the
+          // GPU's copy a non-leaf without a .grad().
+          const Tensor yd = y.detach().to(d).requires_grad_();
+          Tensor out;
+          {
+            amp::Autocast ac(DType::BF16, bf16);
+            out = b.mlp(yd);
+          }
+          if (reason) *reason = kernels::gelu_epilogue_fallback_reason();
+          out.backward(grad.to(out.dtype()).to(d));
+          if (reason && reason->empty()) *reason = kernels::gelu_epilogue_fallback_reason();
+          return std::vector<Tensor>{
+              out, yd.grad(), b.c_fc.weight.grad(), b.c_fc.bias.grad(), b.c_proj.weight.grad(), b.c_proj.bias.grad()};
+        };
+        std::string reason;
+        const std::vector<Tensor> want = run(cpu_block, kCPU, nullptr), got = run(gpu_block, cuda_device(0), &reason);
+        if (std::string(dgelu) == "off")
+          EXPECT_NE(reason.find("switched off"), std::string::npos) << reason;
+        else
+          EXPECT_EQ(reason, "") << "cuBLASLt refused a GELU epilogue";
+        // f32: the GPU sums in another order and cuBLASLt's tanh is less exact than std::tanh; bf16:
+        // one bf16 rounding of the hidden layer and of d(pre) apart.
+        const double tol = bf16 ? 3e-2 : 2e-3;
+        const char* names[] = {"output",          "y.grad", "c_fc.weight.grad", "c_fc.bias.grad", "c_proj.weight.grad",
+                               "c_proj.bias.grad"};
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(gelu_mlp_relative_error(got[i], want[i]), tol) << names[i];
+      }
     }
   }
 }

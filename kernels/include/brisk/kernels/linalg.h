@@ -113,6 +113,17 @@ struct MatmulDgelu {
 };
 MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor& pre, bool bias_grad);
 
+// How matmul_dgelu runs on the GPU: the environment variable BRISK_CUDA_DGELU_EPILOGUE, read at
+// each call (bgrad when unset):
+//   bgrad  one cuBLASLt call with the DGELU_BGRAD epilogue (the bias gradient too), else DGELU;
+//   dgelu  cuBLASLt's DGELU epilogue, the bias gradient as a ones-vector product;
+//   off    no epilogue: the product, GELU's backward kernel and the ones-vector product (the CPU's
+//          steps). On an H200 cuBLASLt runs DGELU(_BGRAD) as a separate pass after the product;
+//          bench/RESULTS.md times the three on GPT-2's step.
+// Anything else throws brisk::Error naming the variable and the valid values.
+enum class DgeluEpilogue : uint8_t { Bgrad, Dgelu, Off };
+DgeluEpilogue dgelu_epilogue();
+
 // Why the calling thread's last linear_gelu_aux or matmul_dgelu on the GPU did not run as one
 // cuBLASLt call with the GELU epilogue (f64, a single row, column or product dim, out_features
 // not a multiple of 8, a product too large for 32-bit sizes, or cuBLASLt offering no algorithm);
