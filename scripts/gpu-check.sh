@@ -36,7 +36,7 @@
 #             with --cuda_graph) and PyTorch eager in alternating rounds, into OUT/gpt2_bench.jsonl;
 #             and Hugging Face tokenizers' own small BPE and encodings (scripts/hf_bpe_fixtures.py)
 #             into OUT/bpe_hf, to be committed as tests/data/fixtures/bpe_hf
-#   dgelu     GPT-2 124M's step under each BRISK_CUDA_DGELU_EPILOGUE (bgrad, dgelu, off: how the MLP's
+#   dgelu     GPT-2 124M's step under each BRISK_CUDA_DGELU_EPILOGUE (dgelu, bgrad, off: how the MLP's
 #             GELU backward runs) and PyTorch eager, in alternating rounds, into OUT/gpt2_dgelu.jsonl
 #   gpt2_350m GPT-2 350M at the largest batch of BRISK_GPT2_350M_BATCHES (48 32 16) at which brisk and
 #             PyTorch eager both run, into OUT/gpt2_350m.jsonl (the compile stage adds torch.compile
@@ -234,7 +234,7 @@ if has gpt2; then
 fi
 if has dgelu; then
   for ((round = 1; round <= ${BRISK_GPT2_ROUNDS:-2}; round++)); do
-    for mode in bgrad dgelu off; do
+    for mode in dgelu bgrad off; do
       BRISK_CUDA_DGELU_EPILOGUE=$mode stage "gpt2_dgelu_${mode}_round$round" 30 bash bench/gpt2/brisk_bench.sh "$build" \
         "$out/gpt2_dgelu.jsonl"
     done

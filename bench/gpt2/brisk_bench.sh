@@ -40,7 +40,7 @@ import os
 row = dict(mode="bench", impl="brisk", preset=sys.argv[4], batch=int(sys.argv[5]), seq=1024, mixed_precision="bf16",
            sharding=os.environ.get("BRISK_SHARDING") or "none",
            cuda_graph=os.environ.get("BRISK_GPT2_CUDA_GRAPH") == "1",
-           dgelu_epilogue=os.environ.get("BRISK_CUDA_DGELU_EPILOGUE") or "bgrad",
+           dgelu_epilogue=os.environ.get("BRISK_CUDA_DGELU_EPILOGUE") or "dgelu",
            steps=int(sys.argv[3]), tokens_per_s=num(r"train tokens/s: ([0-9.]+)"),
            mfu=(lambda v: v / 100 if v is not None else None)(num(r"MFU: ([0-9.]+) %")),
            step_ms=num(r"step ([0-9.]+) ms"),

@@ -362,14 +362,14 @@ MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor&
 
 DgeluEpilogue dgelu_epilogue() {
   const char* env = std::getenv("BRISK_CUDA_DGELU_EPILOGUE");
-  if (env == nullptr || *env == 0) return DgeluEpilogue::Bgrad;
+  if (env == nullptr || *env == 0) return DgeluEpilogue::Dgelu;
   const std::string_view v(env);
   if (v == "bgrad") return DgeluEpilogue::Bgrad;
   if (v == "dgelu") return DgeluEpilogue::Dgelu;
   if (v == "off") return DgeluEpilogue::Off;
   BRISK_THROW("BRISK_CUDA_DGELU_EPILOGUE: unknown value '", v,
-              "'; valid values are bgrad (DGELU_BGRAD, the default), dgelu (DGELU, the bias gradient apart) and off "
-              "(no epilogue: the product, GELU's backward, the bias sum)");
+              "'; valid values are dgelu (DGELU, the bias gradient apart; the default), bgrad (DGELU_BGRAD) and "
+              "off (no epilogue: the product, GELU's backward, the bias sum)");
 }
 
 std::string gelu_epilogue_fallback_reason() {

@@ -133,7 +133,7 @@ const CaseRegistrar linalg_cases{
          },
      .tolerance_scale = kGeluScale},
     {.op = "matmul_dgelu",
-     .variant = "DGELU_BGRAD and DGELU epilogues; unfused for 20 features",
+     .variant = "DGELU epilogue (the bias gradient a ones-vector product); unfused for 20 features",
      .dtypes = kFloatingDTypes,
      .run =
          [](const CaseEnv& e) {

@@ -33,6 +33,7 @@ const std::set<std::string>& not_ops() {
       "randperm",                           // takes no device: always a CPU tensor (samplers use it on the host)
       "fused_residual_layer_norm_enabled",  // reads an environment switch
       "gelu_epilogue_fallback_reason",      // why the last fused GELU product ran unfused
+      "dgelu_epilogue",                     // reads an environment switch (matmul_dgelu's epilogue)
       // CPU only: max_pool2d's one-byte argmax for a backward pass (the GPU keeps i64 indices;
       // max_pool2d_taps_supported says false for CUDA tensors and autograd uses max_pool2d there).
       "max_pool2d_taps_supported",

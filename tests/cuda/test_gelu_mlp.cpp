@@ -1,9 +1,9 @@
 // The GELU MLP (gelu_mlp, a transformer block's c_proj(gelu(c_fc(y)))) on the GPU. In recording
 // mode, without a GPU: its products ask cuBLASLt for the GELU_AUX_BIAS epilogue forward and
-// DGELU_BGRAD backward, with no GELU, GELU-backward or bias-sum kernel beside them, no cudaMalloc
-// after warm-up and no host wait; a hook falls back to the composite, and the kernels' fallback
-// says why it ran unfused. On a real GPU (skips otherwise): cuBLASLt accepts the epilogues at
-// GPT-2's shapes, and values and gradients match the CPU's.
+// DGELU backward (DGELU_BGRAD or none as BRISK_CUDA_DGELU_EPILOGUE says), with no GELU, GELU-backward or bias-sum
+// kernel beside them, no cudaMalloc after warm-up and no host wait; a hook falls back to the composite, and the
+// kernels' fallback says why it ran unfused. On a real GPU (skips otherwise): cuBLASLt accepts the epilogues at GPT-2's
+// shapes, and values and gradients match the CPU's.
 #include <gtest/gtest.h>
 
 #include <brisk/brisk.h>
@@ -77,8 +77,8 @@ TEST(GeluMlpRecording, Bf16AutocastStepUsesTheGeluEpiloguesAndNothingElse) {
   EXPECT_EQ(out.dtype(), DType::BF16);
   // Forward: c_fc with bias + GELU + the pre-activation, c_proj with its bias. Backward: c_proj's
   // weight and bias gradients (the bias as a ones-vector product), d(pre) with b1's gradient in
-  // one DGELU_BGRAD product, c_fc's input and weight gradients.
-  const std::map<std::string, int> want = {{"GELU_AUX_BIAS", 1}, {"BIAS", 1}, {"DGELU_BGRAD", 1}, {"DEFAULT", 4}};
+  // one DGELU product and b1's as another ones-vector product, c_fc's input and weight gradients.
+  const std::map<std::string, int> want = {{"GELU_AUX_BIAS", 1}, {"BIAS", 1}, {"DGELU", 1}, {"DEFAULT", 5}};
   EXPECT_EQ(gelu_mlp_epilogues(rec), want);
   EXPECT_EQ(gelu_mlp_unfused_kernels(rec), "");
   EXPECT_EQ(kernels::gelu_epilogue_fallback_reason(), "");
@@ -101,7 +101,8 @@ TEST(GeluMlpRecording, AHookOnCFcSeesTheHiddenLayerThroughTheUnfusedMlp) {
   step();
   EXPECT_EQ(seen, (Shape{2, 16, 256})) << "c_fc's hook did not run";
   const std::map<std::string, int> e = gelu_mlp_epilogues(rec);
-  EXPECT_EQ(e.count("GELU_AUX_BIAS") + e.count("DGELU_BGRAD"), 0u) << "fused although a hook must see c_fc's output";
+  EXPECT_EQ(e.count("GELU_AUX_BIAS") + e.count("DGELU") + e.count("DGELU_BGRAD"), 0u)
+      << "fused although a hook must see c_fc's output";
   EXPECT_NE(gelu_mlp_unfused_kernels(rec).find("gelu"), std::string::npos)
       << "the composite's GELU kernels did not run";
 }
@@ -153,7 +154,7 @@ TEST(GeluMlpRecording, KernelsFallBackWithAReasonWhereCublasLtCannotFuse) {
          kernels::matmul_dgelu(t({6, 16}), t({16, 24}), t({6, 24}), true);
        },
        "",
-       {{"DGELU_BGRAD", 1}}},
+       {{"DGELU", 1}, {"DEFAULT", 1}}},
       {"matmul_dgelu",
        [&] {
          kernels::matmul_dgelu(t({6, 16}), t({16, 24}), t({6, 24}), false);
@@ -195,7 +196,7 @@ TEST(GeluMlpRecording, TheDgeluSwitchPicksTheBackwardsEpilogueOrNone) {
     std::map<std::string, int> epilogues;  // dgelu: DGELU, then the ones-vector product for the bias
     const char* reason;                    // a piece of the fallback reason; "" when fused
   };
-  const std::vector<Case> cases = {{"", {{"DGELU_BGRAD", 1}}, ""},
+  const std::vector<Case> cases = {{"", {{"DGELU", 1}, {"DEFAULT", 1}}, ""},
                                    {"bgrad", {{"DGELU_BGRAD", 1}}, ""},
                                    {"dgelu", {{"DGELU", 1}, {"DEFAULT", 1}}, ""},
                                    {"off", {{"DEFAULT", 2}}, "BRISK_CUDA_DGELU_EPILOGUE=off"}};

@@ -114,12 +114,13 @@ struct MatmulDgelu {
 MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor& pre, bool bias_grad);
 
 // How matmul_dgelu runs on the GPU: the environment variable BRISK_CUDA_DGELU_EPILOGUE, read at
-// each call (bgrad when unset):
+// each call (dgelu when unset):
+//   dgelu  cuBLASLt's DGELU epilogue, the bias gradient as a ones-vector product (the default);
 //   bgrad  one cuBLASLt call with the DGELU_BGRAD epilogue (the bias gradient too), else DGELU;
-//   dgelu  cuBLASLt's DGELU epilogue, the bias gradient as a ones-vector product;
 //   off    no epilogue: the product, GELU's backward kernel and the ones-vector product (the CPU's
-//          steps). On an H200 cuBLASLt runs DGELU(_BGRAD) as a separate pass after the product;
-//          bench/RESULTS.md times the three on GPT-2's step.
+//          steps).
+// On an H200 cuBLASLt runs DGELU_BGRAD as a product plus a separate pass (4.0 ms of GPT-2 124M's
+// 37 ms step); GPT-2's step with dgelu took 34.7 ms, off 35.2, bgrad 37.5 (bench/RESULTS.md).
 // Anything else throws brisk::Error naming the variable and the valid values.
 enum class DgeluEpilogue : uint8_t { Bgrad, Dgelu, Off };
 DgeluEpilogue dgelu_epilogue();
