@@ -11,7 +11,8 @@ measured in several rounds (the CNN's, alternating with PyTorch's) is the median
 When the gpt2 or zero stages ran, it also writes bench/results/gpt2-<date>.json: the GPU, driver,
 date and commit, the configuration, brisk's tokens/s, MFU, step time and peak memory beside
 PyTorch eager's and torch.compile's (medians of the rounds), the correctness differences against
-PyTorch (fp32 and bf16), and the step under each sharding stage.
+PyTorch (fp32 and bf16), the step under each sharding stage, the step under each
+BRISK_CUDA_DGELU_EPILOGUE (stage dgelu) and GPT-2 350M's three columns (stage gpt2_350m).
 """
 import argparse
 import json
@@ -40,7 +41,7 @@ def main():
 
     result = {"figures": {}}
     torch_cnn = {}
-    gpt2 = {"bench": [], "check": [], "zero": []}
+    gpt2 = {"bench": [], "check": [], "zero": [], "dgelu": [], "350m": []}
     for out in a.out:
         summary_path = os.path.join(out, "summary.json")
         if not os.path.exists(summary_path):
@@ -78,6 +79,8 @@ def main():
         gpt2["bench"] += read_jsonl(os.path.join(out, "gpt2_bench.jsonl"))
         gpt2["check"] += read_jsonl(os.path.join(out, "gpt2_check.jsonl"))
         gpt2["zero"] += read_jsonl(os.path.join(out, "zero_gpu.jsonl"))
+        gpt2["dgelu"] += read_jsonl(os.path.join(out, "gpt2_dgelu.jsonl"))
+        gpt2["350m"] += read_jsonl(os.path.join(out, "gpt2_350m.jsonl"))
         peers = {}
         for row in read_jsonl(os.path.join(out, "torch_cnn.jsonl")):
             peers.setdefault(row["name"], []).append(row)
@@ -109,27 +112,43 @@ def main():
         write_gpt2(result, gpt2, a.output and os.path.join(os.path.dirname(a.output), f"gpt2-{date}.json"), date)
 
 
+def impl_key(row):
+    """brisk, brisk_cuda_graph, brisk_dgelu_<mode> (by_dgelu), pytorch_eager or pytorch_compile."""
+    if row.get("impl") == "brisk":
+        return "brisk_cuda_graph" if row.get("cuda_graph") else "brisk"
+    return "pytorch_compile" if row.get("compile") else "pytorch_eager"
+
+
+def columns(rows, key=impl_key):
+    """Medians of tokens/s, step, MFU and peak bytes per column, with each column's rounds, and
+    brisk's ratios to PyTorch eager and torch.compile."""
+    impls, out = {}, {}
+    for row in rows:
+        impls.setdefault(key(row), []).append(row)
+    for k, rs in impls.items():
+        fig = {f: median([r[f] for r in rs]) for f in ("tokens_per_s", "step_ms", "mfu", "peak_bytes")
+               if all(r.get(f) is not None for r in rs)}
+        fig["runs_tokens_per_s"] = [r["tokens_per_s"] for r in rs]
+        for f in ("torch", "attention", "dgelu_epilogue"):
+            if rs[0].get(f):
+                fig[f] = rs[0][f]
+        out[k] = fig
+        out["configuration"] = {f: rs[0].get(f) for f in ("preset", "batch", "seq", "mixed_precision")}
+    for mine in [k for k in impls if k.startswith("brisk")]:
+        for peer in ("pytorch_eager", "pytorch_compile"):
+            if peer in out:
+                out[f"{mine}_vs_{peer}"] = out[mine]["tokens_per_s"] / out[peer]["tokens_per_s"]
+    return out
+
+
 def write_gpt2(result, gpt2, path, date):
     out = {k: result.get(k) for k in ("gpu", "driver", "date", "commit")}
-    impls = {}
-    for row in gpt2["bench"]:
-        if row.get("impl") == "brisk":
-            key = "brisk_cuda_graph" if row.get("cuda_graph") else "brisk"
-        else:
-            key = "pytorch_compile" if row.get("compile") else "pytorch_eager"
-        impls.setdefault(key, []).append(row)
-    for key, rows in impls.items():
-        fig = {k: median([r[k] for r in rows]) for k in ("tokens_per_s", "step_ms", "mfu", "peak_bytes")
-               if all(r.get(k) is not None for r in rows)}
-        fig["runs_tokens_per_s"] = [r["tokens_per_s"] for r in rows]
-        if rows[0].get("torch"):
-            fig["torch"] = rows[0]["torch"]
-        out[key] = fig
-        out["configuration"] = {k: rows[0].get(k) for k in ("preset", "batch", "seq", "mixed_precision")}
-    for mine in ("brisk", "brisk_cuda_graph"):
-        for key in ("pytorch_eager", "pytorch_compile"):
-            if mine in out and key in out:
-                out[f"{mine}_vs_{key}"] = out[mine]["tokens_per_s"] / out[key]["tokens_per_s"]
+    out.update(columns(gpt2["bench"]))
+    if gpt2["dgelu"]:
+        out["dgelu_epilogue"] = columns(
+            gpt2["dgelu"], lambda r: f"brisk_{r.get('dgelu_epilogue')}" if r.get("impl") == "brisk" else impl_key(r))
+    if gpt2["350m"]:
+        out["gpt2_350m"] = columns(gpt2["350m"])
     if gpt2["check"]:
         out["correctness"] = {r["mixed_precision"]: {k: r[k] for k in ("preset", "batch", "seq", "steps", "loss",
                                                                        "max_diff", "bounds", "ok", "torch")}
