@@ -47,9 +47,9 @@
 #             the sharded code paths on the GPU), into OUT/zero_gpu.jsonl
 #   profile   bench/gpt2/kernel_profile.sh: every kernel of GPT-2 124M's training step, brisk's and
 #             PyTorch's, under Nsight Compute, summed per kind of work (OUT/profile/table.txt)
-#   compile   torch.compile's GPT-2 step (torch_gpt2.py bench --compile) into OUT/gpt2_bench.jsonl
-#             (124M; with gpt2_350m, 350M at its batch into OUT/gpt2_350m.jsonl instead); last of
-#             all: its compilation takes minutes.
+#   compile   torch.compile's GPT-2 step (torch_gpt2.py bench --compile): 124M into
+#             OUT/gpt2_bench.jsonl (unless only gpt2_350m ran), and with gpt2_350m, 350M at its batch
+#             into OUT/gpt2_350m.jsonl; last of all: each compilation takes a minute or more.
 # OUT/check.log holds everything printed; OUT/summary.json what scripts/gpu-results.py needs to
 # write bench/results/gpu-<date>.json.
 # Usage: scripts/gpu-check.sh DEPS OUT [stage...]
@@ -266,11 +266,12 @@ if has profile; then
   tail -40 "$out/profile/table.txt" 2> /dev/null || true
 fi
 if has compile; then
+  if has gpt2 || [[ -z $big_batch ]]; then
+    stage gpt2_torch_compile 0 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
+  fi
   if [[ -n $big_batch ]]; then
     stage gpt2_350m_torch_compile 0 python3 bench/gpt2/torch_gpt2.py bench --compile --preset 350M --batch "$big_batch" \
       --steps 10 --json "$out/gpt2_350m.jsonl"
-  else
-    stage gpt2_torch_compile 0 python3 bench/gpt2/torch_gpt2.py bench --compile --json "$out/gpt2_bench.jsonl"
   fi
 fi
 echo "  \"done\": true" >> "$summary"

@@ -128,14 +128,14 @@ Index read_index(const fs::path& path) {
   os << "load_safetensors_folder: " << dir.string() << " has no " << kSafetensorsWeightsName << " and no "
      << kSafetensorsIndexName;
   if (!pickles.empty()) {
-    os << "; it holds pickled PyTorch weights (" << detail::str_cat(pickles)
+    os << "; it holds pickled PyTorch weights (" << ::brisk::detail::str_cat(pickles)
        << "), which brisk refuses and never opens: unpickling a file runs whatever code it carries. Convert them "
           "to safetensors once, in Python, from a copy you trust: `AutoModel.from_pretrained(dir)."
           "save_pretrained(dir, safe_serialization=True)` with transformers (tied weights handled), or "
           "safetensors.torch.save_file(torch.load(file, weights_only=True), \"model.safetensors\", "
           "{\"format\": \"pt\"}) (docs/pretrained.md)";
   } else if (!others.empty()) {
-    os << "; it holds " << detail::str_cat(others)
+    os << "; it holds " << ::brisk::detail::str_cat(others)
        << " (TensorFlow or Flax weights), which brisk does not read: save the model with transformers' "
           "save_pretrained(dir, safe_serialization=True) first (docs/pretrained.md)";
   } else {

@@ -7,6 +7,7 @@
 
 #include "brisk/kernels/conv_plan.h"
 
+#include "as_dtype.h"
 #include "brisk/kernels/cuda.h"
 #include "brisk/kernels/dispatch.h"
 #include "brisk/kernels/elementwise.h"
@@ -48,9 +49,7 @@ void check_window(const char* op, const Shape& xs, Size2 kernel, Size2 stride, S
               ") of input ", xs);
 }
 
-Tensor as_dtype(const Tensor& t, DType dt) {
-  return !t.defined() || t.dtype() == dt ? t : cast(t, dt);
-}
+using detail::as_dtype;
 // A contiguous tensor in dtype dt (undefined stays undefined: the optional bias).
 Tensor dense(const Tensor& t, DType dt) {
   return t.defined() ? contiguous(as_dtype(t, dt)) : t;

@@ -1,6 +1,7 @@
 // Public elementwise kernels: argument checks, output allocation, device switch.
 #include "brisk/kernels/elementwise.h"
 
+#include "as_dtype.h"
 #include "brisk/kernels/dispatch.h"
 #include "cpu/cpu_kernels.h"
 #include "cuda/copy.h"
@@ -30,9 +31,7 @@ bool needs_float(UnaryOp op) {
            op == UnaryOp::Sign);
 }
 
-Tensor as_dtype(const Tensor& t, DType dt) {
-  return t.dtype() == dt ? t : cast(t, dt);
-}
+using detail::as_dtype;
 
 // The caller's output tensor for an elementwise result of `sizes` and `dt` on `device`, checked;
 // a fresh one when the caller gave none.

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
+std::string fresh_ckpt_dir(const std::string& name) {
   std::string d = fs::path(brisk::testing::scratch() + "/brisk_ckpt_" + name).lexically_normal().string();
   fs::remove_all(d);
   return d;
@@ -25,13 +25,13 @@ std::string fresh_dir(const std::string& name) {
 
 // A training setup; run(n) does n micro-steps and returns their losses (saving into save_dir
 // after micro-step save_at, without leaving the loop: a new loop would start a new epoch).
-struct Trainer {
+struct CheckpointRun {
   Accelerator acc;
   TinyNet net{0.2};
   optim::Adam opt{net.parameters(), {.lr = 0.01}};
   optim::StepLR sched{opt, 3, 0.5};
   data::DataLoader loader{tiny_data(40), {.batch_size = 4, .shuffle = true, .seed = 2}};
-  explicit Trainer(const AcceleratorOptions& o) : acc(o) { acc.prepare(net, opt, loader, sched); }
+  explicit CheckpointRun(const AcceleratorOptions& o) : acc(o) { acc.prepare(net, opt, loader, sched); }
   std::vector<double> run(int n, int save_at = -1, const std::string& save_dir = "") {
     std::vector<double> losses;
     while (static_cast<int>(losses.size()) < n)
@@ -60,14 +60,14 @@ std::string read(const fs::path& p) {
 }  // namespace
 
 TEST(Checkpoint, LoadStateContinuesExactlyWhereTheSaveWas) {
-  const std::string dir = fresh_dir("roundtrip");
-  Trainer a({.gradient_accumulation_steps = 2, .seed = 4});
+  const std::string dir = fresh_ckpt_dir("roundtrip");
+  CheckpointRun a({.gradient_accumulation_steps = 2, .seed = 4});
   // Saved after micro-step 13: the middle of the second epoch (10 batches each), between two syncs.
   const std::vector<double> all = a.run(30, 13, dir);
   const std::vector<double> rest(all.begin() + 13, all.end());
 
   manual_seed(999);  // the load must restore the generator too
-  Trainer b({.gradient_accumulation_steps = 2, .seed = 1});
+  CheckpointRun b({.gradient_accumulation_steps = 2, .seed = 1});
   EXPECT_EQ(b.acc.load_state(dir), dir);
   EXPECT_EQ(b.run(17), rest);
   EXPECT_EQ(brisk::testing::flat_params(b.net), brisk::testing::flat_params(a.net));
@@ -78,8 +78,8 @@ TEST(Checkpoint, LoadStateContinuesExactlyWhereTheSaveWas) {
 }
 
 TEST(Checkpoint, ManifestListsEveryFileWithSizeAndSha256AndItsOwnChecksum) {
-  const std::string dir = fresh_dir("manifest");
-  Trainer a({});
+  const std::string dir = fresh_ckpt_dir("manifest");
+  CheckpointRun a({});
   a.run(3);
   a.acc.save_state(dir);
   auto m = json::parse(read(fs::path(dir) / "manifest.json"));
@@ -119,8 +119,8 @@ TEST(Checkpoint, ManifestListsEveryFileWithSizeAndSha256AndItsOwnChecksum) {
 }
 
 TEST(Checkpoint, AutomaticNamingKeepsTotalLimitAndLoadsTheNewestCompleteOne) {
-  const std::string project = fresh_dir("auto");
-  Trainer a({.project_dir = project, .automatic_checkpoint_naming = true, .total_limit = 2});
+  const std::string project = fresh_ckpt_dir("auto");
+  CheckpointRun a({.project_dir = project, .automatic_checkpoint_naming = true, .total_limit = 2});
   std::vector<std::vector<float>> params;
   for (int i = 0; i < 4; ++i) {
     a.run(2);
@@ -132,7 +132,7 @@ TEST(Checkpoint, AutomaticNamingKeepsTotalLimitAndLoadsTheNewestCompleteOne) {
   EXPECT_TRUE(fs::exists(project + "/checkpoints/checkpoint_2"));
   EXPECT_TRUE(fs::exists(project + "/checkpoints/checkpoint_3"));
 
-  Trainer b({.project_dir = project, .automatic_checkpoint_naming = true});
+  CheckpointRun b({.project_dir = project, .automatic_checkpoint_naming = true});
   EXPECT_EQ(b.acc.load_state(), project + "/checkpoints/checkpoint_3");
   EXPECT_EQ(brisk::testing::flat_params(b.net), params[3]);
   // A checkpoint without its manifest (a save that died before the end) is passed over.
@@ -140,7 +140,7 @@ TEST(Checkpoint, AutomaticNamingKeepsTotalLimitAndLoadsTheNewestCompleteOne) {
   // ... and so is a folder whose manifest does not match its files.
   fs::copy(project + "/checkpoints/checkpoint_2", project + "/checkpoints/checkpoint_7");
   fs::resize_file(project + "/checkpoints/checkpoint_7/model.safetensors", 16);
-  Trainer c({.project_dir = project, .automatic_checkpoint_naming = true});
+  CheckpointRun c({.project_dir = project, .automatic_checkpoint_naming = true});
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(c.acc.load_state(), project + "/checkpoints/checkpoint_2");
   // Each folder passed over is named, with why.
@@ -160,21 +160,21 @@ TEST(Checkpoint, AutomaticNamingKeepsTotalLimitAndLoadsTheNewestCompleteOne) {
 
 // What a program restarted by `brisk launch --max-restarts` does (docs/fault-tolerance.md).
 TEST(Checkpoint, ResumeOnRestartLoadsTheNewestCompleteOneOrStartsFromScratch) {
-  const std::string project = fresh_dir("restart");
+  const std::string project = fresh_ckpt_dir("restart");
   const AcceleratorOptions o{.project_dir = project, .automatic_checkpoint_naming = true};
   ::unsetenv("BRISK_RESTART_COUNT");
   {
-    Trainer first(o);
+    CheckpointRun first(o);
     EXPECT_EQ(first.acc.resume_on_restart(), "") << "a first attempt loads nothing";
     EXPECT_THROW(first.acc.resume_on_restart(/*resume=*/true), Error) << "--resume without a checkpoint";
   }
   ::setenv("BRISK_RESTART_COUNT", "1", 1);
-  Trainer early(o);
+  CheckpointRun early(o);
   EXPECT_EQ(early.acc.resume_on_restart(), "") << "a failure before the first checkpoint: from scratch";
   early.run(5);
   early.acc.save_state();
   const std::vector<double> rest = early.run(4);
-  Trainer restarted(o);
+  CheckpointRun restarted(o);
   EXPECT_EQ(restarted.acc.resume_on_restart(), project + "/checkpoints/checkpoint_0");
   EXPECT_EQ(restarted.run(4), rest);
   ::setenv("BRISK_RESTART_COUNT", "two", 1);
@@ -183,8 +183,8 @@ TEST(Checkpoint, ResumeOnRestartLoadsTheNewestCompleteOneOrStartsFromScratch) {
 }
 
 TEST(Checkpoint, LoadStateNeedsTheSameObjectsPrepared) {
-  const std::string dir = fresh_dir("mismatch");
-  Trainer a({});
+  const std::string dir = fresh_ckpt_dir("mismatch");
+  CheckpointRun a({});
   a.run(1);
   a.acc.save_state(dir);
   Accelerator acc;
@@ -205,12 +205,12 @@ TEST(Checkpoint, SaveStateWithoutAFolderNeedsAutomaticNaming) {
 }
 
 TEST(Checkpoint, ResumeAtTheEndOfAnEpochStartsTheNextOne) {
-  const std::string dir = fresh_dir("epoch_end");
-  Trainer a({});
+  const std::string dir = fresh_ckpt_dir("epoch_end");
+  CheckpointRun a({});
   a.run(10);  // exactly one epoch
   a.acc.save_state(dir);
   const std::vector<double> rest = a.run(4);
-  Trainer b({});
+  CheckpointRun b({});
   b.acc.load_state(dir);
   EXPECT_EQ(b.loader.epoch(), 1u);
   EXPECT_EQ(b.run(4), rest);
@@ -220,8 +220,8 @@ TEST(Checkpoint, ResumeAtTheEndOfAnEpochStartsTheNextOne) {
 // its epoch; the checkpoint recorded that position, so the resumed run finished the old epoch
 // while the run that never stopped started a new one.
 TEST(Checkpoint, ResumeAfterALoopThatBrokeOutEarlyStartsTheNextEpochAsTheRunThatNeverStopped) {
-  const std::string dir = fresh_dir("broke_out");
-  Trainer a({});
+  const std::string dir = fresh_ckpt_dir("broke_out");
+  CheckpointRun a({});
   a.run(3);  // epoch 0: 3 of its 10 batches, then break
   a.run(3);  // epoch 1, the same
   a.acc.save_state(dir);
@@ -230,7 +230,7 @@ TEST(Checkpoint, ResumeAfterALoopThatBrokeOutEarlyStartsTheNextEpochAsTheRunThat
   auto rs = json::parse(read(fs::path(dir) / "rank_0.json"));
   EXPECT_EQ(rs.at("data_loaders")[0].at("epoch").as_int(), 2) << "the epoch the next loop starts";
   EXPECT_EQ(rs.at("data_loaders")[0].at("position").as_int(), 0);
-  Trainer b({});
+  CheckpointRun b({});
   b.acc.load_state(dir);
   EXPECT_EQ(b.run(3), rest);
   EXPECT_EQ(b.run(3), rest2);
@@ -252,7 +252,7 @@ struct Tied : nn::Module {
 }  // namespace
 
 TEST(SaveModel, ShardsWithAHuggingFaceIndexAndTiedWeightsOnce) {
-  const std::string dir = fresh_dir("save_model");
+  const std::string dir = fresh_ckpt_dir("save_model");
   Accelerator acc;
   Tied m;
   acc.save_model(m, dir, "130B");  // a.weight: 120 bytes per shard at most
@@ -275,7 +275,7 @@ TEST(SaveModel, ShardsWithAHuggingFaceIndexAndTiedWeightsOnce) {
   EXPECT_EQ(files.size(), 4u);
   EXPECT_TRUE(files.count("model-00001-of-00004.safetensors"));
   // Under the limit: one model.safetensors, no index.
-  const std::string one = fresh_dir("save_model_one");
+  const std::string one = fresh_ckpt_dir("save_model_one");
   acc.save_model(m, one);
   EXPECT_TRUE(fs::exists(one + "/model.safetensors"));
   EXPECT_FALSE(fs::exists(one + "/model.safetensors.index.json"));

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "common/random.h"
+
 using namespace brisk;
 
 namespace {
@@ -41,9 +43,9 @@ const bool kSkipUnavailable = [] {
   std::exit(77);
 }();
 
-Tensor rnd(const Shape& s, uint64_t seed, DType dt = DType::F32) {
-  Generator gen(seed);
-  return randn(s, {.dtype = dt}, &gen);
+// Seeded standard-normal values, f32 unless asked.
+Tensor isa_rnd(const Shape& s, uint64_t seed, DType dt = DType::F32) {
+  return brisk::testing::seeded_randn(s, seed, dt);
 }
 
 // Restores the copy in use when the test started.
@@ -163,8 +165,8 @@ TEST(CpuIsa, AnUnknownOrUnavailableCopyIsAnErrorNamingTheValidValues) {
 
 TEST(CpuIsa, ElementwiseAndActivationsAgree) {
   // Odd sizes: vector bodies and scalar tails; wide ranges: exp/tanh's range guards.
-  Tensor x = mul(rnd({4099}, 1), full({}, 6.0));
-  Tensor y = rnd({4099}, 2), g = rnd({4099}, 3);
+  Tensor x = mul(isa_rnd({4099}, 1), full({}, 6.0));
+  Tensor y = isa_rnd({4099}, 2), g = isa_rnd({4099}, 3);
   Tensor xh = x.to(DType::BF16);
   expect_copies_agree("unary / binary", [&] {
     std::vector<Tensor> out;
@@ -186,7 +188,7 @@ TEST(CpuIsa, ElementwiseAndActivationsAgree) {
 }
 
 TEST(CpuIsa, SoftmaxReductionsAndLossesAgree) {
-  Tensor x = rnd({97, 1003}, 11), gy = rnd({97, 1003}, 12), xc = rnd({16, 70, 37}, 13);
+  Tensor x = isa_rnd({97, 1003}, 11), gy = isa_rnd({97, 1003}, 12), xc = isa_rnd({16, 70, 37}, 13);
   Generator gen(14);
   Tensor targets = randint(0, 1003, {97}, {.dtype = DType::I64}, &gen);
   expect_copies_agree("softmax / reductions / cross_entropy", [&] {
@@ -210,19 +212,20 @@ TEST(CpuIsa, SoftmaxReductionsAndLossesAgree) {
 }
 
 TEST(CpuIsa, ConvPoolingAndNormsAgree) {
-  Tensor x = rnd({6, 16, 14, 14}, 21), w = rnd({32, 16, 3, 3}, 22), b = rnd({32}, 23);
-  Tensor xb = rnd({9, 24, 13, 13}, 24), wb = rnd({24}, 25), bb = rnd({24}, 26), gb = rnd({9, 24, 13, 13}, 27);
-  Tensor xl = rnd({33, 300}, 28), wl = rnd({300}, 29), bl = rnd({300}, 30), gl = rnd({33, 300}, 31);
+  Tensor x = isa_rnd({6, 16, 14, 14}, 21), w = isa_rnd({32, 16, 3, 3}, 22), b = isa_rnd({32}, 23);
+  Tensor xb = isa_rnd({9, 24, 13, 13}, 24), wb = isa_rnd({24}, 25), bb = isa_rnd({24}, 26),
+         gb = isa_rnd({9, 24, 13, 13}, 27);
+  Tensor xl = isa_rnd({33, 300}, 28), wl = isa_rnd({300}, 29), bl = isa_rnd({300}, 30), gl = isa_rnd({33, 300}, 31);
   expect_copies_agree(
       "conv / pool / batch_norm / layer_norm",
       [&] {
         const Conv2dOptions o{.padding = 1};
         Tensor y = kernels::conv2d(x, w, b, o);
-        kernels::Conv2dGrads cg = kernels::conv2d_backward(rnd(y.sizes(), 32), x, w, o, true, true, true);
+        kernels::Conv2dGrads cg = kernels::conv2d_backward(isa_rnd(y.sizes(), 32), x, w, o, true, true, true);
         kernels::MaxPool2dResult mp = kernels::max_pool2d(y, {2, 2});
-        Tensor gmax = kernels::max_pool2d_backward(rnd(mp.values.sizes(), 33), mp.indices, y.sizes());
+        Tensor gmax = kernels::max_pool2d_backward(isa_rnd(mp.values.sizes(), 33), mp.indices, y.sizes());
         kernels::MaxPool2dTaps mt = kernels::max_pool2d_taps(y, {2, 2}, {}, true);
-        Tensor gtap = kernels::max_pool2d_taps_backward(rnd(mt.values.sizes(), 34), mt.taps, y.sizes(), {2, 2});
+        Tensor gtap = kernels::max_pool2d_taps_backward(isa_rnd(mt.values.sizes(), 34), mt.taps, y.sizes(), {2, 2});
         Tensor ya = kernels::avg_pool2d(y, {3, 3}, {.stride = 2, .padding = 1});
         Tensor rm = zeros({24}), rv = ones({24});
         kernels::BatchNormResult bn = kernels::batch_norm(xb, wb, bb, rm, rv, true, 0.1, 1e-5);
@@ -239,7 +242,8 @@ TEST(CpuIsa, ConvPoolingAndNormsAgree) {
 
 TEST(CpuIsa, OptimizerUpdatesAgree) {
   expect_copies_agree("adam / sgd", [&] {
-    std::vector<Tensor> p = {rnd({1031}, 41), rnd({17, 33}, 42)}, g = {rnd({1031}, 43), rnd({17, 33}, 44)};
+    std::vector<Tensor> p = {isa_rnd({1031}, 41), isa_rnd({17, 33}, 42)},
+                        g = {isa_rnd({1031}, 43), isa_rnd({17, 33}, 44)};
     std::vector<Tensor> m = {zeros({1031}), zeros({17, 33})}, v = {zeros({1031}), zeros({17, 33})};
     for (int64_t step = 1; step <= 3; ++step)
       kernels::adam_step(p, g, m, v, {},
@@ -252,8 +256,8 @@ TEST(CpuIsa, OptimizerUpdatesAgree) {
                           .amsgrad = false,
                           .maximize = false,
                           .step = step});
-    std::vector<Tensor> q = {rnd({1031}, 45)}, buf = {zeros({1031})};
-    kernels::sgd_step(q, {rnd({1031}, 46)}, buf,
+    std::vector<Tensor> q = {isa_rnd({1031}, 45)}, buf = {zeros({1031})};
+    kernels::sgd_step(q, {isa_rnd({1031}, 46)}, buf,
                       {.lr = 0.1,
                        .momentum = 0.9,
                        .dampening = 0,

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "common/random.h"
+
 using namespace brisk;
 
 namespace {
@@ -87,9 +89,9 @@ void for_each_cpu_gemm(F f) {
   kernels::set_cpu_gemm(saved);
 }
 
-Tensor rnd(const Shape& s, uint64_t seed, DType dt = DType::F32) {
-  Generator gen(seed);
-  return randn(s, {.dtype = dt}, &gen);
+// Seeded standard-normal values, f32 unless asked.
+Tensor ti_randn(const Shape& s, uint64_t seed, DType dt = DType::F32) {
+  return brisk::testing::seeded_randn(s, seed, dt);
 }
 
 }  // namespace
@@ -98,14 +100,14 @@ TEST(ThreadIndependence, MatmulLargeOddAndBatched) {
   for_each_cpu_gemm([](const std::string& library) {
     for (DType dt : {DType::F32, DType::F64}) {
       // Big enough to be split over threads; sizes off every block multiple; deep K (k-blocking).
-      Tensor a = rnd({203, 1031}, 1, dt), b = rnd({1031, 157}, 2, dt);
-      Tensor at = rnd({517, 96}, 3, dt), bt = rnd({300, 517}, 4, dt);
+      Tensor a = ti_randn({203, 1031}, 1, dt), b = ti_randn({1031, 157}, 2, dt);
+      Tensor at = ti_randn({517, 96}, 3, dt), bt = ti_randn({300, 517}, 4, dt);
       // Batches smaller and larger than the thread count, products of either size class.
-      Tensor ba = rnd({3, 130, 250}, 5, dt), bb = rnd({3, 250, 141}, 6, dt);
-      Tensor sa = rnd({37, 40, 33}, 7, dt), sb = rnd({37, 33, 45}, 8, dt);
+      Tensor ba = ti_randn({3, 130, 250}, 5, dt), bb = ti_randn({3, 250, 141}, 6, dt);
+      Tensor sa = ti_randn({37, 40, 33}, 7, dt), sb = ti_randn({37, 33, 45}, 8, dt);
       // Products cut into many panels: of rows (8 panels), of columns (8, the last one short).
-      Tensor tall = rnd({3900, 40}, 9, dt), thin = rnd({130, 40}, 10, dt);
-      Tensor wide_a = rnd({70, 40}, 11, dt), wide_b = rnd({70, 4001}, 12, dt);
+      Tensor tall = ti_randn({3900, 40}, 9, dt), thin = ti_randn({130, 40}, 10, dt);
+      Tensor wide_a = ti_randn({70, 40}, 11, dt), wide_b = ti_randn({70, 4001}, 12, dt);
       expect_same_on_threads(library + " matmul " + dtype_name(dt), kCounts, [&] {
         return std::vector<Tensor>{kernels::matmul(a, b),
                                    kernels::matmul(at.t(), bt.t()),
@@ -156,7 +158,8 @@ TEST(ThreadIndependence, GemmPanelsMatchANaiveProduct) {
 
 TEST(ThreadIndependence, LinearShapesOfTheExampleCnn) {
   // The example CNN's fully connected layer at batch 64, forward and both gradients.
-  Tensor x = rnd({64, 1568}, 11), w = rnd({256, 1568}, 12), b = rnd({256}, 13), gy = rnd({64, 256}, 14);
+  Tensor x = ti_randn({64, 1568}, 11), w = ti_randn({256, 1568}, 12), b = ti_randn({256}, 13),
+         gy = ti_randn({64, 256}, 14);
   expect_same_on_threads("linear 1568 -> 256", kCounts, [&] {
     return std::vector<Tensor>{kernels::linear(x, w, b), kernels::matmul(gy, w), kernels::matmul(gy.t(), x)};
   });
@@ -175,9 +178,9 @@ TEST(ThreadIndependence, Conv2dForwardAndBackward) {
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
-    Tensor x = rnd(c.x, 100 + i), w = rnd(c.w, 200 + i), b = rnd({c.w[0]}, 300 + i);
+    Tensor x = ti_randn(c.x, 100 + i), w = ti_randn(c.w, 200 + i), b = ti_randn({c.w[0]}, 300 + i);
     Tensor y = kernels::conv2d(x, w, b, c.o);
-    Tensor gy = rnd(y.sizes(), 400 + i);
+    Tensor gy = ti_randn(y.sizes(), 400 + i);
     expect_same_on_threads("conv2d case " + std::to_string(i), kCounts, [&] {
       kernels::Conv2dGrads g = kernels::conv2d_backward(gy, x, w, c.o, true, true, true);
       return std::vector<Tensor>{kernels::conv2d(x, w, b, c.o), g.input, g.weight, g.bias};
@@ -186,9 +189,9 @@ TEST(ThreadIndependence, Conv2dForwardAndBackward) {
 }
 
 TEST(ThreadIndependence, ReductionsOverLargeTensors) {
-  Tensor big = rnd({(1 << 20) + 37}, 21);
-  Tensor m = rnd({4099, 301}, 22);
-  Tensor t3 = rnd({17, 513, 29}, 23);
+  Tensor big = ti_randn({(1 << 20) + 37}, 21);
+  Tensor m = ti_randn({4099, 301}, 22);
+  Tensor t3 = ti_randn({17, 513, 29}, 23);
   expect_same_on_threads("sum/mean/var/norm", kCounts, [&] {
     return std::vector<Tensor>{kernels::sum(big, {0}),
                                kernels::mean(big, {0}),
@@ -205,8 +208,8 @@ TEST(ThreadIndependence, ReductionsOverLargeTensors) {
 }
 
 TEST(ThreadIndependence, SoftmaxAndLosses) {
-  Tensor x = rnd({311, 1000}, 31), gy = rnd({311, 1000}, 32);
-  Tensor xc = rnd({64, 100, 37}, 33);  // softmax over a non-last dim
+  Tensor x = ti_randn({311, 1000}, 31), gy = ti_randn({311, 1000}, 32);
+  Tensor xc = ti_randn({64, 100, 37}, 33);  // softmax over a non-last dim
   Generator gen(34);
   Tensor targets = randint(0, 1000, {311}, {.dtype = DType::I64}, &gen);
   expect_same_on_threads("softmax / cross_entropy", kCounts, [&] {
@@ -218,8 +221,9 @@ TEST(ThreadIndependence, SoftmaxAndLosses) {
 }
 
 TEST(ThreadIndependence, LayerNormAndBatchNorm) {
-  Tensor x = rnd({517, 768}, 41), w = rnd({768}, 42), b = rnd({768}, 43), gy = rnd({517, 768}, 44);
-  Tensor xb = rnd({37, 24, 13, 13}, 45), wb = rnd({24}, 46), bb = rnd({24}, 47), gb = rnd({37, 24, 13, 13}, 48);
+  Tensor x = ti_randn({517, 768}, 41), w = ti_randn({768}, 42), b = ti_randn({768}, 43), gy = ti_randn({517, 768}, 44);
+  Tensor xb = ti_randn({37, 24, 13, 13}, 45), wb = ti_randn({24}, 46), bb = ti_randn({24}, 47),
+         gb = ti_randn({37, 24, 13, 13}, 48);
   expect_same_on_threads("layer_norm / batch_norm", kCounts, [&] {
     kernels::LayerNormResult ln = kernels::layer_norm(x, {768}, w, b, 1e-5);
     kernels::LayerNormGrads lg = kernels::layer_norm_backward(gy, x, ln.mean, ln.rstd, w, {true, true, true});
@@ -233,21 +237,21 @@ TEST(ThreadIndependence, LayerNormAndBatchNorm) {
 }
 
 TEST(ThreadIndependence, PoolingBackward) {
-  Tensor x = rnd({32, 16, 29, 29}, 51);
+  Tensor x = ti_randn({32, 16, 29, 29}, 51);
   expect_same_on_threads("max/avg pool backward", kCounts, [&] {
     kernels::MaxPool2dResult mp = kernels::max_pool2d(x, {3, 3}, {.stride = 2, .padding = 1});
     Tensor gmax = kernels::max_pool2d_backward(ones(mp.values.sizes()), mp.indices, x.sizes());
     kernels::MaxPool2dResult m2 = kernels::max_pool2d(x, {2, 2});
-    Tensor gmax2 = kernels::max_pool2d_backward(rnd(m2.values.sizes(), 52), m2.indices, x.sizes());
+    Tensor gmax2 = kernels::max_pool2d_backward(ti_randn(m2.values.sizes(), 52), m2.indices, x.sizes());
     kernels::MaxPool2dTaps t3 = kernels::max_pool2d_taps(x, {3, 3}, {.stride = 2, .padding = 1});
     Tensor gtap3 = kernels::max_pool2d_taps_backward(ones(t3.values.sizes()), t3.taps, x.sizes(), {3, 3},
                                                      {.stride = 2, .padding = 1});
     kernels::MaxPool2dTaps t2 = kernels::max_pool2d_taps(x, {2, 2}, {}, true);
-    Tensor gtap2 = kernels::max_pool2d_taps_backward(rnd(t2.values.sizes(), 52), t2.taps, x.sizes(), {2, 2});
+    Tensor gtap2 = kernels::max_pool2d_taps_backward(ti_randn(t2.values.sizes(), 52), t2.taps, x.sizes(), {2, 2});
     const AvgPool2dOptions ao{.stride = 2, .padding = 1};
     Tensor ya = kernels::avg_pool2d(x, {3, 3}, ao);
-    Tensor gavg = kernels::avg_pool2d_backward(rnd(ya.sizes(), 53), x.sizes(), {3, 3}, ao);
-    Tensor gad = kernels::adaptive_avg_pool2d_backward(rnd({32, 16, 5, 5}, 54), x.sizes());
+    Tensor gavg = kernels::avg_pool2d_backward(ti_randn(ya.sizes(), 53), x.sizes(), {3, 3}, ao);
+    Tensor gad = kernels::adaptive_avg_pool2d_backward(ti_randn({32, 16, 5, 5}, 54), x.sizes());
     return std::vector<Tensor>{mp.values, mp.indices, gmax,  m2.values, gmax2, t3.taps,
                                gtap3,     t2.taps,    gtap2, ya,        gavg,  gad};
   });
@@ -257,7 +261,7 @@ TEST(ThreadIndependence, ClipTotalNorm) {
   const std::vector<Shape> shapes = {{300, 1000}, {4097}, {64, 32, 3, 3}, {10}};
   expect_same_on_threads("total norm and clipping", kCounts, [&] {
     std::vector<Tensor> grads;
-    for (size_t i = 0; i < shapes.size(); ++i) grads.push_back(rnd(shapes[i], 60 + i));
+    for (size_t i = 0; i < shapes.size(); ++i) grads.push_back(ti_randn(shapes[i], 60 + i));
     Tensor norm = kernels::total_norm(grads, 2.0);
     kernels::clip_grads_with_norm_(grads, 1.0, norm);
     std::vector<Tensor> out = grads;
@@ -283,7 +287,7 @@ class SmallCnn : public nn::Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = max_pool2d(relu(bn1(c1(x))), 2);  // (N, 8, 14, 14)
-    h = avg_pool2d(relu(c2(h)), 2);              // (N, 16, 7, 7)
+    h = ::brisk::avg_pool2d(relu(c2(h)), 2);     // (N, 16, 7, 7)
     return f2(relu(f1(drop(h.flatten(1)))));
   }
   nn::Conv2d c1;
