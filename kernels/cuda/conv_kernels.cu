@@ -12,7 +12,7 @@ namespace {
 
 namespace bd = brisk::cuda::detail;
 
-constexpr int kThreads = 256;
+constexpr int kConvThreads = 256;
 
 // gy: (N, C, HW) contiguous; gb: (C) contiguous; `=`. Block c sums channel c (device/pool.h's
 // channel_element order, then block_reduce's tree).
@@ -38,7 +38,7 @@ void channel_sums(const Tensor& gy, const Tensor& gb) {
   visit_float(gb.dtype(), gb.device(), "conv2d_backward (bias)", [&](auto tag) {
     using T = decltype(tag);
     bd::launch("conv2d_bias_grad", channel_sum_kernel<T, acc_t<T>>, dim3(static_cast<unsigned>(channels)),
-               dim3(kThreads), 0, stream, n, channels, hw, gy.data<T>(), gb.data<T>());
+               dim3(kConvThreads), 0, stream, n, channels, hw, gy.data<T>(), gb.data<T>());
   });
 }
 

@@ -18,7 +18,6 @@ namespace {
 
 namespace rt = brisk::cuda::detail;
 using common::in_range;
-using common::kThreads;
 using common::report_bad_value;
 using common::Slot;
 using device::IndexDiv;
@@ -265,16 +264,16 @@ void index_add(const Tensor& dst, int64_t dim, const Tensor& idx, const Tensor& 
         visit_index(idx.dtype(), idx.device(), "index_add_", [&](auto itag) {
           using I = decltype(itag);
           rt::launch("index_add_atomic", index_add_atomic_kernel<T, I>, dim3(common::grid_for(total, device)),
-                     dim3(kThreads), 0, stream, total, IndexDiv(s.post, total), IndexDiv(n, total / s.post), s.mid,
-                     s.post, static_cast<const I*>(idx.data_ptr()), sp, dp, rt::device_error_slot(), code);
+                     dim3(common::kThreads), 0, stream, total, IndexDiv(s.post, total), IndexDiv(n, total / s.post),
+                     s.mid, s.post, static_cast<const I*>(idx.data_ptr()), sp, dp, rt::device_error_slot(), code);
         });
         return;
       }
     }
     const common::SortedIndex sorted = common::sort_index(idx, s.mid, code);
-    rt::launch("index_add_runs", index_add_runs_kernel<T>, dim3(common::grid_for(total, device)), dim3(kThreads), 0,
-               stream, total, IndexDiv(s.post, total), IndexDiv(n, total / s.post), n, s.mid, s.post,
-               static_cast<const uint32_t*>(sorted.keys.data_ptr()),
+    rt::launch("index_add_runs", index_add_runs_kernel<T>, dim3(common::grid_for(total, device)),
+               dim3(common::kThreads), 0, stream, total, IndexDiv(s.post, total), IndexDiv(n, total / s.post), n, s.mid,
+               s.post, static_cast<const uint32_t*>(sorted.keys.data_ptr()),
                static_cast<const int32_t*>(sorted.positions.data_ptr()), sp, dp);
   });
 }
@@ -297,9 +296,9 @@ void gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) 
     using U = decltype(utag);
     visit_index(idx.dtype(), idx.device(), "gather", [&](auto itag) {
       using I = decltype(itag);
-      rt::launch("gather", gather_kernel<U, I>, dim3(common::grid_for(n, device)), dim3(kThreads), 0, stream, n, ix,
-                 static_cast<const U*>(x.data_ptr()), x.stride(dim), x.size(dim), static_cast<const I*>(idx.data_ptr()),
-                 static_cast<U*>(out.data_ptr()), rt::device_error_slot(), code);
+      rt::launch("gather", gather_kernel<U, I>, dim3(common::grid_for(n, device)), dim3(common::kThreads), 0, stream, n,
+                 ix, static_cast<const U*>(x.data_ptr()), x.stride(dim), x.size(dim),
+                 static_cast<const I*>(idx.data_ptr()), static_cast<U*>(out.data_ptr()), rt::device_error_slot(), code);
     });
   });
 }
@@ -327,8 +326,8 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& sr
         lines_shape, {without(out.strides(), dim), without(src.strides(), dim), without(idx.strides(), dim)});
     visit_index(idx.dtype(), idx.device(), op, [&](auto itag) {
       using I = decltype(itag);
-      launch(op, scatter_lines_kernel<T, kAccumulate, I>, dim3(common::grid_for(lines, device)), dim3(kThreads), 0,
-             stream, lines, ix, idx.size(dim), static_cast<T*>(out.data_ptr()), out.stride(dim), out.size(dim),
+      launch(op, scatter_lines_kernel<T, kAccumulate, I>, dim3(common::grid_for(lines, device)), dim3(common::kThreads),
+             0, stream, lines, ix, idx.size(dim), static_cast<T*>(out.data_ptr()), out.stride(dim), out.size(dim),
              static_cast<const T*>(src.data_ptr()), src.stride(dim), static_cast<const I*>(idx.data_ptr()),
              idx.stride(dim), slot, code);
     });
@@ -348,8 +347,9 @@ void scatter(const Tensor& out, int64_t dim, const Tensor& idx, const Tensor& sr
         visit_index(idx.dtype(), idx.device(), op, [&](auto itag) {
           using I = decltype(itag);
           rt::launch("scatter_add_atomic", scatter_add_atomic_kernel<T, I>, dim3(common::grid_for(n, device)),
-                     dim3(kThreads), 0, stream, n, ix, static_cast<T*>(out.data_ptr()), out.stride(dim), out.size(dim),
-                     static_cast<const T*>(src.data_ptr()), static_cast<const I*>(idx.data_ptr()), slot, code);
+                     dim3(common::kThreads), 0, stream, n, ix, static_cast<T*>(out.data_ptr()), out.stride(dim),
+                     out.size(dim), static_cast<const T*>(src.data_ptr()), static_cast<const I*>(idx.data_ptr()), slot,
+                     code);
         });
         return;
       }
@@ -382,8 +382,8 @@ void triangle(const Tensor& x, int64_t k, bool lower, const Tensor& out) {
   const int64_t R = x.size(-2), C = x.size(-1);
   visit_bytes(x.element_size(), "triangle", [&](auto utag) {
     using U = decltype(utag);
-    rt::launch(lower ? "tril" : "triu", triangle_kernel<U>, dim3(common::grid_for(n, device)), dim3(kThreads), 0,
-               stream, n, IndexDiv(C, n), IndexDiv(R, n / C), k, lower, static_cast<const U*>(x.data_ptr()),
+    rt::launch(lower ? "tril" : "triu", triangle_kernel<U>, dim3(common::grid_for(n, device)), dim3(common::kThreads),
+               0, stream, n, IndexDiv(C, n), IndexDiv(R, n / C), k, lower, static_cast<const U*>(x.data_ptr()),
                static_cast<U*>(out.data_ptr()));
   });
 }
@@ -420,7 +420,7 @@ void one_hot(const Tensor& idx, int64_t classes, const Tensor& out) {
   if (n == 0) return;
   visit_index(idx.dtype(), idx.device(), "one_hot", [&](auto itag) {
     using I = decltype(itag);
-    rt::launch("one_hot", one_hot_kernel<I>, dim3(common::grid_for(n, device)), dim3(kThreads), 0, stream, n,
+    rt::launch("one_hot", one_hot_kernel<I>, dim3(common::grid_for(n, device)), dim3(common::kThreads), 0, stream, n,
                static_cast<const I*>(idx.data_ptr()), classes, static_cast<int64_t*>(out.data_ptr()),
                rt::device_error_slot(), code);
   });

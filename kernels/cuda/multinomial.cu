@@ -14,7 +14,6 @@ namespace brisk::kernels::cuda {
 namespace {
 
 namespace rt = brisk::cuda::detail;
-using common::kThreads;
 using common::report_bad_value;
 using common::Slot;
 
@@ -97,9 +96,9 @@ void multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uin
              stream, rows, n, num_samples, replacement, seed, base, w, tp, lp, op, rt::device_error_slot(), codes);
   if (!replacement) return;
   const int64_t total = rows * num_samples;
-  rt::launch("multinomial_draws", multinomial_draws_kernel, dim3(common::grid_for(total, dev.index)), dim3(kThreads), 0,
-             stream, total, n, num_samples, seed, base, static_cast<const double*>(w), static_cast<const double*>(tp),
-             static_cast<const int64_t*>(lp), op);
+  rt::launch("multinomial_draws", multinomial_draws_kernel, dim3(common::grid_for(total, dev.index)),
+             dim3(common::kThreads), 0, stream, total, n, num_samples, seed, base, static_cast<const double*>(w),
+             static_cast<const double*>(tp), static_cast<const int64_t*>(lp), op);
 }
 
 }  // namespace brisk::kernels::cuda

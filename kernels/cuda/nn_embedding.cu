@@ -15,7 +15,6 @@ namespace {
 
 namespace rt = brisk::cuda::detail;
 using common::in_range;
-using common::kThreads;
 using common::report_bad_value;
 using common::Slot;
 using device::IndexDiv;
@@ -97,9 +96,9 @@ void embedding_backward(const Tensor& grad, const Tensor& idx, int64_t padding_i
         visit_index(idx.dtype(), idx.device(), "embedding backward", [&](auto itag) {
           using I = decltype(itag);
           rt::launch("embedding_backward_atomic", embedding_backward_atomic_kernel<T, W, I>,
-                     dim3(common::grid_for(total, device)), dim3(kThreads), 0, stream, total, IndexDiv(D, total), V, D,
-                     padding_idx, static_cast<const I*>(idx.data_ptr()), gp, static_cast<W*>(acc.data_ptr()),
-                     rt::device_error_slot(), code);
+                     dim3(common::grid_for(total, device)), dim3(common::kThreads), 0, stream, total,
+                     IndexDiv(D, total), V, D, padding_idx, static_cast<const I*>(idx.data_ptr()), gp,
+                     static_cast<W*>(acc.data_ptr()), rt::device_error_slot(), code);
         });
       }
       if (kWide) copy(out, acc);
@@ -109,7 +108,7 @@ void embedding_backward(const Tensor& grad, const Tensor& idx, int64_t padding_i
     if (total == 0) return;
     const common::SortedIndex sorted = common::sort_index(idx, V, code);
     rt::launch("embedding_backward_runs", embedding_backward_runs_kernel<T>, dim3(common::grid_for(total, device)),
-               dim3(kThreads), 0, stream, total, IndexDiv(D, total), n, V, D, padding_idx,
+               dim3(common::kThreads), 0, stream, total, IndexDiv(D, total), n, V, D, padding_idx,
                static_cast<const uint32_t*>(sorted.keys.data_ptr()),
                static_cast<const int32_t*>(sorted.positions.data_ptr()), gp, static_cast<T*>(out.data_ptr()));
   });

@@ -27,7 +27,7 @@ using brisk::cuda::detail::current_native_stream;
 using brisk::cuda::detail::launch;
 using dev::TensorListMeta;
 
-constexpr int kThreads = dev::kMultiTensorThreads;
+constexpr int kOptimThreads = dev::kMultiTensorThreads;
 constexpr int64_t kChunk = dev::kMultiTensorChunk;
 
 // --- the element-wise multi-tensor kernel ----------------------------------------------------
@@ -225,8 +225,8 @@ void apply_lists(const char* name, const std::array<const std::vector<Tensor>*, 
       },
       kChunk,
       [&](const TensorListMeta<L>& meta, int blocks, const int64_t*) {
-        launch(name, multi_tensor_apply_kernel<T, Depth, Op, C>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
-               stream, meta, op);
+        launch(name, multi_tensor_apply_kernel<T, Depth, Op, C>, dim3(static_cast<unsigned>(blocks)),
+               dim3(kOptimThreads), 0, stream, meta, op);
       });
 }
 
@@ -278,14 +278,14 @@ void reduce_lists(const char* name, const std::vector<std::vector<Tensor>>& grou
           static_cast<int64_t>(g.size()), [&](int64_t t) { return g[static_cast<size_t>(t)].numel(); },
           [&](int, int64_t t) { return g[static_cast<size_t>(t)].data_ptr(); }, kChunk,
           [&](const TensorListMeta<1>& meta, int blocks, const int64_t*) {
-            launch(name, multi_tensor_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+            launch(name, multi_tensor_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)), dim3(kOptimThreads), 0,
                    stream, meta, pp + offset);
           });
     });
     offset += list_blocks(g);
   }
-  launch(name, combine_partials_kernel<Op>, dim3(1), dim3(kThreads), 0, stream, static_cast<const double*>(pp), total,
-         static_cast<double*>(out.data_ptr()), take_sqrt);
+  launch(name, combine_partials_kernel<Op>, dim3(1), dim3(kOptimThreads), 0, stream, static_cast<const double*>(pp),
+         total, static_cast<double*>(out.data_ptr()), take_sqrt);
   // `partials` goes back to the caching allocator on this stream: reused only by later work here.
 }
 

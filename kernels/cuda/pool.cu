@@ -22,8 +22,8 @@ namespace bd = brisk::cuda::detail;
 using device::NchwStrides;
 using device::PoolShape;
 
-constexpr int kThreads = 256;
-constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kPoolThreads = 256;
+constexpr int kWarpsPerBlock = kPoolThreads / 32;
 
 NchwStrides nchw(const Tensor& t) {
   return {t.size(1), t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
@@ -75,7 +75,7 @@ __device__ inline void report_bad_index(bd::DeviceErrorSlot* slot, int32_t code,
 }
 
 // gy, idx: (N, C, OH, OW) any strides; acc: (planes, in_plane) contiguous, zeroed before; `+=`.
-// One warp per plane (blockDim.x == kThreads): 32 outputs at a time in output order; lanes whose
+// One warp per plane (blockDim.x == kPoolThreads): 32 outputs at a time in output order; lanes whose
 // outputs hit the same input element are added by the lowest of them in lane order, so every
 // element receives its gradients in the CPU's order and no two lanes write one address at once.
 template <class T, class A>
@@ -154,7 +154,7 @@ __global__ void adaptive_avg_backward_kernel(PoolShape g, int64_t total, const T
 #undef BRISK_GRID_STRIDE
 
 template <class A>
-struct Identity {
+struct PoolIdentity {
   __device__ A operator()(A v) const { return v; }
 };
 
@@ -178,7 +178,7 @@ void max_pool2d(const PoolShape& g, const Tensor& x, const Tensor& values, const
   const cudaStream_t stream = bd::current_native_stream(x.device().index);
   visit_float(x.dtype(), x.device(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    bd::launch("max_pool2d", max_pool_kernel<T>, grid_for(total), dim3(kThreads), 0, stream, g, total, x.data<T>(),
+    bd::launch("max_pool2d", max_pool_kernel<T>, grid_for(total), dim3(kPoolThreads), 0, stream, g, total, x.data<T>(),
                nchw(x), values.data<T>(), indices.data<int64_t>());
   });
 }
@@ -202,11 +202,12 @@ void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& 
       const unsigned blocks = static_cast<unsigned>(
           std::max<int64_t>(1, std::min<int64_t>((planes + kWarpsPerBlock - 1) / kWarpsPerBlock,
                                                  int64_t{bd::multiprocessor_count(device)} * 32)));
-      bd::launch("max_pool2d_backward", max_pool_backward_kernel<T, A>, dim3(blocks), dim3(kThreads), 0, stream, planes,
-                 gy.size(2), gy.size(3), in_plane, gy.data<T>(), nchw(gy), indices.data<int64_t>(), nchw(indices),
-                 static_cast<A*>(acc.data_ptr()), bd::device_error_slot(), err_code);
+      bd::launch("max_pool2d_backward", max_pool_backward_kernel<T, A>, dim3(blocks), dim3(kPoolThreads), 0, stream,
+                 planes, gy.size(2), gy.size(3), in_plane, gy.data<T>(), nchw(gy), indices.data<int64_t>(),
+                 nchw(indices), static_cast<A*>(acc.data_ptr()), bd::device_error_slot(), err_code);
     }
-    if constexpr (!direct) bd::launch_elementwise<T, float>("max_pool2d_backward_round", gx, {&acc}, Identity<float>{});
+    if constexpr (!direct)
+      bd::launch_elementwise<T, float>("max_pool2d_backward_round", gx, {&acc}, PoolIdentity<float>{});
   });
 }
 
@@ -218,7 +219,7 @@ void avg_pool2d(const PoolShape& g, bool count_include_pad, const Tensor& x, con
   const cudaStream_t stream = bd::current_native_stream(x.device().index);
   visit_float(x.dtype(), x.device(), "avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    bd::launch("avg_pool2d", avg_pool_kernel<T>, grid_for(total), dim3(kThreads), 0, stream, g, count_include_pad,
+    bd::launch("avg_pool2d", avg_pool_kernel<T>, grid_for(total), dim3(kPoolThreads), 0, stream, g, count_include_pad,
                total, x.data<T>(), nchw(x), y.data<T>());
   });
 }
@@ -231,7 +232,7 @@ void avg_pool2d_backward(const PoolShape& g, bool count_include_pad, const Tenso
   const cudaStream_t stream = bd::current_native_stream(gx.device().index);
   visit_float(gx.dtype(), gx.device(), "avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    bd::launch("avg_pool2d_backward", avg_pool_backward_kernel<T>, grid_for(total), dim3(kThreads), 0, stream, g,
+    bd::launch("avg_pool2d_backward", avg_pool_backward_kernel<T>, grid_for(total), dim3(kPoolThreads), 0, stream, g,
                count_include_pad, total, gy.data<T>(), nchw(gy), gx.data<T>());
   });
 }
@@ -244,7 +245,7 @@ void adaptive_avg_pool2d(const Tensor& x, const Tensor& y) {
   const cudaStream_t stream = bd::current_native_stream(x.device().index);
   visit_float(x.dtype(), x.device(), "adaptive_avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    bd::launch("adaptive_avg_pool2d", adaptive_avg_kernel<T>, grid_for(total), dim3(kThreads), 0, stream,
+    bd::launch("adaptive_avg_pool2d", adaptive_avg_kernel<T>, grid_for(total), dim3(kPoolThreads), 0, stream,
                adaptive_shape(x, y), total, x.data<T>(), nchw(x), y.data<T>());
   });
 }
@@ -257,7 +258,7 @@ void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
   const cudaStream_t stream = bd::current_native_stream(gx.device().index);
   visit_float(gx.dtype(), gx.device(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    bd::launch("adaptive_avg_pool2d_backward", adaptive_avg_backward_kernel<T>, grid_for(total), dim3(kThreads), 0,
+    bd::launch("adaptive_avg_pool2d_backward", adaptive_avg_backward_kernel<T>, grid_for(total), dim3(kPoolThreads), 0,
                stream, adaptive_shape(gx, gy), total, gy.data<T>(), nchw(gy), gx.data<T>());
   });
 }

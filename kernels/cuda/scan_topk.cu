@@ -21,13 +21,13 @@ namespace {
 namespace kd = kernels::device;
 using brisk::cuda::detail::launch;
 
-constexpr int kColumnThreads = 256;
+constexpr int kScanColumnThreads = 256;
 
-struct DimGeom {
+struct ScanDimGeom {
   int64_t outer = 1, n = 1, inner = 1;
 };
-DimGeom dim_geom(const Shape& s, int64_t dim) {
-  DimGeom g;
+ScanDimGeom scan_dim_geom(const Shape& s, int64_t dim) {
+  ScanDimGeom g;
   for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) (d < dim ? g.outer : d == dim ? g.n : g.inner) *= s[d];
   return g;
 }
@@ -250,7 +250,7 @@ void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& y) {
   const int dev = x.device().index;
   brisk::cuda::DeviceGuard guard(dev);
   cudaStream_t stream = brisk::cuda::detail::current_native_stream(dev);
-  const DimGeom g = dim_geom(x.sizes(), dim);
+  const ScanDimGeom g = scan_dim_geom(x.sizes(), dim);
   visit_all(x.dtype(), x.device(), "cumsum", [&](auto tag) {
     using T = decltype(tag);
     using S = kd::sum_acc_t<T>;
@@ -266,8 +266,8 @@ void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& y) {
       launch("cumsum", cumsum_rows_kernel<T, S, O>, dim3(static_cast<unsigned>(blocks)), dim3(lanes, rows_per_block), 0,
              stream, g.outer, g.n, reverse, px, py);
     } else {
-      launch("cumsum", cumsum_columns_kernel<T, S, O>, dim3(grid_for(g.outer * g.inner, kColumnThreads, dev)),
-             dim3(kColumnThreads), 0, stream, g.outer, g.n, g.inner, reverse, px, py);
+      launch("cumsum", cumsum_columns_kernel<T, S, O>, dim3(grid_for(g.outer * g.inner, kScanColumnThreads, dev)),
+             dim3(kScanColumnThreads), 0, stream, g.outer, g.n, g.inner, reverse, px, py);
     }
   });
 }
@@ -279,7 +279,7 @@ void topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted, co
   const int dev = x.device().index;
   brisk::cuda::DeviceGuard guard(dev);
   cudaStream_t stream = brisk::cuda::detail::current_native_stream(dev);
-  const DimGeom g = x.dim() == 0 ? DimGeom{} : dim_geom(x.sizes(), dim);
+  const ScanDimGeom g = x.dim() == 0 ? ScanDimGeom{} : scan_dim_geom(x.sizes(), dim);
   BRISK_CHECK(g.n < (int64_t{1} << 31), "topk: dim ", dim, " of size ", g.n,
               " is too long for the cuda topk (at most 2^31 - 1)");
   visit_numeric(x.dtype(), x.device(), "topk", [&](auto tag) {
@@ -322,13 +322,13 @@ void take_along_dim_backward(const Tensor& grad, const Tensor& indices, int64_t 
   cudaStream_t stream = brisk::cuda::detail::current_native_stream(dev);
   brisk::cuda::detail::memset_async(out.data_ptr(), 0, out.nbytes(), stream);
   if (grad.numel() == 0) return;
-  const DimGeom gi = dim_geom(grad.sizes(), dim), go = dim_geom(out.sizes(), dim);
+  const ScanDimGeom gi = scan_dim_geom(grad.sizes(), dim), go = scan_dim_geom(out.sizes(), dim);
   static const int32_t code =
       brisk::cuda::detail::register_device_error("take_along_dim_backward: an index is out of range");
   visit_float(grad.dtype(), grad.device(), op, [&](auto tag) {
     using T = decltype(tag);
-    launch(op, take_along_dim_backward_kernel<T>, dim3(grid_for(gi.outer * gi.inner, kColumnThreads, dev)),
-           dim3(kColumnThreads), 0, stream, gi.outer, gi.n, go.n, gi.inner, static_cast<const T*>(grad.data_ptr()),
+    launch(op, take_along_dim_backward_kernel<T>, dim3(grid_for(gi.outer * gi.inner, kScanColumnThreads, dev)),
+           dim3(kScanColumnThreads), 0, stream, gi.outer, gi.n, go.n, gi.inner, static_cast<const T*>(grad.data_ptr()),
            static_cast<const int64_t*>(indices.data_ptr()), static_cast<T*>(out.data_ptr()),
            brisk::cuda::detail::device_error_slot(), code);
   });
