@@ -161,6 +161,7 @@ void every_gradient_element_is_written() {
       std::set<const void*> poisoned;
       {
         std::vector<Tensor> nan;
+        nan.reserve(8);
         for (int i = 0; i < 8; ++i) nan.push_back(full(q.sizes(), NAN, {.dtype = dt, .device = cuda_device()}));
         for (const Tensor& t : nan) poisoned.insert(t.data_ptr());
       }
