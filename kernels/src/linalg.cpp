@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <optional>
-#include <string_view>
 
 #include "brisk/core/profiler.h"
 #include "brisk/kernels/dispatch.h"
@@ -363,13 +362,7 @@ MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor&
 DgeluEpilogue dgelu_epilogue() {
   const char* env = std::getenv("BRISK_CUDA_DGELU_EPILOGUE");
   if (env == nullptr || *env == 0) return DgeluEpilogue::Dgelu;
-  const std::string_view v(env);
-  if (v == "bgrad") return DgeluEpilogue::Bgrad;
-  if (v == "dgelu") return DgeluEpilogue::Dgelu;
-  if (v == "off") return DgeluEpilogue::Off;
-  BRISK_THROW("BRISK_CUDA_DGELU_EPILOGUE: unknown value '", v,
-              "'; valid values are dgelu (DGELU, the bias gradient apart; the default), bgrad (DGELU_BGRAD) and "
-              "off (no epilogue: the product, GELU's backward, the bias sum)");
+  return parse_enum<DgeluEpilogue>(env, "BRISK_CUDA_DGELU_EPILOGUE");
 }
 
 std::string gelu_epilogue_fallback_reason() {

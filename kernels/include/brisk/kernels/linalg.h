@@ -2,9 +2,13 @@
 // matmul/linear on tensors with PyTorch's shape rules. f16/bf16 compute in f32 and round once at
 // the end.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "brisk/core/enums.h"
 #include "brisk/core/tensor.h"
 
 namespace brisk::kernels {
@@ -121,7 +125,7 @@ MatmulDgelu matmul_dgelu(const Tensor& grad, const Tensor& weight, const Tensor&
 //          steps).
 // On an H200 cuBLASLt runs DGELU_BGRAD as a product plus a separate pass (4.0 ms of GPT-2 124M's
 // 37 ms step); GPT-2's step with dgelu took 34.7 ms, off 35.2, bgrad 37.5 (bench/RESULTS.md).
-// Anything else throws brisk::Error naming the variable and the valid values.
+// Anything else throws brisk::Error naming the variable and the valid values (parse_enum).
 enum class DgeluEpilogue : uint8_t { Bgrad, Dgelu, Off };
 DgeluEpilogue dgelu_epilogue();
 
@@ -132,3 +136,13 @@ DgeluEpilogue dgelu_epilogue();
 std::string gelu_epilogue_fallback_reason();
 
 }  // namespace brisk::kernels
+
+namespace brisk {
+template <>
+struct EnumNames<kernels::DgeluEpilogue> {
+  static constexpr std::array<std::pair<std::string_view, kernels::DgeluEpilogue>, 3> values{
+      {{"dgelu", kernels::DgeluEpilogue::Dgelu},
+       {"bgrad", kernels::DgeluEpilogue::Bgrad},
+       {"off", kernels::DgeluEpilogue::Off}}};
+};
+}  // namespace brisk
